@@ -1,0 +1,29 @@
+// CPU reference: fused softmax + cross-entropy over the first V of Vp logit columns
+// (the padded columns V..Vp-1 take no part and get exactly zero gradient).
+// logits (N,Vp), targets (N) in [0,V), losses (N), dlogits (N,Vp) or null; dlogits may alias logits.
+// dloss is d(total loss)/d(losses[i]), e.g. 1/N for a mean.
+#pragma once
+#include <cmath>
+
+template <class T>
+void fused_classifier(T* losses, T* dlogits, const T* logits, const int* targets, T dloss, int N, int V, int Vp) {
+#pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        const T* x = logits + (size_t)n * Vp;
+        T xmax = x[0];
+        for (int j = 1; j < V; j++) xmax = x[j] > xmax ? x[j] : xmax;
+        T sum = 0;
+        for (int j = 0; j < V; j++) sum += std::exp(x[j] - xmax);
+        int target = targets[n];
+        T x_target = x[target];
+        losses[n] = std::log(sum) + xmax - x_target;
+        if (dlogits) {
+            T* d = dlogits + (size_t)n * Vp;
+            for (int j = 0; j < V; j++) {
+                T prob = std::exp(x[j] - xmax) / sum;
+                d[j] = (prob - (j == target ? T(1) : T(0))) * dloss;
+            }
+            for (int j = V; j < Vp; j++) d[j] = 0;
+        }
+    }
+}

@@ -1,0 +1,98 @@
+// GPT-2 + RoPE model configuration, shared by the CPU and CUDA back ends and the checkpoints.
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include "attention/attention_cpu.h"
+
+struct GPT2Config {
+    int max_seq_len = 1024;         // longest sequence the trainer allocates for (RoPE has no limit)
+    int vocab_size = 50257;         // real tokens
+    int padded_vocab_size = 50304;  // rows of wte / logit columns, padded for the matmuls
+    int num_layers = 12;
+    int num_heads = 12;
+    int channels = 768;
+    AttnKind attn = ATTN_LSSAR;
+    float p = 15.0f;                // LSSAR's re-weighting power (ignored by softmax and LSSA)
+    float rope_base = 10000.0f;
+};
+
+// Empty if the config is valid, else a message that names the field, its value and the fix.
+inline std::string gpt2_config_error(const GPT2Config& c) {
+    char msg[256];
+    auto positive = [&](const char* name, int v) {
+        if (v <= 0) snprintf(msg, sizeof msg, "config: %s = %d must be > 0", name, v);
+        return v > 0;
+    };
+    if (!positive("max_seq_len", c.max_seq_len) || !positive("vocab_size", c.vocab_size) ||
+        !positive("padded_vocab_size", c.padded_vocab_size) || !positive("num_layers", c.num_layers) ||
+        !positive("num_heads", c.num_heads) || !positive("channels", c.channels))
+        return msg;
+    if (c.padded_vocab_size < c.vocab_size) {
+        snprintf(msg, sizeof msg, "config: padded_vocab_size = %d is smaller than vocab_size = %d",
+                 c.padded_vocab_size, c.vocab_size);
+        return msg;
+    }
+    if (c.channels % c.num_heads != 0) {
+        snprintf(msg, sizeof msg, "config: channels = %d is not divisible by num_heads = %d", c.channels,
+                 c.num_heads);
+        return msg;
+    }
+    if ((c.channels / c.num_heads) % 2 != 0) {
+        snprintf(msg, sizeof msg, "config: head dim channels/num_heads = %d must be even for RoPE's pairs",
+                 c.channels / c.num_heads);
+        return msg;
+    }
+    if (c.attn != ATTN_SOFTMAX && c.attn != ATTN_LSSA && c.attn != ATTN_LSSAR) {
+        snprintf(msg, sizeof msg, "config: attn = %d is not softmax (0), lssa (1) or lssar (2)", (int)c.attn);
+        return msg;
+    }
+    if (c.attn == ATTN_LSSAR && !(c.p >= 1.0f)) {
+        snprintf(msg, sizeof msg, "config: p = %g must be >= 1 for LSSAR", c.p);
+        return msg;
+    }
+    if (!(c.rope_base > 1.0f)) {
+        snprintf(msg, sizeof msg, "config: rope_base = %g must be > 1", c.rope_base);
+        return msg;
+    }
+    return "";
+}
+
+// The parameter tensors, in the order of the one contiguous buffer.
+enum ParamTensor {
+    P_WTE, P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTPROJW, P_ATTPROJB, P_LN2W, P_LN2B,
+    P_FCW, P_FCB, P_FCPROJW, P_FCPROJB, P_LNFW, P_LNFB, NUM_PARAM_TENSORS
+};
+
+inline const char* param_tensor_name(int i) {
+    static const char* names[NUM_PARAM_TENSORS] = {"wte", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw",
+                                                   "attprojb", "ln2w", "ln2b", "fcw", "fcb", "fcprojw",
+                                                   "fcprojb", "lnfw", "lnfb"};
+    return names[i];
+}
+
+// Element counts of every parameter tensor.
+inline void gpt2_param_sizes(size_t sizes[NUM_PARAM_TENSORS], const GPT2Config& c) {
+    size_t Vp = c.padded_vocab_size, C = c.channels, L = c.num_layers;
+    sizes[P_WTE] = Vp * C;
+    sizes[P_LN1W] = L * C;
+    sizes[P_LN1B] = L * C;
+    sizes[P_QKVW] = L * 3 * C * C;
+    sizes[P_QKVB] = L * 3 * C;
+    sizes[P_ATTPROJW] = L * C * C;
+    sizes[P_ATTPROJB] = L * C;
+    sizes[P_LN2W] = L * C;
+    sizes[P_LN2B] = L * C;
+    sizes[P_FCW] = L * 4 * C * C;
+    sizes[P_FCB] = L * 4 * C;
+    sizes[P_FCPROJW] = L * C * 4 * C;
+    sizes[P_FCPROJB] = L * C;
+    sizes[P_LNFW] = C;
+    sizes[P_LNFB] = C;
+}
+
+// Weight decay applies to the matrices only, not to biases and layernorm parameters.
+inline bool param_tensor_decays(int i) {
+    return i == P_WTE || i == P_QKVW || i == P_ATTPROJW || i == P_FCW || i == P_FCPROJW;
+}

@@ -1,0 +1,263 @@
+// GPT-2 + RoPE on the CPU back end: parameters, activations, forward to the mean loss,
+// backward to every parameter gradient, AdamW update. Templated on the float type:
+// float trains, double checks gradients. Layer code: layers/*_cpu.h, attention/attention_cpu.h.
+#pragma once
+
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "attention/attention_cpu.h"
+#include "layers/adamw_cpu.h"
+#include "layers/classifier_cpu.h"
+#include "layers/encoder_cpu.h"
+#include "layers/gelu_cpu.h"
+#include "layers/global_norm_cpu.h"
+#include "layers/layernorm_cpu.h"
+#include "layers/matmul_cpu.h"
+#include "layers/residual_cpu.h"
+#include "layers/rope_cpu.h"
+#include "model/gpt2_config.h"
+#include "model/rand.h"
+
+// Activations of one forward pass (and, with the same layout, their gradients).
+// L layers, B batch, T time, C channels, NH heads, Vp padded vocab.
+template <class T> struct Activations {
+    T* encoded;    // (B,T,C)
+    T* ln1;        // (L,B,T,C)
+    T* ln1_mean;   // (L,B,T)
+    T* ln1_rstd;   // (L,B,T)
+    T* qkv;        // (L,B,T,3C) before RoPE
+    T* qkvr;       // (L,B,T,3C) after RoPE
+    T* atty;       // (L,B,T,C)
+    T* attstats;   // (L,B,NH,T,3)
+    T* attproj;    // (L,B,T,C)
+    T* residual2;  // (L,B,T,C)
+    T* ln2;        // (L,B,T,C)
+    T* ln2_mean;   // (L,B,T)
+    T* ln2_rstd;   // (L,B,T)
+    T* fch;        // (L,B,T,4C)
+    T* fch_gelu;   // (L,B,T,4C)
+    T* fcproj;     // (L,B,T,C)
+    T* residual3;  // (L,B,T,C)
+    T* lnf;        // (B,T,C)
+    T* lnf_mean;   // (B,T)
+    T* lnf_rstd;   // (B,T)
+    T* logits;     // (B,T,Vp)
+    T* losses;     // (B,T)
+};
+constexpr int NUM_ACTIVATION_TENSORS = sizeof(Activations<float>) / sizeof(float*);
+
+inline void gpt2_activation_sizes(size_t sizes[NUM_ACTIVATION_TENSORS], const GPT2Config& c, int B, int T_) {
+    size_t L = c.num_layers, C = c.channels, NH = c.num_heads, Vp = c.padded_vocab_size;
+    size_t BT = (size_t)B * T_;
+    size_t s[NUM_ACTIVATION_TENSORS] = {
+        BT * C,          L * BT * C, L * BT,     L * BT,     L * BT * 3 * C, L * BT * 3 * C, L * BT * C,
+        L * BT * NH * 3, L * BT * C, L * BT * C, L * BT * C, L * BT,         L * BT,         L * BT * 4 * C,
+        L * BT * 4 * C,  L * BT * C, L * BT * C, BT * C,     BT,             BT,             BT * Vp,
+        BT};
+    memcpy(sizes, s, sizeof s);
+}
+
+template <class T> struct GPT2 {
+    GPT2Config config;
+    size_t param_sizes[NUM_PARAM_TENSORS];
+    size_t param_offsets[NUM_PARAM_TENSORS];
+    size_t num_parameters = 0;
+    std::vector<T> params, grads, m, v;  // (num_parameters) each; AdamW moments allocated lazily
+    // activations and their gradients for the current (B, T)
+    int B = 0, T = 0;
+    std::vector<T> acts_memory, grad_acts_memory;
+    Activations<T> acts, grad_acts;
+    std::vector<int> inputs, targets;  // (B,T) of the last forward
+    bool have_targets = false;
+    T mean_loss = -1;
+
+    explicit GPT2(const GPT2Config& c) : config(c) {
+        std::string err = gpt2_config_error(c);
+        if (!err.empty()) throw std::invalid_argument(err);
+        gpt2_param_sizes(param_sizes, c);
+        for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+            param_offsets[i] = num_parameters;
+            num_parameters += param_sizes[i];
+        }
+        params.assign(num_parameters, T(0));
+        grads.assign(num_parameters, T(0));
+    }
+
+    T* param(int i) { return params.data() + param_offsets[i]; }
+    T* grad(int i) { return grads.data() + param_offsets[i]; }
+
+    // GPT-2 initialisation: N(0, 0.02) weights, residual projections scaled by 1/sqrt(2L),
+    // zero biases, unit layernorm weights, zero padded vocabulary rows.
+    void init(uint64_t seed) {
+        Rng rng(seed);
+        const GPT2Config& c = config;
+        double residual_std = 0.02 / std::sqrt(2.0 * c.num_layers);
+        for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+            T* p = param(i);
+            size_t n = param_sizes[i];
+            if (i == P_LN1W || i == P_LN2W || i == P_LNFW) {
+                for (size_t k = 0; k < n; k++) p[k] = T(1);
+            } else if (i == P_WTE) {
+                size_t real = (size_t)c.vocab_size * c.channels;
+                for (size_t k = 0; k < n; k++) p[k] = k < real ? T(0.02 * rng.normal()) : T(0);
+            } else if (i == P_QKVW || i == P_FCW) {
+                for (size_t k = 0; k < n; k++) p[k] = T(0.02 * rng.normal());
+            } else if (i == P_ATTPROJW || i == P_FCPROJW) {
+                for (size_t k = 0; k < n; k++) p[k] = T(residual_std * rng.normal());
+            } else {
+                for (size_t k = 0; k < n; k++) p[k] = T(0);
+            }
+        }
+    }
+
+    void ensure_activations(int B_, int T_) {
+        if (B_ == B && T_ == T) return;
+        size_t sizes[NUM_ACTIVATION_TENSORS], total = 0;
+        gpt2_activation_sizes(sizes, config, B_, T_);
+        for (size_t s : sizes) total += s;
+        acts_memory.assign(total, T(0));
+        grad_acts_memory.assign(total, T(0));
+        T** a = (T**)&acts;
+        T** g = (T**)&grad_acts;
+        size_t off = 0;
+        for (int i = 0; i < NUM_ACTIVATION_TENSORS; i++) {
+            a[i] = acts_memory.data() + off;
+            g[i] = grad_acts_memory.data() + off;
+            off += sizes[i];
+        }
+        B = B_;
+        T = T_;
+    }
+
+    // Forward pass over inputs (B,T). With targets (B,T) it returns the mean loss; without, -1.
+    // Token ids must be in [0, vocab_size).
+    T forward(const int* inputs_, const int* targets_, int B_, int T_) {
+        const GPT2Config& c = config;
+        int V = c.vocab_size, Vp = c.padded_vocab_size, L = c.num_layers, NH = c.num_heads, C = c.channels;
+        int hd = C / NH;
+        for (int i = 0; i < B_ * T_; i++) {
+            if (inputs_[i] < 0 || inputs_[i] >= V || (targets_ && (targets_[i] < 0 || targets_[i] >= V))) {
+                throw std::out_of_range("token id out of range [0, " + std::to_string(V) + ") at position " +
+                                        std::to_string(i));
+            }
+        }
+        ensure_activations(B_, T_);
+        inputs.assign(inputs_, inputs_ + B * T);
+        have_targets = targets_ != nullptr;
+        if (have_targets) targets.assign(targets_, targets_ + B * T);
+        size_t BT = (size_t)B * T;
+        Activations<T>& a = acts;
+        encoder_forward(a.encoded, inputs_, param(P_WTE), B, T, C);
+        for (int l = 0; l < L; l++) {
+            T* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BT * C;
+            T* ln1 = a.ln1 + l * BT * C;
+            T* qkv = a.qkv + l * BT * 3 * C;
+            T* qkvr = a.qkvr + l * BT * 3 * C;
+            T* atty = a.atty + l * BT * C;
+            T* attproj = a.attproj + l * BT * C;
+            T* residual2 = a.residual2 + l * BT * C;
+            T* ln2 = a.ln2 + l * BT * C;
+            T* fch = a.fch + l * BT * 4 * C;
+            T* fch_gelu = a.fch_gelu + l * BT * 4 * C;
+            T* fcproj = a.fcproj + l * BT * C;
+            T* residual3 = a.residual3 + l * BT * C;
+            layernorm_forward(ln1, a.ln1_mean + l * BT, a.ln1_rstd + l * BT, residual, param(P_LN1W) + l * C,
+                              param(P_LN1B) + l * C, (int)BT, C);
+            matmul_forward(qkv, ln1, param(P_QKVW) + (size_t)l * 3 * C * C, param(P_QKVB) + l * 3 * C, (int)BT, C,
+                           3 * C);
+            rope_forward(qkvr, qkv, B, T, NH, hd, (double)c.rope_base);
+            attention_forward(atty, a.attstats + l * BT * NH * 3, qkvr, B, T, NH, hd, c.attn, (double)c.p);
+            matmul_forward(attproj, atty, param(P_ATTPROJW) + (size_t)l * C * C, param(P_ATTPROJB) + l * C,
+                           (int)BT, C, C);
+            residual_forward(residual2, residual, attproj, (int)(BT * C));
+            layernorm_forward(ln2, a.ln2_mean + l * BT, a.ln2_rstd + l * BT, residual2, param(P_LN2W) + l * C,
+                              param(P_LN2B) + l * C, (int)BT, C);
+            matmul_forward(fch, ln2, param(P_FCW) + (size_t)l * 4 * C * C, param(P_FCB) + l * 4 * C, (int)BT, C,
+                           4 * C);
+            gelu_forward(fch_gelu, fch, (int)(BT * 4 * C));
+            matmul_forward(fcproj, fch_gelu, param(P_FCPROJW) + (size_t)l * C * 4 * C, param(P_FCPROJB) + l * C,
+                           (int)BT, 4 * C, C);
+            residual_forward(residual3, residual2, fcproj, (int)(BT * C));
+        }
+        T* last = a.residual3 + (L - 1) * BT * C;
+        layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, last, param(P_LNFW), param(P_LNFB), (int)BT, C);
+        matmul_forward(a.logits, a.lnf, param(P_WTE), (const T*)nullptr, (int)BT, C, Vp);
+        mean_loss = -1;
+        if (have_targets) {
+            fused_classifier(a.losses, (T*)nullptr, a.logits, targets_, T(0), (int)BT, V, Vp);
+            T sum = 0;
+            for (size_t i = 0; i < BT; i++) sum += a.losses[i];
+            mean_loss = sum / T(BT);
+        }
+        return mean_loss;
+    }
+
+    void zero_grad() { std::fill(grads.begin(), grads.end(), T(0)); }
+
+    // Backward of the mean loss of the last forward (which must have had targets).
+    // Accumulates into grads (call zero_grad() first, or not, to accumulate micro-steps).
+    // loss_scale multiplies the gradient (1/grad_accum_steps for accumulation).
+    void backward(T loss_scale = T(1)) {
+        if (!have_targets) throw std::logic_error("backward: the last forward had no targets");
+        const GPT2Config& c = config;
+        int V = c.vocab_size, Vp = c.padded_vocab_size, L = c.num_layers, NH = c.num_heads, C = c.channels;
+        int hd = C / NH;
+        size_t BT = (size_t)B * T;
+        Activations<T>& a = acts;
+        Activations<T>& g = grad_acts;
+        std::fill(grad_acts_memory.begin(), grad_acts_memory.end(), T(0));
+        fused_classifier(a.losses, g.logits, a.logits, targets.data(), loss_scale / T(BT), (int)BT, V, Vp);
+        matmul_backward(g.lnf, grad(P_WTE), (T*)nullptr, g.logits, a.lnf, param(P_WTE), (int)BT, C, Vp);
+        T* last = a.residual3 + (L - 1) * BT * C;
+        T* dlast = g.residual3 + (L - 1) * BT * C;
+        layernorm_backward(dlast, grad(P_LNFW), grad(P_LNFB), g.lnf, last, param(P_LNFW), a.lnf_mean, a.lnf_rstd,
+                           (int)BT, C);
+        for (int l = L - 1; l >= 0; l--) {
+            T* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BT * C;
+            T* dresidual = l == 0 ? g.encoded : g.residual3 + (l - 1) * BT * C;
+            size_t o1 = l * BT * C, o3 = l * BT * 3 * C, o4 = l * BT * 4 * C, ol = l * BT;
+            // MLP
+            residual_backward(g.residual2 + o1, g.fcproj + o1, g.residual3 + o1, (int)(BT * C));
+            matmul_backward(g.fch_gelu + o4, grad(P_FCPROJW) + (size_t)l * C * 4 * C, grad(P_FCPROJB) + l * C,
+                            g.fcproj + o1, a.fch_gelu + o4, param(P_FCPROJW) + (size_t)l * C * 4 * C, (int)BT,
+                            4 * C, C);
+            gelu_backward(g.fch + o4, a.fch + o4, g.fch_gelu + o4, (int)(BT * 4 * C));
+            matmul_backward(g.ln2 + o1, grad(P_FCW) + (size_t)l * 4 * C * C, grad(P_FCB) + l * 4 * C, g.fch + o4,
+                            a.ln2 + o1, param(P_FCW) + (size_t)l * 4 * C * C, (int)BT, C, 4 * C);
+            layernorm_backward(g.residual2 + o1, grad(P_LN2W) + l * C, grad(P_LN2B) + l * C, g.ln2 + o1,
+                               a.residual2 + o1, param(P_LN2W) + l * C, a.ln2_mean + ol, a.ln2_rstd + ol, (int)BT,
+                               C);
+            // attention
+            residual_backward(dresidual, g.attproj + o1, g.residual2 + o1, (int)(BT * C));
+            matmul_backward(g.atty + o1, grad(P_ATTPROJW) + (size_t)l * C * C, grad(P_ATTPROJB) + l * C,
+                            g.attproj + o1, a.atty + o1, param(P_ATTPROJW) + (size_t)l * C * C, (int)BT, C, C);
+            attention_backward(g.qkvr + o3, g.atty + o1, a.qkvr + o3, B, T, NH, hd, c.attn, (double)c.p);
+            rope_backward(g.qkv + o3, g.qkvr + o3, B, T, NH, hd, (double)c.rope_base);
+            matmul_backward(g.ln1 + o1, grad(P_QKVW) + (size_t)l * 3 * C * C, grad(P_QKVB) + l * 3 * C, g.qkv + o3,
+                            a.ln1 + o1, param(P_QKVW) + (size_t)l * 3 * C * C, (int)BT, C, 3 * C);
+            layernorm_backward(dresidual, grad(P_LN1W) + l * C, grad(P_LN1B) + l * C, g.ln1 + o1, residual,
+                               param(P_LN1W) + l * C, a.ln1_mean + ol, a.ln1_rstd + ol, (int)BT, C);
+        }
+        encoder_backward(grad(P_WTE), g.encoded, inputs.data(), B, T, C);
+    }
+
+    // sqrt of the sum of squares of every parameter gradient
+    double grad_norm() const { return std::sqrt(global_norm_squared(grads.data(), num_parameters)); }
+
+    // AdamW step t (1-based); weight decay on the matrices only (param_tensor_decays).
+    void update(float lr, float beta1, float beta2, float eps, float weight_decay, int t) {
+        if (m.empty()) {
+            m.assign(num_parameters, T(0));
+            v.assign(num_parameters, T(0));
+        }
+        for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+            size_t off = param_offsets[i];
+            adamw_update(params.data() + off, grads.data() + off, m.data() + off, v.data() + off, param_sizes[i], lr,
+                         beta1, beta2, eps, param_tensor_decays(i) ? weight_decay : 0.0f, t);
+        }
+    }
+};

@@ -1,0 +1,267 @@
+// The CPU reference attention (float64) in all three variants against finite differences,
+// the edge cases of LSSAR.md, and LSSAR's stable evaluation at long length in float32.
+// Gradient tolerance: relative error < 1e-6 per element (see test_layers_cpu.cpp and gradcheck.h).
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <limits>
+
+#include "attention/attention_cpu.h"
+#include "test/gradcheck.h"
+
+constexpr double TOL = 1e-6;
+#ifndef STEP
+#define STEP 1e-4
+#endif
+
+struct AttnShape {
+    int B, T, NH, hd;
+    size_t qkv_size() const { return (size_t)B * T * 3 * NH * hd; }
+    size_t out_size() const { return (size_t)B * T * NH * hd; }
+    size_t at(int b, int t, int which, int h) const { return ((size_t)(b * T + t) * 3 + which) * NH * hd + h * hd; }
+};
+
+// Smallest |x_tj| over every visible (t, j) of an LSSAR input: finite differences across the ReLU
+// kink at x = 0 are meaningless for p = 1, so tests assert their inputs stay away from it.
+static double min_abs_x(const std::vector<double>& qkv, const AttnShape& s) {
+    std::vector<double> qe, ke, qn, kn;
+    attention_prepare(qe, ke, qn, kn, qkv.data(), s.B, s.T, s.NH, s.hd, ATTN_LSSA);
+    std::vector<double> w(s.T), sc(s.T), a(s.T);
+    double min_x = std::numeric_limits<double>::infinity();
+    for (int bh = 0; bh < s.B * s.NH; bh++) {
+        for (int t = 0; t < s.T; t++) {
+            double st[3];
+            attention_row_weights(w.data(), sc.data(), a.data(), st, &qe[((size_t)bh * s.T + t) * s.hd],
+                                  &ke[(size_t)bh * s.T * s.hd], t, s.hd, ATTN_LSSA, 1.0);
+            if (qn[(size_t)bh * s.T + t] == 0) continue;  // a zero query is the degenerate row
+            for (int j = 0; j <= t; j++) min_x = std::min(min_x, std::fabs((t + 1) * w[j] - lssar_bias(t)));
+        }
+    }
+    return min_x;
+}
+
+// Checks d(sum(out * R))/d(qkv) of the backward against finite differences.
+static void check_attention_gradient(std::vector<double>& qkv, const AttnShape& s, AttnKind kind, double p,
+                                     uint64_t seed, const std::function<bool(size_t)>& skip = nullptr) {
+    Rng rng(seed);
+    auto R = random_vector(s.out_size(), rng);
+    std::vector<double> out(s.out_size()), dqkv(s.qkv_size(), 0.0);
+    attention_backward(dqkv.data(), R.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, p);
+    auto f = [&] {
+        attention_forward(out.data(), (double*)nullptr, qkv.data(), s.B, s.T, s.NH, s.hd, kind, p);
+        return weighted_sum(out.data(), R.data(), out.size());
+    };
+    GradCheckResult r = check_gradient(f, qkv.data(), dqkv.data(), qkv.size(), STEP, skip, s.hd);
+    INFO(attn_kind_name(kind) << " p=" << p << " T=" << s.T << ": " << describe(r));
+    CHECK(r.max_rel_err < TOL);
+}
+
+TEST_CASE("attention gradients match finite differences: every variant, p in {1, 3, 15}") {
+    AttnShape s{2, 9, 2, 8};
+    Rng rng(11);
+    auto qkv = random_vector(s.qkv_size(), rng);
+    REQUIRE(min_abs_x(qkv, s) > 1e-3);
+    check_attention_gradient(qkv, s, ATTN_SOFTMAX, 0, 100);
+    check_attention_gradient(qkv, s, ATTN_LSSA, 0, 101);
+    for (double p : {1.0, 3.0, 15.0}) check_attention_gradient(qkv, s, ATTN_LSSAR, p, 102);
+    check_attention_gradient(qkv, s, ATTN_LSSAR, 2.5, 103);  // non-integer p takes the pow() path
+}
+
+TEST_CASE("row 0 attends only to itself; rows 0-2 clip nothing") {
+    AttnShape s{1, 6, 1, 8};
+    Rng rng(12);
+    auto qkv = random_vector(s.qkv_size(), rng);
+    std::vector<double> out(s.out_size()), stats((size_t)s.T * 3);
+    for (AttnKind kind : {ATTN_SOFTMAX, ATTN_LSSA, ATTN_LSSAR}) {
+        attention_forward(out.data(), stats.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, 15.0);
+        for (int i = 0; i < s.hd; i++) CHECK(out[i] == doctest::Approx(qkv[s.at(0, 0, 2, 0) + i]).epsilon(1e-15));
+    }
+    // rows 0..2 have o_t = 0, so x = n A > 0 for every key: every weight is positive
+    std::vector<double> qe, ke, qn, kn, w(s.T), sc(s.T), a(s.T);
+    attention_prepare(qe, ke, qn, kn, qkv.data(), s.B, s.T, s.NH, s.hd, ATTN_LSSAR);
+    for (int t = 0; t < 3; t++) {
+        double st[3];
+        CHECK(attention_row_weights(w.data(), sc.data(), a.data(), st, &qe[t * s.hd], ke.data(), t, s.hd, ATTN_LSSAR, 15.0));
+        for (int j = 0; j <= t; j++) CHECK(w[j] > 0);
+    }
+}
+
+TEST_CASE("one-hot LSSAR row: output is the one value, and the row passes no gradient") {
+    // row t = 5 (n = 6): key 2 points along q, the others against it, so only x_52 > 0
+    AttnShape s{1, 8, 1, 8};
+    Rng rng(13);
+    auto qkv = random_vector(s.qkv_size(), rng);
+    int t = 5;
+    for (int i = 0; i < s.hd; i++) {
+        double d = i == 0 ? 1.0 : 0.0;
+        qkv[s.at(0, t, 0, 0) + i] = 2.0 * d;
+        for (int j = 0; j <= t; j++) qkv[s.at(0, j, 1, 0) + i] = (j == 2 ? 3.0 : -1.5) * d + (i == 1 ? 0.01 * j : 0.0);
+    }
+    REQUIRE(min_abs_x(qkv, s) > 1e-3);
+    std::vector<double> out(s.out_size());
+    attention_forward(out.data(), (double*)nullptr, qkv.data(), s.B, s.T, s.NH, s.hd, ATTN_LSSAR, 15.0);
+    for (int i = 0; i < s.hd; i++) CHECK(out[(size_t)t * s.hd + i] == doctest::Approx(qkv[s.at(0, 2, 2, 0) + i]).epsilon(1e-15));
+    // the gradient through the one-hot row: dq_5 must be exactly zero (W is locally constant)
+    std::vector<double> dout(s.out_size(), 0.0), dqkv(s.qkv_size(), 0.0);
+    for (int i = 0; i < s.hd; i++) dout[(size_t)t * s.hd + i] = 1.0 + i;
+    attention_backward(dqkv.data(), dout.data(), qkv.data(), s.B, s.T, s.NH, s.hd, ATTN_LSSAR, 15.0);
+    for (int i = 0; i < s.hd; i++) CHECK(dqkv[s.at(0, t, 0, 0) + i] == 0.0);
+    for (double p : {1.0, 3.0, 15.0}) check_attention_gradient(qkv, s, ATTN_LSSAR, p, 104);
+}
+
+TEST_CASE("degenerate zero-query LSSAR row: y = 0 and no gradient, never 0/0") {
+    // q_3 = 0: every score of row 3 is 0, A is exactly uniform (n = 4: S1 = 4 softplus(0) exactly),
+    // x = 4 * (1/4) - 1 = 0 for every key: W = 0.
+    AttnShape s{1, 7, 1, 8};
+    Rng rng(14);
+    auto qkv = random_vector(s.qkv_size(), rng);
+    int t = 3;
+    for (int i = 0; i < s.hd; i++) qkv[s.at(0, t, 0, 0) + i] = 0.0;
+    REQUIRE(min_abs_x(qkv, s) > 1e-3);
+    std::vector<double> out(s.out_size()), stats((size_t)s.T * 3);
+    attention_forward(out.data(), stats.data(), qkv.data(), s.B, s.T, s.NH, s.hd, ATTN_LSSAR, 15.0);
+    CHECK(stats[t * 3 + 1] <= 0.0);  // m <= 0
+    for (int i = 0; i < s.hd; i++) CHECK(out[(size_t)t * s.hd + i] == 0.0);
+    std::vector<double> dout(s.out_size(), 1.0), dqkv(s.qkv_size(), 0.0);
+    attention_backward(dqkv.data(), dout.data(), qkv.data(), s.B, s.T, s.NH, s.hd, ATTN_LSSAR, 15.0);
+    for (double g : dqkv) CHECK(std::isfinite(g));
+    for (int i = 0; i < s.hd; i++) CHECK(dqkv[s.at(0, t, 0, 0) + i] == 0.0);
+    // every other element against finite differences; q_3 itself is skipped: at q = 0 the
+    // normalisation q / max(|q|, eps) jumps, so a difference quotient there has no meaning.
+    size_t q3 = s.at(0, t, 0, 0);
+    for (double p : {1.0, 3.0, 15.0})
+        check_attention_gradient(qkv, s, ATTN_LSSAR, p, 105, [&](size_t i) { return i >= q3 && i < q3 + s.hd; });
+}
+
+TEST_CASE("huge and tiny q/k norms: cosine is scale-free, gradients still match") {
+    AttnShape s{1, 7, 2, 8};
+    Rng rng(15);
+    auto qkv = random_vector(s.qkv_size(), rng);
+    REQUIRE(min_abs_x(qkv, s) > 1e-3);
+    std::vector<double> ref(s.out_size()), out(s.out_size());
+    attention_forward(ref.data(), (double*)nullptr, qkv.data(), s.B, s.T, s.NH, s.hd, ATTN_LSSAR, 15.0);
+    for (int i = 0; i < s.hd; i++) {
+        qkv[s.at(0, 4, 0, 0) + i] *= 1e6;   // huge query
+        qkv[s.at(0, 2, 1, 0) + i] *= 1e-6;  // tiny key
+        qkv[s.at(0, 5, 1, 1) + i] *= 1e8;   // huge key
+        qkv[s.at(0, 6, 0, 1) + i] *= 1e-9;  // tiny query
+    }
+    for (AttnKind kind : {ATTN_LSSA, ATTN_LSSAR}) {
+        attention_forward(out.data(), (double*)nullptr, qkv.data(), s.B, s.T, s.NH, s.hd, kind, 15.0);
+        if (kind == ATTN_LSSAR)
+            for (size_t i = 0; i < out.size(); i++) CHECK(out[i] == doctest::Approx(ref[i]).epsilon(1e-12));
+        for (double p : {1.0, 3.0, 15.0}) {
+            check_attention_gradient(qkv, s, kind, p, 106);
+            if (kind == ATTN_LSSA) break;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// LSSAR at long length in float32 (LSSAR.md "Numerics notes"): the stable form stays finite and
+// matches float64; the naive relu(x)^p form overflows or underflows on the same inputs.
+
+// The naive form: W = relu(x)^p / sum relu(x)^p, evaluated in T without max-normalisation.
+// Counts the rows (t >= 3) it breaks: overflow (the sum is inf: W is NaN or 0 for all keys) and
+// underflow (every relu(x)^p flushed to 0 although some x > 0: W = 0/0).
+template <class T>
+static void naive_lssar_broken_rows(const std::vector<T>& qkv, int T_, int hd, double p, int* overflow, int* underflow) {
+    std::vector<T> qe, ke, qn, kn, w(T_), s(T_), a(T_);
+    attention_prepare(qe, ke, qn, kn, qkv.data(), 1, T_, 1, hd, ATTN_LSSA);
+    *overflow = *underflow = 0;
+    for (int t = 3; t < T_; t++) {
+        T st[3];
+        attention_row_weights(w.data(), s.data(), a.data(), st, &qe[(size_t)t * hd], ke.data(), t, hd, ATTN_LSSA, p);
+        T S2 = 0;
+        bool any_positive = false;
+        for (int j = 0; j <= t; j++) {
+            T x = T(t + 1) * w[j] - T(1);
+            any_positive |= x > 0;
+            S2 += x > 0 ? pow_int(x, (int)p) : T(0);
+        }
+        if (!std::isfinite(S2)) (*overflow)++;
+        else if (any_positive && S2 == 0) (*underflow)++;
+    }
+}
+
+struct LongInputs {
+    std::vector<double> qkv;
+    int T, hd;
+};
+
+// Keys share one direction, queries point away from it (all scores negative): x reaches
+// thousands, relu(x)^15 overflows float32.
+static LongInputs shared_direction_keys(int T, int hd, uint64_t seed) {
+    Rng rng(seed);
+    LongInputs in{std::vector<double>((size_t)T * 3 * hd), T, hd};
+    for (int t = 0; t < T; t++) {
+        for (int i = 0; i < hd; i++) {
+            double d = i == 0 ? 1.0 : 0.0;
+            in.qkv[(size_t)t * 3 * hd + i] = -d + 0.1 * rng.normal();
+            in.qkv[(size_t)t * 3 * hd + hd + i] = d + 0.1 * rng.normal();
+            in.qkv[(size_t)t * 3 * hd + 2 * hd + i] = rng.normal();
+        }
+    }
+    return in;
+}
+
+// Nearly identical keys: A is nearly uniform, x is tiny, relu(x)^15 underflows float32.
+static LongInputs nearly_identical_keys(int T, int hd, uint64_t seed) {
+    Rng rng(seed);
+    LongInputs in{std::vector<double>((size_t)T * 3 * hd), T, hd};
+    auto dir = random_vector(hd, rng);
+    for (int t = 0; t < T; t++) {
+        for (int i = 0; i < hd; i++) {
+            in.qkv[(size_t)t * 3 * hd + i] = rng.normal();
+            in.qkv[(size_t)t * 3 * hd + hd + i] = dir[i] + 1e-4 * rng.normal();
+            in.qkv[(size_t)t * 3 * hd + 2 * hd + i] = rng.normal();
+        }
+    }
+    return in;
+}
+
+// max |y32 - y64| / max |y64| over the whole output, after checking y32 is finite
+static double stable_float32_error(const LongInputs& in, double p) {
+    size_t n_out = (size_t)in.T * in.hd;
+    std::vector<double> y64(n_out);
+    attention_forward(y64.data(), (double*)nullptr, in.qkv.data(), 1, in.T, 1, in.hd, ATTN_LSSAR, p);
+    std::vector<float> qkv32(in.qkv.begin(), in.qkv.end()), y32(n_out);
+    attention_forward(y32.data(), (float*)nullptr, qkv32.data(), 1, in.T, 1, in.hd, ATTN_LSSAR, p);
+    double scale = 0, err = 0;
+    for (size_t i = 0; i < n_out; i++) {
+        REQUIRE(std::isfinite(y32[i]));
+        scale = std::max(scale, std::fabs(y64[i]));
+        err = std::max(err, std::fabs((double)y32[i] - y64[i]));
+    }
+    return err / scale;
+}
+
+TEST_CASE("LSSAR at T=4096 in float32, keys sharing a direction: stable form matches float64, naive overflows") {
+    LongInputs in = shared_direction_keys(4096, 64, 21);
+    // float32 rounds the scores (relative 6e-8) and S1; the re-weighting raises x/m to the 15th
+    // power, which multiplies relative errors by up to 15: ~1e-4 of the output scale is the budget.
+    double err = stable_float32_error(in, 15.0);
+    MESSAGE("stable float32 vs float64 (keys sharing a direction): " << err);
+    CHECK(err < 1e-4);
+    std::vector<float> qkv32(in.qkv.begin(), in.qkv.end());
+    int overflow = 0, underflow = 0;
+    naive_lssar_broken_rows(qkv32, in.T, in.hd, 15.0, &overflow, &underflow);
+    MESSAGE("naive float32 relu(x)^15: " << overflow << " of " << in.T - 3 << " rows overflow");
+    CHECK(overflow > in.T / 10);  // 19% here: x reaches ~3000, and 3000^15 ~ 1e52 > FLT_MAX
+}
+
+TEST_CASE("LSSAR at T=4096 in float32, nearly identical keys: stable form matches float64, naive underflows") {
+    LongInputs in = nearly_identical_keys(4096, 64, 22);
+    // The problem itself is ill-conditioned here: x = n A - 1 is ~1e-3 (the row maxima m lie in
+    // [7e-5, 2e-3]) and float32 rounds every score s = lam cos (lam = ln 64 ln n ~ 35) by up to
+    // lam 2^-24 ~ 2e-6, which moves each x by ~2e-6: a relative error of ~2e-3 at x = 1e-3, that
+    // p = 15 multiplies to ~3e-2 in u. No float32 evaluation can do better; bound 5e-2.
+    double err = stable_float32_error(in, 15.0);
+    MESSAGE("stable float32 vs float64 (nearly identical keys): " << err);
+    CHECK(err < 5e-2);
+    std::vector<float> qkv32(in.qkv.begin(), in.qkv.end());
+    int overflow = 0, underflow = 0;
+    naive_lssar_broken_rows(qkv32, in.T, in.hd, 15.0, &overflow, &underflow);
+    MESSAGE("naive float32 relu(x)^15: " << underflow << " of " << in.T - 3 << " rows underflow to 0/0");
+    CHECK(underflow > in.T / 2);
+}
