@@ -28,7 +28,8 @@ CUDA_BINS :=   # nvcc programs built by `make cuda`
 .PHONY: all test cuda clean
 all:
 
-include $(sort $(wildcard */*.mk test/*/*.mk))
+# the emulator's fragments first: the others use the variables they define
+include $(sort $(wildcard test/*/*.mk)) $(sort $(wildcard */*.mk))
 
 all: $(CPU_BINS)
 cuda: $(CUDA_BINS)

@@ -1,12 +1,13 @@
 // CPU reference: AdamW with bias correction and decoupled weight decay.
-// params, grads, m, v (n); t is the 1-based step.
+// params, grads, m, v (n); t is the 1-based step. Hyperparameters are double so that a float64
+// model uses them exactly.
 #pragma once
 #include <cmath>
 #include <cstddef>
 
 template <class T>
-void adamw_update(T* params, const T* grads, T* m, T* v, size_t n, float lr, float beta1, float beta2, float eps,
-                  float weight_decay, int t) {
+void adamw_update(T* params, const T* grads, T* m, T* v, size_t n, double lr, double beta1, double beta2,
+                  double eps, double weight_decay, int t) {
     T bc1 = T(1) - std::pow(T(beta1), T(t));
     T bc2 = T(1) - std::pow(T(beta2), T(t));
 #pragma omp parallel for

@@ -61,19 +61,19 @@ inline void gpt2_activation_sizes(size_t sizes[NUM_ACTIVATION_TENSORS], const GP
     memcpy(sizes, s, sizeof s);
 }
 
-template <class T> struct GPT2 {
+template <class F> struct GPT2 {
     GPT2Config config;
     size_t param_sizes[NUM_PARAM_TENSORS];
     size_t param_offsets[NUM_PARAM_TENSORS];
     size_t num_parameters = 0;
-    std::vector<T> params, grads, m, v;  // (num_parameters) each; AdamW moments allocated lazily
+    std::vector<F> params, grads, m, v;  // (num_parameters) each; AdamW moments allocated lazily
     // activations and their gradients for the current (B, T)
     int B = 0, T = 0;
-    std::vector<T> acts_memory, grad_acts_memory;
-    Activations<T> acts, grad_acts;
-    std::vector<int> inputs, targets;  // (B,T) of the last forward
+    std::vector<F> acts_memory, grad_acts_memory;
+    Activations<F> acts, grad_acts;
+    std::vector<int> inputs, targets;  // (B,F) of the last forward
     bool have_targets = false;
-    T mean_loss = -1;
+    F mean_loss = -1;
 
     explicit GPT2(const GPT2Config& c) : config(c) {
         std::string err = gpt2_config_error(c);
@@ -83,12 +83,12 @@ template <class T> struct GPT2 {
             param_offsets[i] = num_parameters;
             num_parameters += param_sizes[i];
         }
-        params.assign(num_parameters, T(0));
-        grads.assign(num_parameters, T(0));
+        params.assign(num_parameters, F(0));
+        grads.assign(num_parameters, F(0));
     }
 
-    T* param(int i) { return params.data() + param_offsets[i]; }
-    T* grad(int i) { return grads.data() + param_offsets[i]; }
+    F* param(int i) { return params.data() + param_offsets[i]; }
+    F* grad(int i) { return grads.data() + param_offsets[i]; }
 
     // GPT-2 initialisation: N(0, 0.02) weights, residual projections scaled by 1/sqrt(2L),
     // zero biases, unit layernorm weights, zero padded vocabulary rows.
@@ -97,19 +97,19 @@ template <class T> struct GPT2 {
         const GPT2Config& c = config;
         double residual_std = 0.02 / std::sqrt(2.0 * c.num_layers);
         for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-            T* p = param(i);
+            F* p = param(i);
             size_t n = param_sizes[i];
             if (i == P_LN1W || i == P_LN2W || i == P_LNFW) {
-                for (size_t k = 0; k < n; k++) p[k] = T(1);
+                for (size_t k = 0; k < n; k++) p[k] = F(1);
             } else if (i == P_WTE) {
                 size_t real = (size_t)c.vocab_size * c.channels;
-                for (size_t k = 0; k < n; k++) p[k] = k < real ? T(0.02 * rng.normal()) : T(0);
+                for (size_t k = 0; k < n; k++) p[k] = k < real ? F(0.02 * rng.normal()) : F(0);
             } else if (i == P_QKVW || i == P_FCW) {
-                for (size_t k = 0; k < n; k++) p[k] = T(0.02 * rng.normal());
+                for (size_t k = 0; k < n; k++) p[k] = F(0.02 * rng.normal());
             } else if (i == P_ATTPROJW || i == P_FCPROJW) {
-                for (size_t k = 0; k < n; k++) p[k] = T(residual_std * rng.normal());
+                for (size_t k = 0; k < n; k++) p[k] = F(residual_std * rng.normal());
             } else {
-                for (size_t k = 0; k < n; k++) p[k] = T(0);
+                for (size_t k = 0; k < n; k++) p[k] = F(0);
             }
         }
     }
@@ -119,10 +119,10 @@ template <class T> struct GPT2 {
         size_t sizes[NUM_ACTIVATION_TENSORS], total = 0;
         gpt2_activation_sizes(sizes, config, B_, T_);
         for (size_t s : sizes) total += s;
-        acts_memory.assign(total, T(0));
-        grad_acts_memory.assign(total, T(0));
-        T** a = (T**)&acts;
-        T** g = (T**)&grad_acts;
+        acts_memory.assign(total, F(0));
+        grad_acts_memory.assign(total, F(0));
+        F** a = (F**)&acts;
+        F** g = (F**)&grad_acts;
         size_t off = 0;
         for (int i = 0; i < NUM_ACTIVATION_TENSORS; i++) {
             a[i] = acts_memory.data() + off;
@@ -133,9 +133,9 @@ template <class T> struct GPT2 {
         T = T_;
     }
 
-    // Forward pass over inputs (B,T). With targets (B,T) it returns the mean loss; without, -1.
+    // Forward pass over inputs (B,F). With targets (B,F) it returns the mean loss; without, -1.
     // Token ids must be in [0, vocab_size).
-    T forward(const int* inputs_, const int* targets_, int B_, int T_) {
+    F forward(const int* inputs_, const int* targets_, int B_, int T_) {
         const GPT2Config& c = config;
         int V = c.vocab_size, Vp = c.padded_vocab_size, L = c.num_layers, NH = c.num_heads, C = c.channels;
         int hd = C / NH;
@@ -150,21 +150,21 @@ template <class T> struct GPT2 {
         have_targets = targets_ != nullptr;
         if (have_targets) targets.assign(targets_, targets_ + B * T);
         size_t BT = (size_t)B * T;
-        Activations<T>& a = acts;
+        Activations<F>& a = acts;
         encoder_forward(a.encoded, inputs_, param(P_WTE), B, T, C);
         for (int l = 0; l < L; l++) {
-            T* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BT * C;
-            T* ln1 = a.ln1 + l * BT * C;
-            T* qkv = a.qkv + l * BT * 3 * C;
-            T* qkvr = a.qkvr + l * BT * 3 * C;
-            T* atty = a.atty + l * BT * C;
-            T* attproj = a.attproj + l * BT * C;
-            T* residual2 = a.residual2 + l * BT * C;
-            T* ln2 = a.ln2 + l * BT * C;
-            T* fch = a.fch + l * BT * 4 * C;
-            T* fch_gelu = a.fch_gelu + l * BT * 4 * C;
-            T* fcproj = a.fcproj + l * BT * C;
-            T* residual3 = a.residual3 + l * BT * C;
+            F* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BT * C;
+            F* ln1 = a.ln1 + l * BT * C;
+            F* qkv = a.qkv + l * BT * 3 * C;
+            F* qkvr = a.qkvr + l * BT * 3 * C;
+            F* atty = a.atty + l * BT * C;
+            F* attproj = a.attproj + l * BT * C;
+            F* residual2 = a.residual2 + l * BT * C;
+            F* ln2 = a.ln2 + l * BT * C;
+            F* fch = a.fch + l * BT * 4 * C;
+            F* fch_gelu = a.fch_gelu + l * BT * 4 * C;
+            F* fcproj = a.fcproj + l * BT * C;
+            F* residual3 = a.residual3 + l * BT * C;
             layernorm_forward(ln1, a.ln1_mean + l * BT, a.ln1_rstd + l * BT, residual, param(P_LN1W) + l * C,
                               param(P_LN1B) + l * C, (int)BT, C);
             matmul_forward(qkv, ln1, param(P_QKVW) + (size_t)l * 3 * C * C, param(P_QKVB) + l * 3 * C, (int)BT, C,
@@ -183,42 +183,42 @@ template <class T> struct GPT2 {
                            (int)BT, 4 * C, C);
             residual_forward(residual3, residual2, fcproj, (int)(BT * C));
         }
-        T* last = a.residual3 + (L - 1) * BT * C;
+        F* last = a.residual3 + (L - 1) * BT * C;
         layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, last, param(P_LNFW), param(P_LNFB), (int)BT, C);
-        matmul_forward(a.logits, a.lnf, param(P_WTE), (const T*)nullptr, (int)BT, C, Vp);
+        matmul_forward(a.logits, a.lnf, param(P_WTE), (const F*)nullptr, (int)BT, C, Vp);
         mean_loss = -1;
         if (have_targets) {
-            fused_classifier(a.losses, (T*)nullptr, a.logits, targets_, T(0), (int)BT, V, Vp);
-            T sum = 0;
+            fused_classifier(a.losses, (F*)nullptr, a.logits, targets_, F(0), (int)BT, V, Vp);
+            F sum = 0;
             for (size_t i = 0; i < BT; i++) sum += a.losses[i];
-            mean_loss = sum / T(BT);
+            mean_loss = sum / F(BT);
         }
         return mean_loss;
     }
 
-    void zero_grad() { std::fill(grads.begin(), grads.end(), T(0)); }
+    void zero_grad() { std::fill(grads.begin(), grads.end(), F(0)); }
 
     // Backward of the mean loss of the last forward (which must have had targets).
     // Accumulates into grads (call zero_grad() first, or not, to accumulate micro-steps).
     // loss_scale multiplies the gradient (1/grad_accum_steps for accumulation).
-    void backward(T loss_scale = T(1)) {
+    void backward(F loss_scale = F(1)) {
         if (!have_targets) throw std::logic_error("backward: the last forward had no targets");
         const GPT2Config& c = config;
         int V = c.vocab_size, Vp = c.padded_vocab_size, L = c.num_layers, NH = c.num_heads, C = c.channels;
         int hd = C / NH;
         size_t BT = (size_t)B * T;
-        Activations<T>& a = acts;
-        Activations<T>& g = grad_acts;
-        std::fill(grad_acts_memory.begin(), grad_acts_memory.end(), T(0));
-        fused_classifier(a.losses, g.logits, a.logits, targets.data(), loss_scale / T(BT), (int)BT, V, Vp);
-        matmul_backward(g.lnf, grad(P_WTE), (T*)nullptr, g.logits, a.lnf, param(P_WTE), (int)BT, C, Vp);
-        T* last = a.residual3 + (L - 1) * BT * C;
-        T* dlast = g.residual3 + (L - 1) * BT * C;
+        Activations<F>& a = acts;
+        Activations<F>& g = grad_acts;
+        std::fill(grad_acts_memory.begin(), grad_acts_memory.end(), F(0));
+        fused_classifier(a.losses, g.logits, a.logits, targets.data(), loss_scale / F(BT), (int)BT, V, Vp);
+        matmul_backward(g.lnf, grad(P_WTE), (F*)nullptr, g.logits, a.lnf, param(P_WTE), (int)BT, C, Vp);
+        F* last = a.residual3 + (L - 1) * BT * C;
+        F* dlast = g.residual3 + (L - 1) * BT * C;
         layernorm_backward(dlast, grad(P_LNFW), grad(P_LNFB), g.lnf, last, param(P_LNFW), a.lnf_mean, a.lnf_rstd,
                            (int)BT, C);
         for (int l = L - 1; l >= 0; l--) {
-            T* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BT * C;
-            T* dresidual = l == 0 ? g.encoded : g.residual3 + (l - 1) * BT * C;
+            F* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BT * C;
+            F* dresidual = l == 0 ? g.encoded : g.residual3 + (l - 1) * BT * C;
             size_t o1 = l * BT * C, o3 = l * BT * 3 * C, o4 = l * BT * 4 * C, ol = l * BT;
             // MLP
             residual_backward(g.residual2 + o1, g.fcproj + o1, g.residual3 + o1, (int)(BT * C));
@@ -249,15 +249,15 @@ template <class T> struct GPT2 {
     double grad_norm() const { return std::sqrt(global_norm_squared(grads.data(), num_parameters)); }
 
     // AdamW step t (1-based); weight decay on the matrices only (param_tensor_decays).
-    void update(float lr, float beta1, float beta2, float eps, float weight_decay, int t) {
+    void update(double lr, double beta1, double beta2, double eps, double weight_decay, int t) {
         if (m.empty()) {
-            m.assign(num_parameters, T(0));
-            v.assign(num_parameters, T(0));
+            m.assign(num_parameters, F(0));
+            v.assign(num_parameters, F(0));
         }
         for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
             size_t off = param_offsets[i];
             adamw_update(params.data() + off, grads.data() + off, m.data() + off, v.data() + off, param_sizes[i], lr,
-                         beta1, beta2, eps, param_tensor_decays(i) ? weight_decay : 0.0f, t);
+                         beta1, beta2, eps, param_tensor_decays(i) ? weight_decay : 0.0, t);
         }
     }
 };

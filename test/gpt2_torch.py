@@ -1,0 +1,239 @@
+"""
+An independent PyTorch implementation of GPT-2 + RoPE with Softmax, LSSA or LSSAR attention,
+written to read like nanoGPT's model.py. It is the reference the C++ CPU back end is checked
+against (test/test_pytorch.cpp): it builds a tiny model, runs one forward/backward and a few AdamW
+steps in float64 with autograd, and writes everything to a small binary debug state.
+
+    /usr/bin/python3 test/gpt2_torch.py --attn lssar --p 15 --out build/torch_state_lssar.bin
+
+The attention follows LSSAR.md (the project's specification), written here from the formulas
+with PyTorch autograd doing the backward; nothing is shared with the C++ code.
+"""
+import argparse
+import math
+import struct
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+STATE_MAGIC = 20241129
+STATE_VERSION = 1
+ATTN_KINDS = {"softmax": 0, "lssa": 1, "lssar": 2}
+
+
+def rope(x, base):
+    """Rotate interleaved pairs (2i, 2i+1) of every head by angle t * base^(-2i/hd). x: (B, NH, T, hd)"""
+    B, NH, T, hd = x.shape
+    i = torch.arange(hd // 2, dtype=torch.float64)
+    t = torch.arange(T, dtype=torch.float64)
+    angle = t[:, None] * base ** (-2.0 * i / hd)[None, :]  # (T, hd/2)
+    cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+    x0, x1 = x[..., 0::2], x[..., 1::2]
+    y0 = x0 * cos - x1 * sin
+    y1 = x0 * sin + x1 * cos
+    return torch.stack([y0, y1], dim=-1).flatten(-2)
+
+
+def causal_attention_weights(q, k, kind, p):
+    """Attention weights (B, NH, T, T) of the three variants; zero above the diagonal."""
+    T, hd = q.size(-2), q.size(-1)
+    mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    if kind == "softmax":
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
+        return F.softmax(att.masked_fill(~mask, float("-inf")), dim=-1)
+    # LSSA: cosine scores scaled by log(hd) * log(n_t), softplus, l1-normalised over visible keys
+    eps = 1e-12
+    qh = q / q.norm(dim=-1, keepdim=True).clamp_min(eps)
+    kh = k / k.norm(dim=-1, keepdim=True).clamp_min(eps)
+    n = torch.arange(1, T + 1, dtype=q.dtype)  # visible tokens of each row
+    lam = math.log(hd) * torch.log(n)
+    s = lam[:, None] * (qh @ kh.transpose(-2, -1))
+    a = (-F.logsigmoid(-s)) * mask  # exact softplus (no threshold)
+    A = a / a.sum(dim=-1, keepdim=True)
+    if kind == "lssa":
+        return A
+    # LSSAR: re-weight with relu(n A - o)^p, o = 0 on the first three rows, then l1-normalise
+    o = (torch.arange(T) >= 3).to(q.dtype)
+    x = n[:, None] * A - o[:, None]
+    r = torch.relu(x).pow(p) * mask
+    S2 = r.sum(dim=-1, keepdim=True)
+    return torch.where(S2 > 0, r / torch.where(S2 > 0, S2, torch.ones_like(S2)), torch.zeros_like(r))
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)
+        self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd)
+        self.cfg = cfg
+
+    def forward(self, x):
+        B, T, C = x.size()
+        NH = self.cfg.n_head
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q = q.view(B, T, NH, C // NH).transpose(1, 2)  # (B, NH, T, hd)
+        k = k.view(B, T, NH, C // NH).transpose(1, 2)
+        v = v.view(B, T, NH, C // NH).transpose(1, 2)
+        q, k = rope(q, self.cfg.rope_base), rope(k, self.cfg.rope_base)
+        y = causal_attention_weights(q, k, self.cfg.attn, self.cfg.p) @ v
+        return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.c_fc = nn.Linear(cfg.n_embd, 4 * cfg.n_embd)
+        self.c_proj = nn.Linear(4 * cfg.n_embd, cfg.n_embd)
+
+    def forward(self, x):
+        return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(cfg.n_embd)
+        self.attn = CausalSelfAttention(cfg)
+        self.ln_2 = nn.LayerNorm(cfg.n_embd)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+    """GPT-2 with RoPE instead of learned positions; lm-head tied to the (padded) embedding."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.wte = nn.Embedding(cfg.padded_vocab_size, cfg.n_embd)
+        self.h = nn.ModuleList([Block(cfg) for _ in range(cfg.n_layer)])
+        self.ln_f = nn.LayerNorm(cfg.n_embd)
+
+    def forward(self, idx, targets):
+        x = self.wte(idx)
+        for block in self.h:
+            x = block(x)
+        logits = self.ln_f(x) @ self.wte.weight.t()  # (B, T, Vp)
+        V = self.cfg.vocab_size
+        loss = F.cross_entropy(logits[..., :V].reshape(-1, V), targets.reshape(-1))
+        return logits, loss
+
+    def flat_tensors(self):
+        """The parameters in the C++ layout (model/gpt2_config.h): per-layer tensors stacked."""
+        h = self.h
+        stack = lambda f: torch.stack([f(b) for b in h])
+        return [
+            self.wte.weight,
+            stack(lambda b: b.ln_1.weight), stack(lambda b: b.ln_1.bias),
+            stack(lambda b: b.attn.c_attn.weight), stack(lambda b: b.attn.c_attn.bias),
+            stack(lambda b: b.attn.c_proj.weight), stack(lambda b: b.attn.c_proj.bias),
+            stack(lambda b: b.ln_2.weight), stack(lambda b: b.ln_2.bias),
+            stack(lambda b: b.mlp.c_fc.weight), stack(lambda b: b.mlp.c_fc.bias),
+            stack(lambda b: b.mlp.c_proj.weight), stack(lambda b: b.mlp.c_proj.bias),
+            self.ln_f.weight, self.ln_f.bias,
+        ]
+
+    def flat_params(self):
+        return torch.cat([t.detach().reshape(-1) for t in self.flat_tensors()])
+
+    def flat_grads(self):
+        # gradients of the stacked views are the per-module gradients, stacked the same way
+        h = self.h
+        stackg = lambda f: torch.stack([f(b).grad for b in h])
+        g = [
+            self.wte.weight.grad,
+            stackg(lambda b: b.ln_1.weight), stackg(lambda b: b.ln_1.bias),
+            stackg(lambda b: b.attn.c_attn.weight), stackg(lambda b: b.attn.c_attn.bias),
+            stackg(lambda b: b.attn.c_proj.weight), stackg(lambda b: b.attn.c_proj.bias),
+            stackg(lambda b: b.ln_2.weight), stackg(lambda b: b.ln_2.bias),
+            stackg(lambda b: b.mlp.c_fc.weight), stackg(lambda b: b.mlp.c_fc.bias),
+            stackg(lambda b: b.mlp.c_proj.weight), stackg(lambda b: b.mlp.c_proj.bias),
+            self.ln_f.weight.grad, self.ln_f.bias.grad,
+        ]
+        return torch.cat([t.detach().reshape(-1) for t in g])
+
+
+class Config:
+    n_layer = 2
+    n_head = 4
+    n_embd = 32
+    vocab_size = 97
+    padded_vocab_size = 128
+    rope_base = 10000.0
+    attn = "lssar"
+    p = 15.0
+
+
+def init_weights(model, cfg, gen):
+    """GPT-2 initialisation, then a perturbation of every parameter (biases and layernorms too)
+    so that no gradient is trivially zero."""
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith("c_proj.weight"):
+                param.normal_(0.0, 0.02 / math.sqrt(2 * cfg.n_layer), generator=gen)
+            elif param.dim() == 2:
+                param.normal_(0.0, 0.02, generator=gen)
+            elif "ln" in name and name.endswith("weight"):
+                param.fill_(1.0)
+            else:
+                param.zero_()
+            param.add_(torch.randn(param.shape, generator=gen, dtype=param.dtype) * 0.05)
+        model.wte.weight[cfg.vocab_size:] = 0.0  # padded rows are never tokens
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--attn", choices=ATTN_KINDS, default="lssar")
+    ap.add_argument("--p", type=float, default=15.0)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--B", type=int, default=3)
+    ap.add_argument("--T", type=int, default=16)
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=1337)
+    args = ap.parse_args()
+
+    torch.set_default_dtype(torch.float64)
+    cfg = Config()
+    cfg.attn, cfg.p = args.attn, args.p
+    gen = torch.Generator().manual_seed(args.seed)
+    model = GPT(cfg)
+    init_weights(model, cfg, gen)
+    idx = torch.randint(0, cfg.vocab_size, (args.B, args.T), generator=gen)
+    targets = torch.randint(0, cfg.vocab_size, (args.B, args.T), generator=gen)
+    params0 = model.flat_params().clone()
+
+    lr, betas, eps, wd = 1e-3, (0.9, 0.95), 1e-8, 0.1
+    decay = [p for n, p in model.named_parameters() if p.dim() == 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": wd}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=lr, betas=betas, eps=eps)
+    step_losses = []
+    for step in range(args.steps):
+        opt.zero_grad()
+        logits, loss = model(idx, targets)
+        loss.backward()
+        if step == 0:
+            logits0, loss0, grads0 = logits.detach().clone(), loss.item(), model.flat_grads().clone()
+        step_losses.append(loss.item())
+        opt.step()
+    params_after = model.flat_params()
+
+    with open(args.out, "wb") as f:
+        header = [STATE_MAGIC, STATE_VERSION, cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.vocab_size,
+                  cfg.padded_vocab_size, ATTN_KINDS[cfg.attn], args.B, args.T, args.steps, params0.numel()]
+        f.write(struct.pack("<12i", *header))
+        f.write(struct.pack("<7d", cfg.p, cfg.rope_base, lr, betas[0], betas[1], eps, wd))
+        f.write(idx.to(torch.int32).numpy().tobytes())
+        f.write(targets.to(torch.int32).numpy().tobytes())
+        for t in (params0, logits0.reshape(-1), torch.tensor([loss0]), grads0, torch.tensor(step_losses),
+                  params_after):
+            f.write(t.to(torch.float64).numpy().tobytes())
+    print(f"wrote {args.out}: {cfg.attn} p={cfg.p} loss {loss0:.6f}, torch {torch.__version__}")
+
+
+if __name__ == "__main__":
+    main()

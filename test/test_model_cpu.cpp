@@ -1,0 +1,142 @@
+// The whole GPT-2 + RoPE model on the CPU reference (float64) against finite differences:
+// every parameter gradient of a tiny model, for every attention variant and p in {1, 3, 15}.
+// Plus config validation and input checks.
+// Tolerance: relative error < 1e-6 per element (see gradcheck.h for the metric and the step).
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include "model/gpt2_cpu.h"
+#include "test/gradcheck.h"
+#include "test/lssar_kink.h"
+
+constexpr double TOL = 1e-6;
+
+static GPT2Config tiny_config(AttnKind kind, float p) {
+    GPT2Config c;
+    c.max_seq_len = 16;
+    c.vocab_size = 37;
+    c.padded_vocab_size = 40;
+    c.num_layers = 2;
+    c.num_heads = 2;
+    c.channels = 16;
+    c.attn = kind;
+    c.p = p;
+    return c;
+}
+
+// Moves every parameter off GPT-2's special initial point (zero biases, unit layernorm weights)
+// so that no gradient vanishes by symmetry.
+static void perturb_parameters(GPT2<double>& model, uint64_t seed) {
+    Rng rng(seed);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        double* p = model.param(i);
+        for (size_t k = 0; k < model.param_sizes[i]; k++) p[k] += 0.1 * rng.normal();
+    }
+    // the padded vocabulary rows stay what they are for the model: never used by the loss
+}
+
+static void check_model_gradients(AttnKind kind, float p) {
+    GPT2<double> model(tiny_config(kind, p));
+    model.init(42);
+    perturb_parameters(model, 43);
+    int B = 2, T = 9;
+    Rng rng(44);
+    std::vector<int> inputs(B * T), targets(B * T);
+    for (int i = 0; i < B * T; i++) {
+        inputs[i] = (int)(rng.next_u64() % model.config.vocab_size);
+        targets[i] = (int)(rng.next_u64() % model.config.vocab_size);
+    }
+    model.forward(inputs.data(), targets.data(), B, T);
+    if (kind == ATTN_LSSAR) {
+        // finite differences are valid only away from the ReLU kink of every layer's attention
+        size_t per_layer = (size_t)B * T * 3 * model.config.channels;
+        for (int l = 0; l < model.config.num_layers; l++) {
+            double min_x = min_abs_x(model.acts.qkvr + l * per_layer, B, T, model.config.num_heads,
+                                     model.config.channels / model.config.num_heads);
+            INFO("layer " << l << " min |x| " << min_x);
+            REQUIRE(min_x > 1e-3);
+        }
+    }
+    model.zero_grad();
+    model.backward();
+    std::vector<double> analytic = model.grads;
+    auto loss = [&] { return model.forward(inputs.data(), targets.data(), B, T); };
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        GradCheckResult r = check_gradient(loss, model.param(i), analytic.data() + model.param_offsets[i],
+                                           model.param_sizes[i], 3e-4);
+        INFO(std::string(attn_kind_name(kind)) << " p=" << p << " d" << std::string(param_tensor_name(i)) << ": " << describe(r));
+        CHECK(r.max_rel_err < TOL);
+    }
+}
+
+TEST_CASE("whole model gradients, softmax") { check_model_gradients(ATTN_SOFTMAX, 0); }
+TEST_CASE("whole model gradients, lssa") { check_model_gradients(ATTN_LSSA, 0); }
+TEST_CASE("whole model gradients, lssar p=1") { check_model_gradients(ATTN_LSSAR, 1); }
+TEST_CASE("whole model gradients, lssar p=3") { check_model_gradients(ATTN_LSSAR, 3); }
+TEST_CASE("whole model gradients, lssar p=15") { check_model_gradients(ATTN_LSSAR, 15); }
+
+TEST_CASE("initialisation follows GPT-2") {
+    GPT2Config c = tiny_config(ATTN_LSSAR, 15);
+    c.num_layers = 4;
+    c.channels = 64;
+    c.num_heads = 4;
+    GPT2<double> model(c);
+    model.init(1);
+    auto stddev = [&](int i) {
+        double s = 0;
+        size_t n = model.param_sizes[i];
+        if (i == P_WTE) n = (size_t)c.vocab_size * c.channels;
+        for (size_t k = 0; k < n; k++) s += model.param(i)[k] * model.param(i)[k];
+        return std::sqrt(s / n);
+    };
+    // sample standard deviations of 4k-65k normal draws: within 5% of the target
+    CHECK(stddev(P_QKVW) == doctest::Approx(0.02).epsilon(0.05));
+    CHECK(stddev(P_FCW) == doctest::Approx(0.02).epsilon(0.05));
+    CHECK(stddev(P_WTE) == doctest::Approx(0.02).epsilon(0.05));
+    CHECK(stddev(P_ATTPROJW) == doctest::Approx(0.02 / std::sqrt(8.0)).epsilon(0.05));
+    CHECK(stddev(P_FCPROJW) == doctest::Approx(0.02 / std::sqrt(8.0)).epsilon(0.05));
+    for (int i : {P_QKVB, P_ATTPROJB, P_FCB, P_FCPROJB, P_LN1B, P_LN2B, P_LNFB}) CHECK(stddev(i) == 0.0);
+    for (int i : {P_LN1W, P_LN2W, P_LNFW})
+        for (size_t k = 0; k < model.param_sizes[i]; k++) CHECK(model.param(i)[k] == 1.0);
+    for (size_t k = (size_t)c.vocab_size * c.channels; k < model.param_sizes[P_WTE]; k++)
+        CHECK(model.param(P_WTE)[k] == 0.0);
+}
+
+TEST_CASE("invalid configs are rejected with a message naming the field") {
+    struct Case {
+        const char* field;
+        void (*edit)(GPT2Config&);
+    };
+    Case cases[] = {
+        {"channels", [](GPT2Config& c) { c.channels = 18; c.num_heads = 4; }},
+        {"head dim", [](GPT2Config& c) { c.channels = 15; c.num_heads = 5; }},
+        {"p", [](GPT2Config& c) { c.p = 0.5f; }},
+        {"num_layers", [](GPT2Config& c) { c.num_layers = 0; }},
+        {"channels", [](GPT2Config& c) { c.channels = 0; }},
+        {"vocab_size", [](GPT2Config& c) { c.vocab_size = 0; }},
+        {"padded_vocab_size", [](GPT2Config& c) { c.padded_vocab_size = 10; }},
+        {"max_seq_len", [](GPT2Config& c) { c.max_seq_len = -1; }},
+        {"rope_base", [](GPT2Config& c) { c.rope_base = 0.0f; }},
+    };
+    for (const Case& k : cases) {
+        GPT2Config c = tiny_config(ATTN_LSSAR, 15);
+        k.edit(c);
+        std::string err = gpt2_config_error(c);
+        INFO("field " << k.field << ": " << err);
+        CHECK(err.find(k.field) != std::string::npos);
+        CHECK_THROWS_AS(GPT2<float>{c}, std::invalid_argument);
+    }
+    GPT2Config ok = tiny_config(ATTN_SOFTMAX, 0.0f);  // p is not used by softmax
+    CHECK(gpt2_config_error(ok).empty());
+}
+
+TEST_CASE("token ids out of range are refused") {
+    GPT2<float> model(tiny_config(ATTN_LSSAR, 15));
+    model.init(1);
+    std::vector<int> inputs(4, 1), targets(4, 2);
+    inputs[2] = 37;  // == vocab_size: a padded row, not a token
+    CHECK_THROWS_AS(model.forward(inputs.data(), targets.data(), 1, 4), std::out_of_range);
+    inputs[2] = 1;
+    targets[3] = -1;
+    CHECK_THROWS_AS(model.forward(inputs.data(), targets.data(), 1, 4), std::out_of_range);
+}
