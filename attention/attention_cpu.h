@@ -144,12 +144,15 @@ bool attention_row_weights(T* w, T* s, T* a, T stats[3], const T* qe_t, const T*
     if (kind == ATTN_LSSA) return true;
     // stage 2 (re-weighting), max-normalised: x = n*A - o, u = (relu(x)/m)^p, W = u / Z.
     // m uses the same operations as x on the largest a, so it equals the largest computed x.
+    // Degenerate row: every x <= 0, which happens exactly when A is uniform (all scores equal)
+    // and o = 1. Rounding in S1 can leave m at +1e-16 there, so equal scores decide, not m alone.
     T n = T(t + 1), o = T(lssar_bias(t));
     T m = n * (amax / S1) - o;
     stats[1] = m;
-    if (!(m > 0)) {
+    bool uniform = o == 1 && std::all_of(s, s + t + 1, [&](T sj) { return sj == s[0]; });
+    if (!(m > 0) || uniform) {
         for (int j = 0; j <= t; j++) w[j] = 0;
-        return false;
+        return false;  // Z = 0 in stats marks the row for the backward
     }
     double Z_acc = 0;
     for (int j = 0; j <= t; j++) {
@@ -218,7 +221,7 @@ void attention_row_dscores(T* ds, const T* dW, const T* w, const T* s, const T* 
     } else {
         // dx_j = p * (x_j/m)^(p-1) * (dW_j - D2) / (m Z) for x_j > 0, else 0; dA = n dx
         T m = stats[1], Z = stats[2], n = T(t + 1), o = T(lssar_bias(t));
-        bool degenerate = !(m > 0) || Z == 0;
+        bool degenerate = !(m > 0) || Z == 0;  // as marked by attention_row_weights
         for (int j = 0; j <= t; j++) {
             T x = n * (a[j] / S1) - o;
             T dx = 0;

@@ -115,6 +115,24 @@ TEST_CASE("degenerate zero-query LSSAR row: y = 0 and no gradient, never 0/0") {
         check_attention_gradient(qkv, s, ATTN_LSSAR, p, 105, [&](size_t i) { return i >= q3 && i < q3 + s.hd; });
 }
 
+TEST_CASE("zero queries on long rows are degenerate, whatever the rounding of S1") {
+    // n A - 1 is not exactly 0 in floating point once S1 sums many equal terms: the row must still
+    // come out as W = 0 (equal scores decide), in float64 and in float32.
+    AttnShape s{1, 300, 1, 16};
+    Rng rng(16);
+    auto qkv = random_vector(s.qkv_size(), rng);
+    for (int t = 3; t < s.T; t += 2)
+        for (int i = 0; i < s.hd; i++) qkv[s.at(0, t, 0, 0) + i] = 0.0;
+    std::vector<double> out(s.out_size());
+    attention_forward(out.data(), (double*)nullptr, qkv.data(), s.B, s.T, s.NH, s.hd, ATTN_LSSAR, 15.0);
+    std::vector<float> qkv32(qkv.begin(), qkv.end()), out32(s.out_size());
+    attention_forward(out32.data(), (float*)nullptr, qkv32.data(), s.B, s.T, s.NH, s.hd, ATTN_LSSAR, 15.0);
+    int nonzero = 0;
+    for (int t = 3; t < s.T; t += 2)
+        for (int i = 0; i < s.hd; i++) nonzero += out[(size_t)t * s.hd + i] != 0.0 || out32[(size_t)t * s.hd + i] != 0.0f;
+    CHECK(nonzero == 0);
+}
+
 TEST_CASE("huge and tiny q/k norms: cosine is scale-free, gradients still match") {
     AttnShape s{1, 7, 2, 8};
     Rng rng(15);
