@@ -1,0 +1,198 @@
+// Tile-level helpers of the attention kernels, so that a kernel reads as its algorithm:
+// load a tile of rows to shared memory, S = Q K^T and O += P V on tensor cores, reduce rows.
+//
+// One warp owns 16 rows of a tile and computes with mma.m16n8k16 (bf16 in, fp32 accumulate).
+// Fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k16"), lane = 4*g + c:
+//   FragA  m16 x k16 A operand, row-major: x[0] rows g, k 2c..2c+1 | x[1] row g+8, same k
+//                                          x[2] row g, k 8+2c..     | x[3] row g+8, k 8+2c..
+//   FragB  k16 x n8 B operand:             x[0] k 2c..2c+1, col g   | x[1] k 8+2c.., col g
+//   FragC  m16 x n8 fp32 accumulator:      x[0..1] row g, cols 2c, 2c+1 | x[2..3] row g+8
+// so a lane's accumulator element i sits at row g + 8*(i/2), column 2c + i%2 (frag_row/frag_col).
+// A row of a FragC is spread over the 4 lanes of a quad (same g): quad_sum / quad_max reduce it.
+// The accumulators of two neighbouring n8 tiles are exactly the A fragment of the next mma
+// (frag_a_from_acc, with pack_bf16x2 of layers/mma.cuh), which is how P never leaves
+// registers between QK^T and PV.
+#pragma once
+
+#include "layers/cuda_common.cuh"
+#include "layers/floatx.cuh"
+#include "layers/mma.cuh"
+
+// Geometry of the attention tiles for head size HD: query and key tiles have ROWS rows each
+// (one warp per 16 rows), stored in shared memory with a row pitch of LD elements. The 8
+// elements of padding shift consecutive rows by 16 bytes, so the 8 row addresses of one
+// ldmatrix fall in different bank groups.
+template <int HD>
+struct AttnTile {
+    static_assert(HD == 32 || HD == 64 || HD == 128, "attention kernels support head sizes 32, 64 and 128");
+    // rows of a query or key tile; 32 at hd 128 so that every kernel's tiles fit in 48 KiB of
+    // static shared memory
+    static constexpr int ROWS = HD == 128 ? 32 : 64;
+    static constexpr int WARPS = ROWS / 16;
+    static constexpr int THREADS = WARPS * 32;
+    static constexpr int LD = HD + 8;                 // shared row pitch of a (ROWS, HD) tile
+    static constexpr int LDS = ROWS + 8;              // shared row pitch of a (ROWS, ROWS) tile
+    static constexpr int KSTEPS = HD / 16;            // k16 steps over the head dimension
+    static constexpr int HTILES = HD / 8;             // n8 tiles over the head dimension
+    static constexpr int RTILES = ROWS / 8;           // n8 tiles over the keys (or queries) of a tile
+};
+
+// Fully unrolled loops keep fragment arrays in registers (nvcc); g++ ignores it.
+#if defined(__CUDACC__)
+#define ATTN_UNROLL _Pragma("unroll")
+#else
+#define ATTN_UNROLL
+#endif
+
+// A bf16 tile of N elements in shared memory, 16-byte aligned as ldmatrix and the 128-bit
+// stores of load_tile need: declared as int4 and used through an sptr<floatX>.
+#define SHARED_TILE(name, N)                       \
+    SHARED_ARRAY(int4, name##_storage, (N) / 8);   \
+    const sptr<floatX> name = sptr_cast<floatX>(name##_storage)
+
+struct FragA { uint32_t x[4]; };
+struct FragB { uint32_t x[2]; };
+struct FragC { float x[4]; };
+
+__device__ __forceinline__ int frag_row(int lane, int i) { return lane / 4 + 8 * (i / 2); }
+__device__ __forceinline__ int frag_col(int lane, int i) { return 2 * (lane % 4) + (i % 2); }
+
+__device__ __forceinline__ void frag_zero(FragC& c) {
+    ATTN_UNROLL
+    for (int i = 0; i < 4; i++) { c.x[i] = 0.0f; }
+}
+
+// The A fragment (m16 x k16) made of the accumulators of n8 tiles c0 (k 0..7) and c1 (k 8..15).
+__device__ __forceinline__ FragA frag_a_from_acc(const FragC& c0, const FragC& c1) {
+    FragA a;
+    a.x[0] = pack_bf16x2(c0.x[0], c0.x[1]);
+    a.x[1] = pack_bf16x2(c0.x[2], c0.x[3]);
+    a.x[2] = pack_bf16x2(c1.x[0], c1.x[1]);
+    a.x[3] = pack_bf16x2(c1.x[2], c1.x[3]);
+    return a;
+}
+
+// A fragment of rows row0..row0+15, columns col0..col0+15 of a row-major shared tile.
+__device__ __forceinline__ void load_frag_a(FragA& a, sptr<floatX> tile, int ld, int row0, int col0) {
+    int lane = threadIdx.x % 32;
+    ldmatrix_x4(a.x, tile + (size_t)(row0 + lane % 16) * ld + col0 + (lane / 16) * 8);
+}
+
+// B fragment (k16 x n8) from a tile stored [n][k] (row n holds the k values: K for Q K^T).
+__device__ __forceinline__ void load_frag_b(FragB& b, sptr<floatX> tile, int ld, int n0, int k0) {
+    int lane = threadIdx.x % 32;
+    ldmatrix_x2(b.x, tile + (size_t)(n0 + lane % 8) * ld + k0 + ((lane / 8) % 2) * 8);
+}
+
+// B fragment (k16 x n8) from a tile stored [k][n] (row k holds the n values: V for P V).
+__device__ __forceinline__ void load_frag_b_trans(FragB& b, sptr<floatX> tile, int ld, int k0, int n0) {
+    int lane = threadIdx.x % 32;
+    ldmatrix_x2_trans(b.x, tile + (size_t)(k0 + lane % 16) * ld + n0);
+}
+
+__device__ __forceinline__ void mma(FragC& c, const FragA& a, const FragB& b) {
+    mma_m16n8k16_bf16(c.x, a.x, b.x, c.x);
+}
+
+// ----------------------------------------------------------------------------
+// Tile products of one warp (16 rows). NB = number of n8 tiles of the result.
+
+// S (16 x 8*NB) = A (16 x 16*KS, fragments in registers) . B^T, B stored [n][k] in shared
+// with rows n0.. : S = Q K^T with K's rows as B.
+template <int NB, int KS>
+__device__ __forceinline__ void warp_mma_abt(FragC (&s)[NB], const FragA (&a)[KS], sptr<floatX> b, int ld) {
+    ATTN_UNROLL
+    for (int nt = 0; nt < NB; nt++) {
+        frag_zero(s[nt]);
+        ATTN_UNROLL
+        for (int kk = 0; kk < KS; kk++) {
+            FragB bf;
+            load_frag_b(bf, b, ld, nt * 8, kk * 16);
+            mma(s[nt], a[kk], bf);
+        }
+    }
+}
+
+// O (16 x 8*NB) += P (16 x 16*KS, fragments in registers) . B, B stored [k][n] in shared:
+// O += P V with V's rows as B.
+template <int NB, int KS>
+__device__ __forceinline__ void warp_mma_ab(FragC (&o)[NB], const FragA (&p)[KS], sptr<floatX> b, int ld) {
+    ATTN_UNROLL
+    for (int kk = 0; kk < KS; kk++) {
+        ATTN_UNROLL
+        for (int nt = 0; nt < NB; nt++) {
+            FragB bf;
+            load_frag_b_trans(bf, b, ld, kk * 16, nt * 8);
+            mma(o[nt], p[kk], bf);
+        }
+    }
+}
+
+// One n8 column tile of the above: o (16 x 8) += P . B[:, n0..n0+7]. Lets a caller finish
+// (and store) one column tile before the next, with one accumulator live instead of NB.
+template <int KS>
+__device__ __forceinline__ void warp_mma_ab_ntile(FragC& o, const FragA (&p)[KS], sptr<floatX> b, int ld, int n0) {
+    ATTN_UNROLL
+    for (int kk = 0; kk < KS; kk++) {
+        FragB bf;
+        load_frag_b_trans(bf, b, ld, kk * 16, n0);
+        mma(o, p[kk], bf);
+    }
+}
+
+// The A fragments of a 16 x 8*NB accumulator tile (NB even), rounded to bf16.
+template <int NB>
+__device__ __forceinline__ void frags_a_from_acc(FragA (&a)[NB / 2], const FragC (&c)[NB]) {
+    ATTN_UNROLL
+    for (int kk = 0; kk < NB / 2; kk++) { a[kk] = frag_a_from_acc(c[2 * kk], c[2 * kk + 1]); }
+}
+
+// A fragments of 16 rows (row0..) x 16*KS columns of a row-major shared tile.
+template <int KS>
+__device__ __forceinline__ void load_frags_a(FragA (&a)[KS], sptr<floatX> tile, int ld, int row0) {
+    ATTN_UNROLL
+    for (int kk = 0; kk < KS; kk++) { load_frag_a(a[kk], tile, ld, row0, kk * 16); }
+}
+
+// ----------------------------------------------------------------------------
+// Row reductions over the 4 lanes of a quad (the lanes that share a fragment row).
+
+__device__ __forceinline__ float quad_sum(float v) {
+    v += __shfl_xor_sync(0xffffffff, v, 1);
+    v += __shfl_xor_sync(0xffffffff, v, 2);
+    return v;
+}
+__device__ __forceinline__ float quad_max(float v) {
+    v = fmaxf(v, __shfl_xor_sync(0xffffffff, v, 1));
+    v = fmaxf(v, __shfl_xor_sync(0xffffffff, v, 2));
+    return v;
+}
+
+// ----------------------------------------------------------------------------
+// Block-wide copies between global memory and shared tiles.
+
+// Copies rows row0..row0+ROWS-1 of a strided (rows, HD) bf16 matrix into a shared tile of
+// pitch LD, 16 bytes per thread and step; rows >= num_rows are filled with zeros.
+// With row_mul, row r is multiplied by row_mul[r] (a power of two: exact in bf16).
+// src + r*stride must be 16-byte aligned. Every thread of the block must call it.
+template <int ROWS, int HD, int LD>
+__device__ __forceinline__ void load_tile(sptr<floatX> dst, const floatX* src, size_t stride, int row0,
+                                          int num_rows, const float* row_mul = nullptr) {
+    constexpr int CHUNKS = HD / 8;  // 16-byte chunks per row
+    for (int idx = threadIdx.x; idx < ROWS * CHUNKS; idx += blockDim.x) {
+        int r = idx / CHUNKS, c = (idx % CHUNKS) * 8;
+        int row = row0 + r;
+        x128 v = x128::zeros();
+        if (row < num_rows) {
+            v = load128(src + (size_t)row * stride + c);
+            if (row_mul != nullptr) {
+                float mul = row_mul[row];
+                ATTN_UNROLL
+                for (int e = 0; e < 8; e++) { v[e] = (floatX)((float)v[e] * mul); }
+            }
+        }
+        int4 bits;
+        memcpy(&bits, &v, sizeof(bits));
+        *sptr_cast<int4>(dst + (size_t)r * LD + c) = bits;
+    }
+}

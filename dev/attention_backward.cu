@@ -1,0 +1,107 @@
+/*
+Attention backward kernels (attention/attention.cuh): validation of dq, dk, dv against the CPU
+reference and a benchmark of backward and forward+backward, with the project's softmax kernel
+as the baseline in the same run.
+
+Compile:  make build/attention_backward
+Run:      ./build/attention_backward [variant] [-p P] [-hd HD] [-nh NH] [-tokens N] [-check | -bench] [-T t1,t2,..]
+  (options as dev/attention_forward.cu, whose helpers this file includes)
+
+FLOP/s count the nominal causal work of softmax attention: forward 2 B NH T^2 hd, backward 2.5x
+that (five matmuls instead of two), for every variant, so ratios between variants are time ratios.
+*/
+#define ATTN_DEV_NO_MAIN
+#include "dev/attention_forward.cu"
+
+static void validate_backward(const DevOptions& o) {
+    const int B = 1, NH = 2, T = 300, hd = o.hd, C = NH * hd;
+    std::vector<float> qkv = dev_random_bf16((size_t)B * T * 3 * C, 1);
+    std::vector<float> dout = dev_random_bf16((size_t)B * T * C, 3);
+    floatX* d_qkv = dev_upload_bf16<floatX>(qkv);
+    floatX* d_dout = dev_upload_bf16<floatX>(dout);
+    floatX *d_out, *d_dqkv;
+    float* d_stats;
+    void* scratch;
+    cudaCheck(cudaMalloc(&d_out, (size_t)B * T * C * sizeof(floatX)));
+    cudaCheck(cudaMalloc(&d_dqkv, (size_t)B * T * 3 * C * sizeof(floatX)));
+    cudaCheck(cudaMalloc(&d_stats, (size_t)B * NH * T * 3 * sizeof(float)));
+    cudaCheck(cudaMalloc(&scratch, attention_scratch_bytes(B, T, NH, hd)));
+    std::vector<double> qkv_d(qkv.begin(), qkv.end()), dout_d(dout.begin(), dout.end());
+    for (AttnKind kind : o.kinds) {
+        std::vector<double> dqkv_ref(qkv.size(), 0.0);
+        attention_backward(dqkv_ref.data(), dout_d.data(), qkv_d.data(), B, T, NH, hd, kind, (double)o.p);
+        attention_forward_cuda(d_out, d_stats, d_qkv, scratch, B, T, NH, hd, kind, o.p);
+        attention_backward_cuda(d_dqkv, d_dout, d_qkv, d_out, d_stats, scratch, B, T, NH, hd, kind, o.p);
+        cudaCheck(cudaDeviceSynchronize());
+        std::vector<float> dqkv = dev_download_bf16(d_dqkv, qkv.size());
+        // per part q, k, v: max|d - ref| / max|ref|; bf16 score gradients: a few 2^-8
+        // (test/test_attention_cuda.cu holds the exact bounds)
+        const char* names[3] = {"dq", "dk", "dv"};
+        bool ok = true;
+        printf("validate %-7s hd=%d T=%d p=%g:", attn_kind_name(kind), hd, T, o.p);
+        for (int part = 0; part < 3; part++) {
+            std::vector<float> a;
+            std::vector<double> r;
+            for (int bt = 0; bt < B * T; bt++)
+                for (int c = 0; c < C; c++) {
+                    a.push_back(dqkv[((size_t)bt * 3 + part) * C + c]);
+                    r.push_back(dqkv_ref[((size_t)bt * 3 + part) * C + c]);
+                }
+            double err = dev_rel_err(a, r);
+            ok &= err <= 1.0 / 32;
+            printf("  %s %.2e", names[part], err);
+        }
+        printf("  %s\n", ok ? "OK" : "FAIL");
+        if (!ok) exit(EXIT_FAILURE);
+    }
+    for (void* p : {(void*)d_qkv, (void*)d_dout, (void*)d_out, (void*)d_dqkv, (void*)d_stats, scratch}) cudaCheck(cudaFree(p));
+}
+
+static void bench_backward(const DevOptions& o) {
+    printf("\nbackward and forward+backward, hd=%d NH=%d, B*T=%d, p=%g  (ms; TFLOP/s at 2.5 resp. 3.5 x 2 B NH T^2 hd)\n",
+           o.hd, o.nh, o.tokens, o.p);
+    printf("%6s %3s  %-10s %9s %8s %11s %8s %10s\n", "T", "B", "kernel", "bwd ms", "TFLOP/s", "fwd+bwd ms", "TFLOP/s",
+           "vs softmax");
+    for (int T : o.lengths) {
+        int B = std::max(1, o.tokens / T), NH = o.nh, hd = o.hd, C = NH * hd;
+        std::vector<float> qkv = dev_random_bf16((size_t)B * T * 3 * C, 2);
+        std::vector<float> dout = dev_random_bf16((size_t)B * T * C, 4);
+        floatX* d_qkv = dev_upload_bf16<floatX>(qkv);
+        floatX* d_dout = dev_upload_bf16<floatX>(dout);
+        floatX *d_out, *d_dqkv;
+        float* d_stats;
+        void* scratch;
+        cudaCheck(cudaMalloc(&d_out, (size_t)B * T * C * sizeof(floatX)));
+        cudaCheck(cudaMalloc(&d_dqkv, (size_t)B * T * 3 * C * sizeof(floatX)));
+        cudaCheck(cudaMalloc(&d_stats, (size_t)B * NH * T * 3 * sizeof(float)));
+        cudaCheck(cudaMalloc(&scratch, attention_scratch_bytes(B, T, NH, hd)));
+        double fwd_flops = dev_forward_flops(B, NH, T, hd), bwd_flops = 2.5 * fwd_flops;
+        float softmax_total = 0;
+        for (AttnKind kind : {ATTN_SOFTMAX, ATTN_LSSA, ATTN_LSSAR}) {
+            bool wanted = kind == ATTN_SOFTMAX;
+            for (AttnKind k : o.kinds) wanted |= k == kind;
+            if (!wanted) continue;
+            auto fwd = [&]() { attention_forward_cuda(d_out, d_stats, d_qkv, scratch, B, T, NH, hd, kind, o.p); };
+            auto bwd = [&]() {
+                attention_backward_cuda(d_dqkv, d_dout, d_qkv, d_out, d_stats, scratch, B, T, NH, hd, kind, o.p);
+            };
+            fwd();
+            bwd();
+            cudaCheck(cudaDeviceSynchronize());
+            float bwd_ms = dev_time_ms(bwd);
+            float total_ms = dev_time_ms([&]() { fwd(); bwd(); });
+            if (kind == ATTN_SOFTMAX) softmax_total = total_ms;
+            printf("%6d %3d  %-10s %9.3f %8.1f %11.3f %8.1f %10.2f\n", T, B, attn_kind_name(kind), bwd_ms,
+                   bwd_flops / bwd_ms * 1e-9, total_ms, (fwd_flops + bwd_flops) / total_ms * 1e-9,
+                   total_ms / softmax_total);
+        }
+        for (void* p : {(void*)d_qkv, (void*)d_dout, (void*)d_out, (void*)d_dqkv, (void*)d_stats, scratch}) cudaCheck(cudaFree(p));
+    }
+}
+
+int main(int argc, char** argv) {
+    DevOptions o = dev_parse_args(argc, argv, "attention_backward");
+    if (o.check) validate_backward(o);
+    if (o.bench) bench_backward(o);
+    return 0;
+}

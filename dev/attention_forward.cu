@@ -1,0 +1,207 @@
+/*
+Attention forward kernels (attention/attention.cuh): validation against the CPU reference and a
+benchmark, with the project's softmax kernel as the baseline in the same run.
+
+Compile:  make build/attention_forward
+Run:      ./build/attention_forward [variant] [-p P] [-hd HD] [-nh NH] [-tokens N] [-check | -bench] [-T t1,t2,..]
+  variant   softmax | lssa | lssar | all (default all)
+  -p        LSSAR power (default 15)
+  -hd       head size 32 | 64 | 128 (default 64);  -nh heads (default 12, GPT-2 small)
+  -tokens   B*T of every benchmark shape (default 16384: B = tokens / T, at least 1)
+  -check    only validate (B=1, NH=2, T=300 against the float64 CPU reference)
+  -bench    only benchmark, T in {1K, 2K, 4K, 8K, 16K} unless -T says otherwise
+
+FLOP/s count the nominal causal attention work of softmax for every variant (two matmuls over
+half of the T x T scores: 2 B NH T^2 hd), so the TFLOP/s ratio between variants is the inverse
+time ratio.
+
+dev/attention_backward.cu includes this file for its helpers (ATTN_DEV_NO_MAIN).
+*/
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+#include "attention/attention.cuh"
+
+// ----------------------------------------------------------------------------
+// options and inputs
+
+struct DevOptions {
+    std::vector<AttnKind> kinds{ATTN_SOFTMAX, ATTN_LSSA, ATTN_LSSAR};
+    float p = 15.0f;
+    int hd = 64, nh = 12, tokens = 16384;
+    bool check = true, bench = true;
+    std::vector<int> lengths{1024, 2048, 4096, 8192, 16384};
+};
+
+inline DevOptions dev_parse_args(int argc, char** argv, const char* prog) {
+    DevOptions o;
+    for (int i = 1; i < argc; i++) {
+        std::string a = argv[i];
+        auto next = [&]() -> const char* {
+            if (i + 1 >= argc) { fprintf(stderr, "%s: %s needs a value\n", prog, a.c_str()); exit(EXIT_FAILURE); }
+            return argv[++i];
+        };
+        AttnKind k;
+        if (a == "all") { o.kinds = {ATTN_SOFTMAX, ATTN_LSSA, ATTN_LSSAR}; }
+        else if (attn_kind_from_name(a.c_str(), &k)) { o.kinds = {k}; }
+        else if (a == "-p") { o.p = (float)atof(next()); }
+        else if (a == "-hd") { o.hd = atoi(next()); }
+        else if (a == "-nh") { o.nh = atoi(next()); }
+        else if (a == "-tokens") { o.tokens = atoi(next()); }
+        else if (a == "-check") { o.bench = false; }
+        else if (a == "-bench") { o.check = false; }
+        else if (a == "-T") {
+            o.lengths.clear();
+            std::string list = next();
+            for (size_t pos = 0; pos < list.size();) {
+                size_t comma = list.find(',', pos);
+                if (comma == std::string::npos) comma = list.size();
+                o.lengths.push_back(atoi(list.substr(pos, comma - pos).c_str()));
+                pos = comma + 1;
+            }
+        } else {
+            fprintf(stderr, "%s: unknown argument '%s'; usage: %s [softmax|lssa|lssar|all] [-p P] [-hd HD] "
+                            "[-nh NH] [-tokens N] [-check|-bench] [-T t1,t2,..]\n", prog, a.c_str(), prog);
+            exit(EXIT_FAILURE);
+        }
+    }
+    return o;
+}
+
+// bf16 inputs (as floats, exactly representable) of normal(0, 1) entries
+inline std::vector<float> dev_random_bf16(size_t n, unsigned seed) {
+    std::mt19937 gen(seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> x(n);
+    for (auto& v : x) v = (float)(floatX)normal(gen);
+    return x;
+}
+
+template <class T> T* dev_upload_bf16(const std::vector<float>& x) {
+    std::vector<floatX> h(x.begin(), x.end());
+    T* d;
+    cudaCheck(cudaMalloc(&d, h.size() * sizeof(floatX)));
+    cudaCheck(cudaMemcpy(d, h.data(), h.size() * sizeof(floatX), cudaMemcpyHostToDevice));
+    return d;
+}
+inline std::vector<float> dev_download_bf16(const floatX* d, size_t n) {
+    std::vector<floatX> h(n);
+    cudaCheck(cudaMemcpy(h.data(), d, n * sizeof(floatX), cudaMemcpyDeviceToHost));
+    return std::vector<float>(h.begin(), h.end());
+}
+
+// max |a - ref| / max |ref|
+inline double dev_rel_err(const std::vector<float>& a, const std::vector<double>& ref) {
+    double err = 0, scale = 0;
+    for (size_t i = 0; i < a.size(); i++) {
+        err = std::max(err, std::fabs((double)a[i] - ref[i]));
+        scale = std::max(scale, std::fabs(ref[i]));
+        if (!std::isfinite(a[i])) return INFINITY;
+    }
+    return scale > 0 ? err / scale : err;
+}
+
+// Times fn (already warmed up) with CUDA events: milliseconds per call, median of `reps`.
+template <class F> float dev_time_ms(F fn, int reps = 10) {
+    cudaEvent_t start, stop;
+    cudaCheck(cudaEventCreate(&start));
+    cudaCheck(cudaEventCreate(&stop));
+    std::vector<float> ms;
+    for (int r = 0; r < reps; r++) {
+        cudaCheck(cudaEventRecord(start));
+        fn();
+        cudaCheck(cudaEventRecord(stop));
+        cudaCheck(cudaEventSynchronize(stop));
+        float t;
+        cudaCheck(cudaEventElapsedTime(&t, start, stop));
+        ms.push_back(t);
+    }
+    cudaCheck(cudaEventDestroy(start));
+    cudaCheck(cudaEventDestroy(stop));
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+}
+
+// nominal FLOPs of causal attention forward: two matmuls over half the scores
+inline double dev_forward_flops(int B, int NH, int T, int hd) { return 2.0 * B * NH * (double)T * T * hd; }
+
+// ----------------------------------------------------------------------------
+
+#ifndef ATTN_DEV_NO_MAIN
+static void validate_forward(const DevOptions& o) {
+    const int B = 1, NH = 2, T = 300, hd = o.hd, C = NH * hd;
+    std::vector<float> qkv = dev_random_bf16((size_t)B * T * 3 * C, 1);
+    floatX* d_qkv = dev_upload_bf16<floatX>(qkv);
+    floatX* d_out;
+    float* d_stats;
+    void* scratch;
+    cudaCheck(cudaMalloc(&d_out, (size_t)B * T * C * sizeof(floatX)));
+    cudaCheck(cudaMalloc(&d_stats, (size_t)B * NH * T * 3 * sizeof(float)));
+    cudaCheck(cudaMalloc(&scratch, attention_scratch_bytes(B, T, NH, hd)));
+    std::vector<double> qkv_d(qkv.begin(), qkv.end()), out_ref((size_t)B * T * C), stats_ref((size_t)B * NH * T * 3);
+    for (AttnKind kind : o.kinds) {
+        attention_forward(out_ref.data(), stats_ref.data(), qkv_d.data(), B, T, NH, hd, kind, (double)o.p);
+        attention_forward_cuda(d_out, d_stats, d_qkv, scratch, B, T, NH, hd, kind, o.p);
+        cudaCheck(cudaDeviceSynchronize());
+        double err = dev_rel_err(dev_download_bf16(d_out, out_ref.size()), out_ref);
+        // bf16 weights and output: ~2^-8 relative; test/test_attention_cuda.cu holds the exact bounds
+        bool ok = err <= 1.0 / 64;
+        printf("validate %-7s hd=%d T=%d p=%g: max|y - ref| / max|ref| = %.2e  %s\n", attn_kind_name(kind), hd, T,
+               o.p, err, ok ? "OK" : "FAIL");
+        if (!ok) exit(EXIT_FAILURE);
+    }
+    cudaCheck(cudaFree(d_qkv));
+    cudaCheck(cudaFree(d_out));
+    cudaCheck(cudaFree(d_stats));
+    cudaCheck(cudaFree(scratch));
+}
+
+static void bench_forward(const DevOptions& o) {
+    printf("\nforward, hd=%d NH=%d, B*T=%d, p=%g  (ms, TFLOP/s at 2 B NH T^2 hd)\n", o.hd, o.nh, o.tokens, o.p);
+    printf("%6s %3s  %-10s %9s %8s %10s\n", "T", "B", "kernel", "ms", "TFLOP/s", "vs softmax");
+    for (int T : o.lengths) {
+        int B = std::max(1, o.tokens / T), NH = o.nh, hd = o.hd, C = NH * hd;
+        std::vector<float> qkv = dev_random_bf16((size_t)B * T * 3 * C, 2);
+        floatX* d_qkv = dev_upload_bf16<floatX>(qkv);
+        floatX* d_out;
+        float* d_stats;
+        void* scratch;
+        cudaCheck(cudaMalloc(&d_out, (size_t)B * T * C * sizeof(floatX)));
+        cudaCheck(cudaMalloc(&d_stats, (size_t)B * NH * T * 3 * sizeof(float)));
+        cudaCheck(cudaMalloc(&scratch, attention_scratch_bytes(B, T, NH, hd)));
+        double flops = dev_forward_flops(B, NH, T, hd);
+        auto run = [&](AttnKind kind) {
+            auto fn = [&]() { attention_forward_cuda(d_out, d_stats, d_qkv, scratch, B, T, NH, hd, kind, o.p); };
+            fn();
+            cudaCheck(cudaDeviceSynchronize());
+            return dev_time_ms(fn);
+        };
+        float softmax_ms = run(ATTN_SOFTMAX);
+        for (AttnKind kind : {ATTN_SOFTMAX, ATTN_LSSA, ATTN_LSSAR}) {
+            bool wanted = false;
+            for (AttnKind k : o.kinds) wanted |= k == kind;
+            if (!wanted && kind != ATTN_SOFTMAX) continue;
+            float ms = kind == ATTN_SOFTMAX ? softmax_ms : run(kind);
+            printf("%6d %3d  %-10s %9.3f %8.1f %10.2f\n", T, B, attn_kind_name(kind), ms, flops / ms * 1e-9,
+                   ms / softmax_ms);
+        }
+        cudaCheck(cudaFree(d_qkv));
+        cudaCheck(cudaFree(d_out));
+        cudaCheck(cudaFree(d_stats));
+        cudaCheck(cudaFree(scratch));
+    }
+}
+
+int main(int argc, char** argv) {
+    DevOptions o = dev_parse_args(argc, argv, "attention_forward");
+    if (o.check) validate_forward(o);
+    if (o.bench) bench_forward(o);
+    return 0;
+}
+#endif

@@ -1,0 +1,60 @@
+// RoPE forward/backward on q and k inside qkv (B,T,3,NH,hd).  ./rope [version]
+//   1: product kernel (layers/rope.cuh): one thread per (2i, 2i+1) pair, any even hd
+//   2: four pairs per thread through 128-bit packs (hd a multiple of 8)
+#include "dev/dev_common.h"
+#include "layers/rope.cuh"
+#include "layers/rope_cpu.h"
+
+// out, inp (B, T, 3, NH, hd); freqs_cis (T, hd/2, 2); one thread per 8 channels
+__global__ void rope_x128_kernel(floatX* out, const floatX* inp, const float* freqs_cis, int B, int T, int NH,
+                                 int hd, float sign) {
+    int idx = (blockIdx.x * blockDim.x + threadIdx.x) * x128::size;  // over (B, T, 3, NH, hd)
+    if (idx >= B * T * 3 * NH * hd) { return; }
+    int d = idx % hd;
+    int qkv = (idx / (hd * NH)) % 3;
+    int t = (idx / (hd * NH * 3)) % T;
+    x128 x = load128(inp + idx);
+    if (qkv < 2) {
+        for (int k = 0; k < x128::size; k += 2) {
+            int i = (d + k) / 2;
+            float c = freqs_cis[((size_t)t * (hd / 2) + i) * 2], s = sign * freqs_cis[((size_t)t * (hd / 2) + i) * 2 + 1];
+            float x0 = (float)x[k], x1 = (float)x[k + 1];
+            x[k] = (floatX)(x0 * c - x1 * s);
+            x[k + 1] = (floatX)(x0 * s + x1 * c);
+        }
+    }
+    store128(out + idx, x);
+}
+
+void run(int version, floatX* out, const floatX* inp, const float* freqs, int B, int T, int NH, int hd, bool fwd) {
+    if (version == 1) {
+        if (fwd) { rope_forward(out, inp, freqs, B, T, NH, hd, 0); } else { rope_backward(out, inp, freqs, B, T, NH, hd, 0); }
+    } else {
+        CHECK_MULTIPLE_OF(hd, 8);
+        int n = B * T * 3 * NH * hd / x128::size;
+        cuda_launch(rope_x128_kernel, dim3(ceil_div(n, 256)), dim3(256), 0, 0, out, inp, freqs, B, T, NH, hd,
+                    fwd ? 1.0f : -1.0f);
+        cudaCheck(cudaGetLastError());
+    }
+}
+
+int main(int argc, char** argv) {
+    int version = dev_version(argc, argv, 2);
+    int B = DEV_EMULATED ? 2 : 8, T = DEV_EMULATED ? 33 : 1024, NH = DEV_EMULATED ? 2 : 12, hd = DEV_EMULATED ? 24 : 64;
+    size_t n = (size_t)B * T * 3 * NH * hd;
+    std::vector<float> qkv = dev_random(n, 1), freqs((size_t)T * hd);
+    rope_precompute_freqs(freqs.data(), T, hd, 10000.0);
+    floatX *d_inp = dev_upload_bf16(qkv), *d_out = dev_malloc<floatX>(n);
+    float* d_freqs = dev_upload(freqs);
+    std::vector<double> qkv_d(qkv.begin(), qkv.end()), fwd(n), bwd(n);
+    rope_forward(fwd.data(), qkv_d.data(), B, T, NH, hd, 10000.0);
+    rope_backward(bwd.data(), qkv_d.data(), B, T, NH, hd, 10000.0);
+    // bf16 outputs: 1e-2 relative plus a cancellation floor relative to the inputs
+    run(version, d_out, d_inp, d_freqs, B, T, NH, hd, true);
+    validate_result("forward", dev_download_bf16(d_out, n), fwd, 1e-2, 1e-3 * max_abs_of(qkv));
+    run(version, d_out, d_inp, d_freqs, B, T, NH, hd, false);
+    validate_result("backward", dev_download_bf16(d_out, n), bwd, 1e-2, 1e-3 * max_abs_of(qkv));
+    benchmark_report("rope forward", 4.0 * n, [&] { run(version, d_out, d_inp, d_freqs, B, T, NH, hd, true); });
+    benchmark_report("rope forward in place", 4.0 * n, [&] { run(version, d_inp, d_inp, d_freqs, B, T, NH, hd, true); });
+    return 0;
+}

@@ -1,0 +1,159 @@
+// Matmul (nn.Linear) through cuBLASLt, bf16 in/out with fp32 accumulation, bias and GELU fused
+// into the epilogue. CPU twin: layers/matmul_cpu.h, test: test/test_layers_cuda.cu,
+// experiments: dev/matmul.cu.
+// Row-major (N, OC) = (N, C) @ (OC, C)^T is, read column-major, (OC, N) = W^T(OC, C) @ inp(C, N):
+// cuBLASLt sees every row-major tensor as its column-major transpose, with no copies.
+// The bias gradient is a deterministic two-stage column sum of our own.
+#pragma once
+
+#include "layers/cuda_common.cuh"
+#include "layers/floatx.cuh"
+#include "layers/cublas_common.cuh"
+
+// ----------------------------------------------------------------------------
+// cuBLASLt call
+
+// d (m, n) column-major = epilogue(op(a) (m, k) @ op(b) (k, n) [+ d if accumulate] [+ bias (m)]).
+// a is (k, m) column-major when transA, else (m, k); b is (n, k) when transB, else (k, n).
+// pre_gelu (m, n): forward: written with the pre-GELU values (GELU_AUX[_BIAS]) while d gets GELU;
+//                  backward: read, d = (op(a) @ op(b)) * gelu'(pre_gelu) (DGELU).
+void matmul_cublaslt(floatX* d, const floatX* a, const floatX* b, const floatX* bias, int m, int n, int k,
+                     cudaStream_t stream, bool transA, bool transB, bool accumulate, floatX* pre_gelu,
+                     bool backward) {
+    // cuBLASLt wants 16-byte aligned pointers for its fast kernels; tensors here always are
+    CHECK_ALIGNED16(a); CHECK_ALIGNED16(b); CHECK_ALIGNED16(d);
+    if (bias != nullptr) { CHECK_ALIGNED16(bias); }
+    if (pre_gelu != nullptr) { CHECK_ALIGNED16(pre_gelu); }
+
+    cublasLtMatmulDesc_t desc;
+    cublasCheck(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA)));
+    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB)));
+
+    cublasLtMatrixLayout_t layoutA, layoutB, layoutD;
+    cublasCheck(cublasLtMatrixLayoutCreate(&layoutA, CUDA_R_16BF, transA ? k : m, transA ? m : k, transA ? k : m));
+    cublasCheck(cublasLtMatrixLayoutCreate(&layoutB, CUDA_R_16BF, transB ? n : k, transB ? k : n, transB ? n : k));
+    cublasCheck(cublasLtMatrixLayoutCreate(&layoutD, CUDA_R_16BF, m, n, m));
+
+    cublasLtEpilogue_t epilogue;
+    if (pre_gelu != nullptr) {
+        int64_t aux_ld = m;
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &pre_gelu,
+                                                   sizeof(pre_gelu)));
+        if (backward) {
+            if (bias != nullptr) {
+                fprintf(stderr, "[ERROR] matmul_cublaslt: the backward GELU epilogue takes no bias\n");
+                exit(EXIT_FAILURE);
+            }
+            epilogue = CUBLASLT_EPILOGUE_DGELU;
+        } else {
+            epilogue = bias != nullptr ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+        }
+    } else {
+        epilogue = bias != nullptr ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    }
+    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    if (bias != nullptr) {
+        cudaDataType_t bias_type = CUDA_R_16BF;
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                                   sizeof(bias_type)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    }
+
+    cublasLtMatmulPreference_t preference;
+    cublasCheck(cublasLtMatmulPreferenceCreate(&preference));
+    uint64_t workspace_bytes = cublaslt_workspace_size;
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                     &workspace_bytes, sizeof(workspace_bytes)));
+    cublasLtMatmulHeuristicResult_t heuristic;
+    int returned = 0;
+    cublasLtMatmulAlgoGetHeuristic(cublaslt_handle, desc, layoutA, layoutB, layoutD, layoutD, preference, 1,
+                                   &heuristic, &returned);
+    if (returned == 0) {
+        fprintf(stderr, "[ERROR] matmul_cublaslt: no cuBLASLt algorithm for m=%d n=%d k=%d transA=%d transB=%d "
+                        "bias=%d gelu=%d backward=%d (cuBLASLt needs m, n, k multiples of 8 with its epilogues)\n",
+                m, n, k, transA, transB, bias != nullptr, pre_gelu != nullptr, backward);
+        exit(EXIT_FAILURE);
+    }
+
+    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    cublasCheck(cublasLtMatmul(cublaslt_handle, desc, &alpha, a, layoutA, b, layoutB, &beta, d, layoutD, d, layoutD,
+                               &heuristic.algo, cublaslt_workspace, cublaslt_workspace_size, stream));
+
+    cublasCheck(cublasLtMatmulPreferenceDestroy(preference));
+    cublasCheck(cublasLtMatmulDescDestroy(desc));
+    cublasCheck(cublasLtMatrixLayoutDestroy(layoutA));
+    cublasCheck(cublasLtMatrixLayoutDestroy(layoutB));
+    cublasCheck(cublasLtMatrixLayoutDestroy(layoutD));
+}
+
+// ----------------------------------------------------------------------------
+// bias gradient kernels (deterministic: fixed split of the rows, fixed summation order)
+
+constexpr int MATMUL_BIAS_MAX_SPLITS = 128;
+
+// scratch (gridDim.y, OC) fp32: partial column sums of dout (N, OC) over this block's rows.
+// Block (32, 8): threadIdx.x picks an 8-column pack of the block's 256 columns, threadIdx.y one of
+// 8 row phases; shared (8, 256) holds the phases' sums, added in phase order.
+__global__ void matmul_backward_bias_kernel(float* scratch, const floatX* dout, int N, int OC) {
+    SHARED_ARRAY(float, phase_sums, 8 * 256);
+    int c = blockIdx.x * 256 + threadIdx.x * x128::size;
+    float acc[x128::size] = {};
+    if (c < OC) {
+        for (int row = blockIdx.y * 8 + threadIdx.y; row < N; row += gridDim.y * 8) {
+            x128 d = load128(dout + (size_t)row * OC + c);
+            for (int k = 0; k < x128::size; k++) { acc[k] += (float)d[k]; }
+        }
+    }
+    for (int k = 0; k < x128::size; k++) { phase_sums[threadIdx.y * 256 + threadIdx.x * x128::size + k] = acc[k]; }
+    __syncthreads();
+    int col = threadIdx.y * 32 + threadIdx.x;  // 0..255: one column of the block per thread
+    if ((int)blockIdx.x * 256 + col < OC) {
+        float sum = 0.0f;
+        for (int y = 0; y < 8; y++) { sum += phase_sums[y * 256 + col]; }
+        scratch[(size_t)blockIdx.y * OC + blockIdx.x * 256 + col] = sum;
+    }
+}
+
+// ----------------------------------------------------------------------------
+// launchers
+
+// out (N,OC) = inp (N,C) @ weight (OC,C)^T + bias (OC, or null).
+// pre_gelu (N,OC) or null: when given, pre_gelu = the above and out = gelu(pre_gelu), one fused call.
+// C, OC multiples of 8 (cuBLASLt's bf16 epilogues and 16-byte aligned rows).
+void matmul_forward(floatX* out, const floatX* inp, const floatX* weight, const floatX* bias, int N, int C, int OC,
+                    floatX* pre_gelu, cudaStream_t stream) {
+    CHECK_MULTIPLE_OF(C, 8);
+    CHECK_MULTIPLE_OF(OC, 8);
+    matmul_cublaslt(out, weight, inp, bias, OC, N, C, stream, true, false, false, pre_gelu, false);
+}
+
+// Floats of fp32 scratch matmul_backward needs for the bias gradient of OC columns.
+inline size_t matmul_backward_scratch_floats(int OC) { return (size_t)MATMUL_BIAS_MAX_SPLITS * OC; }
+
+// dinp (N,C) = dout (N,OC) @ weight (OC,C)   (written =, not accumulated);
+//   with pre_gelu (N,C) given (the pre-GELU activation that produced inp): dinp *= gelu'(pre_gelu), fused.
+// dweight (OC,C) += dout^T @ inp (N,C);  dbias (OC) += column sums of dout (dbias may be null).
+// scratch: matmul_backward_scratch_floats(OC) floats on the device (used when dbias is given).
+void matmul_backward(floatX* dinp, floatX* dweight, floatX* dbias, float* scratch, const floatX* dout,
+                     const floatX* inp, const floatX* weight, const floatX* pre_gelu, int N, int C, int OC,
+                     cudaStream_t stream) {
+    CHECK_MULTIPLE_OF(C, 8);
+    CHECK_MULTIPLE_OF(OC, 8);
+    if (dbias != nullptr) {
+        CHECK_ALIGNED16(dout);
+        int splits = ceil_div(N, 64);
+        splits = splits > MATMUL_BIAS_MAX_SPLITS ? MATMUL_BIAS_MAX_SPLITS : splits;
+        cuda_launch(matmul_backward_bias_kernel, dim3(ceil_div(OC, 256), splits), dim3(32, 8), 0, stream,
+                    scratch, dout, N, OC);
+        cudaCheck(cudaGetLastError());
+        column_sum_accumulate(dbias, scratch, splits, OC, OC, stream);  // dbias += splits' sums, in order
+    }
+    // column-major: dinp (C, N) = weight (C, OC) @ dout (OC, N)
+    matmul_cublaslt(dinp, weight, dout, nullptr, C, N, OC, stream, false, false, false, (floatX*)pre_gelu, true);
+    // column-major: dweight (C, OC) += inp (C, N) @ dout (OC, N)^T
+    matmul_cublaslt(dweight, inp, dout, nullptr, C, OC, N, stream, false, true, true, nullptr, true);
+}

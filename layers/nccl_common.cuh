@@ -1,0 +1,21 @@
+// NCCL for multi-GPU training: the API and ncclCheck. Under nvcc this is the real library
+// (link $(NVCC_LDLIBS), see test/simt/vendor.mk); under g++ it is the host implementation in
+// test/simt/nccl_host.h, where ranks are threads of one process.
+#pragma once
+
+#include "layers/cuda_common.cuh"
+
+#if defined(__CUDACC__)
+#include <nccl.h>
+#else
+#include "../test/simt/nccl_host.h"
+#endif
+
+inline void nccl_check(ncclResult_t status, const char* file, int line) {
+    if (status != ncclSuccess) {
+        fprintf(stderr, "[NCCL ERROR] at file %s:%d:\n%s\n%s\n", file, line, ncclGetErrorString(status),
+                ncclGetLastError(nullptr));
+        exit(EXIT_FAILURE);
+    }
+}
+#define ncclCheck(status) (nccl_check((status), __FILE__, __LINE__))

@@ -1,0 +1,3 @@
+// Host stand-in for <cuda_bf16.h> in the emulated build: the SIMT emulator supplies its names.
+#pragma once
+#include "../simt.h"

@@ -1,0 +1,405 @@
+// The attention kernels (attention/attention.cuh) against the CPU reference (attention/attention_cpu.h,
+// float64), for Softmax, LSSA and LSSAR: forward output and stats, dq, dk, dv.
+// Built twice from this file: with g++ on the SIMT emulator (make test) and with nvcc (make cuda,
+// run on a GPU by scripts/gpu_check_attention.sh).
+//
+// Every input is rounded to bf16 first and the reference runs in float64 on exactly those values,
+// so the differences come only from what the kernels round: the attention weights (P, A or W) and
+// the score gradients cast to bf16 for the tensor-core products (relative error <= u = 2^-8 each,
+// round to nearest), the bf16 outputs (u), the bf16 output y inside D = dy . y (u), and fp32
+// accumulation (~1e-6 relative, negligible next to u). Tolerances are stated per quantity below.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+#include "attention/attention.cuh"
+
+namespace {
+
+const double U = 1.0 / 256;  // unit roundoff of bf16: 8 significant bits, |round(x) - x| <= 2^-8 |x|
+
+float round_bf16(float x) { return (float)(floatX)x; }
+
+enum class Inputs {
+    Random,      // q, k, v, dout ~ N(0, 1)
+    OneHot,      // one key aligned with every query, the rest orthogonal: one-hot W rows, uniform early rows
+    ZeroQuery,   // random, with some all-zero queries (degenerate LSSAR rows from t = 3 on)
+    Norms,       // random directions with huge (1e30), tiny (< eps) and small (> eps) q and k norms
+    Aligned,     // keys share a direction and queries point away: x reaches ~1000 at T = 2048 (LSSAR.md numerics)
+};
+
+struct Problem {
+    int B, T, NH, hd;
+    std::vector<float> qkv, dout;  // bf16 values
+    std::vector<int> uniform_rows; // rows t whose scores are all exactly equal (A uniform); dout = 0
+                                   // on those with t >= 3, the degenerate LSSAR rows
+};
+
+Problem make_problem(int B, int T, int NH, int hd, Inputs kind, unsigned seed) {
+    Problem pr{B, T, NH, hd, {}, {}, {}};
+    int C = NH * hd;
+    pr.qkv.resize((size_t)B * T * 3 * C);
+    pr.dout.resize((size_t)B * T * C);
+    std::mt19937 gen(seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (auto& x : pr.qkv) x = normal(gen);
+    for (auto& x : pr.dout) x = normal(gen);
+    auto at = [&](int b, int t, int part, int h) { return &pr.qkv[((size_t)(b * T + t) * 3 + part) * C + h * hd]; };
+    if (kind == Inputs::OneHot) {
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < NH; h++)
+                for (int t = 0; t < T; t++) {
+                    float* q = at(b, t, 0, h);
+                    float* k = at(b, t, 1, h);
+                    for (int i = 0; i < hd; i++) q[i] = k[i] = 0.0f;
+                    q[0] = 1.5f;
+                    if (t == 5 || t == 40) k[0] = 0.75f; else k[1] = 2.0f;
+                }
+        pr.uniform_rows = {0, 1, 2, 3, 4};  // before key 5 every score is 0
+    } else if (kind == Inputs::ZeroQuery) {
+        pr.uniform_rows = {1, 4, 10, 17, 63, 64, 100};
+        for (int t : pr.uniform_rows) {
+            if (t >= T) continue;
+            for (int b = 0; b < B; b++)
+                for (int h = 0; h < NH; h++) {
+                    float* q = at(b, t, 0, h);
+                    for (int i = 0; i < hd; i++) q[i] = 0.0f;
+                }
+        }
+    } else if (kind == Inputs::Norms) {
+        // |q| ~ 8 for N(0, 1) entries at hd = 64: 1e-13 q is below eps (q/eps is used, |q/eps| ~ 0.8);
+        // no query is so tiny that its scores are all ~0 (a near-uniform row is ill-posed, LSSAR.md)
+        const float q_scale[5] = {1e30f, 1e-8f, 1.0f, 1e-13f, 3e5f};
+        const float k_scale[5] = {1e-30f, 1e25f, 1e-13f, 1.0f, 1e-8f};
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < NH; h++)
+                for (int t = 0; t < T; t++) {
+                    float* q = at(b, t, 0, h);
+                    float* k = at(b, t, 1, h);
+                    for (int i = 0; i < hd; i++) { q[i] *= q_scale[t % 5]; k[i] *= k_scale[t % 5]; }
+                }
+    } else if (kind == Inputs::Aligned) {
+        std::vector<float> d(hd);
+        for (auto& x : d) x = normal(gen);
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < NH; h++)
+                for (int t = 0; t < T; t++) {
+                    float* q = at(b, t, 0, h);
+                    float* k = at(b, t, 1, h);
+                    for (int i = 0; i < hd; i++) { q[i] = -d[i] + 0.05f * q[i]; k[i] = d[i] + k[i]; }
+                }
+    }
+    for (int t : pr.uniform_rows) {
+        if (t < 3 || t >= T) continue;
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < C; i++) pr.dout[(size_t)(b * T + t) * C + i] = 0.0f;
+    }
+    for (auto& x : pr.qkv) x = round_bf16(x);
+    for (auto& x : pr.dout) x = round_bf16(x);
+    return pr;
+}
+
+struct Result {
+    std::vector<float> out, stats, dqkv;
+};
+
+// Runs forward and backward of the kernels on the problem.
+Result run_gpu(const Problem& pr, AttnKind kind, float p) {
+    int B = pr.B, T = pr.T, NH = pr.NH, hd = pr.hd, C = NH * hd;
+    size_t n_qkv = pr.qkv.size(), n_out = (size_t)B * T * C, n_stats = (size_t)B * NH * T * 3;
+    std::vector<floatX> qkv_h(n_qkv), dout_h(n_out);
+    for (size_t i = 0; i < n_qkv; i++) qkv_h[i] = (floatX)pr.qkv[i];
+    for (size_t i = 0; i < n_out; i++) dout_h[i] = (floatX)pr.dout[i];
+    floatX *qkv, *out, *dout, *dqkv;
+    float* stats;
+    void* scratch;
+    cudaCheck(cudaMalloc(&qkv, n_qkv * sizeof(floatX)));
+    cudaCheck(cudaMalloc(&dqkv, n_qkv * sizeof(floatX)));
+    cudaCheck(cudaMalloc(&out, n_out * sizeof(floatX)));
+    cudaCheck(cudaMalloc(&dout, n_out * sizeof(floatX)));
+    cudaCheck(cudaMalloc(&stats, n_stats * sizeof(float)));
+    cudaCheck(cudaMalloc(&scratch, attention_scratch_bytes(B, T, NH, hd)));
+    cudaCheck(cudaMemcpy(qkv, qkv_h.data(), n_qkv * sizeof(floatX), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(dout, dout_h.data(), n_out * sizeof(floatX), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemset(stats, 0, n_stats * sizeof(float)));
+    cudaCheck(cudaMemset(dqkv, 0xff, n_qkv * sizeof(floatX)));  // NaN: every element must be written
+
+    attention_forward_cuda(out, stats, qkv, scratch, B, T, NH, hd, kind, p);
+    attention_backward_cuda(dqkv, dout, qkv, out, stats, scratch, B, T, NH, hd, kind, p);
+    cudaCheck(cudaDeviceSynchronize());
+
+    Result r;
+    std::vector<floatX> out_h(n_out), dqkv_h(n_qkv);
+    r.stats.resize(n_stats);
+    cudaCheck(cudaMemcpy(out_h.data(), out, n_out * sizeof(floatX), cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(dqkv_h.data(), dqkv, n_qkv * sizeof(floatX), cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(r.stats.data(), stats, n_stats * sizeof(float), cudaMemcpyDeviceToHost));
+    r.out.assign(out_h.begin(), out_h.end());
+    r.dqkv.assign(dqkv_h.begin(), dqkv_h.end());
+    for (void* ptr : {(void*)qkv, (void*)dqkv, (void*)out, (void*)dout, (void*)stats, scratch}) cudaCheck(cudaFree(ptr));
+    return r;
+}
+
+struct Reference {
+    std::vector<double> out, stats, dqkv;
+};
+Reference run_reference(const Problem& pr, AttnKind kind, double p) {
+    int B = pr.B, T = pr.T, NH = pr.NH, hd = pr.hd;
+    std::vector<double> qkv(pr.qkv.begin(), pr.qkv.end()), dout(pr.dout.begin(), pr.dout.end());
+    Reference ref;
+    ref.out.assign(pr.dout.size(), 0.0);
+    ref.stats.assign((size_t)B * NH * T * 3, 0.0);
+    ref.dqkv.assign(qkv.size(), 0.0);
+    attention_forward(ref.out.data(), ref.stats.data(), qkv.data(), B, T, NH, hd, kind, p);
+    attention_backward(ref.dqkv.data(), dout.data(), qkv.data(), B, T, NH, hd, kind, p);
+    return ref;
+}
+
+// How large the terms summed into each result row are, from the float64 reference's weights W
+// (P, A or W), per row (b, t, h):
+//   out_t = sum_j W_tj max|v_j|        dv_j = sum_t W_tj max|dy_t|
+//   dq_t  = sum_j c_t g_tj max|ke_j| / |q_t|    dk_j = sum_t c_t g_tj max|qe_t| / |k_j|
+// (c_t: 1/sqrt(hd) or lam_t; qe, ke: q, k or their normalised forms; |x| is 1 for softmax and
+// max(|x|, eps) for LSSA(R)), where g_tj >= |ds_tj| is ds's formula (LSSAR.md) evaluated on the
+// magnitudes of its terms: dW_j -> sum_i |dy_i v_ji|, (dA - D) -> |dA| + |D|. Rounding one factor of
+// every term to bf16 (relative u) moves a result by at most u times this sum, so the tolerances
+// are relative to it. Unlike |result| it does not vanish where large terms cancel (tied keys:
+// dq = 0 exactly from terms of size ~10; one-hot rows: ds = 0 exactly from dW - D2).
+struct TermScales { std::vector<double> out, dq, dk, dv; };  // (B, T, NH) each
+
+// g_j (above) for one row t: w, s, a, stats from attention_row_weights; dwm_j = sum_i |dy_i v_ji|.
+void ds_magnitudes(double* g, const double* dwm, const double* w, const double* s, const double* a,
+                   const double stats[3], int t, AttnKind kind, double p) {
+    double Dm = 0;  // |D| <= sum_j W_j dwm_j (D = dy . y, y = sum_j W_j v_j)
+    for (int j = 0; j <= t; j++) Dm += w[j] * dwm[j];
+    if (kind == ATTN_SOFTMAX) {
+        for (int j = 0; j <= t; j++) g[j] = w[j] * (dwm[j] + Dm);
+        return;
+    }
+    double S1 = stats[0], n = t + 1, o = lssar_bias(t);
+    std::vector<double> dAm(t + 1);
+    for (int j = 0; j <= t; j++) {
+        if (kind == ATTN_LSSA) { dAm[j] = dwm[j]; continue; }
+        double m = stats[1], Z = stats[2], x = n * (a[j] / S1) - o;
+        bool live = m > 0 && Z > 0 && x > 0;
+        dAm[j] = live ? n * p * pow_p(x / m, p - 1) * (dwm[j] + Dm) / (m * Z) : 0.0;
+    }
+    double D1m = 0;
+    for (int j = 0; j <= t; j++) D1m += (a[j] / S1) * dAm[j];
+    for (int j = 0; j <= t; j++) g[j] = sigmoid_stable(s[j]) * (dAm[j] + D1m) / S1;
+}
+
+TermScales term_scales(const Problem& pr, AttnKind kind, double p) {
+    int B = pr.B, T = pr.T, NH = pr.NH, hd = pr.hd, C = NH * hd;
+    std::vector<double> qkv(pr.qkv.begin(), pr.qkv.end());
+    std::vector<double> qe, ke, qn, kn;
+    attention_prepare(qe, ke, qn, kn, qkv.data(), B, T, NH, hd, kind);
+    size_t rows = (size_t)B * T * NH;
+    TermScales ts{std::vector<double>(rows, 0.0), std::vector<double>(rows, 0.0), std::vector<double>(rows, 0.0),
+                  std::vector<double>(rows, 0.0)};
+    auto maxabs = [&](const double* x) { double m = 0; for (int i = 0; i < hd; i++) m = std::max(m, std::fabs(x[i])); return m; };
+    auto maxabs_f = [&](const float* x) { double m = 0; for (int i = 0; i < hd; i++) m = std::max(m, (double)std::fabs(x[i])); return m; };
+    auto norm_of = [&](double n) { return kind == ATTN_SOFTMAX ? 1.0 : std::max(n, LSSA_NORM_EPS); };
+    std::vector<double> w(T), s(T), a(T), dwm(T), ds(T);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            size_t head = (size_t)b * NH + h;
+            const double* ke_h = &ke[head * T * hd];
+            auto row = [&](int t) { return ((size_t)b * T + t) * NH + h; };
+            for (int t = 0; t < T; t++) {
+                const double* qe_t = &qe[(head * T + t) * hd];
+                double stats[3];
+                attention_row_weights(w.data(), s.data(), a.data(), stats, qe_t, ke_h, t, hd, kind, p);
+                const float* dy = &pr.dout[(size_t)(b * T + t) * C + h * hd];
+                for (int j = 0; j <= t; j++) {
+                    const float* v = &pr.qkv[((size_t)(b * T + j) * 3 + 2) * C + h * hd];
+                    double d = 0;
+                    for (int i = 0; i < hd; i++) d += std::fabs((double)dy[i] * v[i]);
+                    dwm[j] = d;
+                }
+                ds_magnitudes(ds.data(), dwm.data(), w.data(), s.data(), a.data(), stats, t, kind, p);
+                double c = kind == ATTN_SOFTMAX ? 1.0 / std::sqrt((double)hd) : lssa_scale<double>(t, hd);
+                double dymax = maxabs_f(dy), qemax = maxabs(qe_t), inv_qn = 1.0 / norm_of(qn[head * T + t]);
+                for (int j = 0; j <= t; j++) {
+                    const float* v = &pr.qkv[((size_t)(b * T + j) * 3 + 2) * C + h * hd];
+                    ts.out[row(t)] += w[j] * maxabs_f(v);
+                    ts.dv[row(j)] += w[j] * dymax;
+                    ts.dq[row(t)] += c * std::fabs(ds[j]) * maxabs(ke_h + (size_t)j * hd) * inv_qn;
+                    ts.dk[row(j)] += c * std::fabs(ds[j]) * qemax / norm_of(kn[head * T + j]);
+                }
+            }
+        }
+    return ts;
+}
+
+// Largest |gpu - ref| over a (B, T, [3,] NH, hd) tensor divided by the term scale of its row
+// (per_row) or by the largest term scale of the tensor (otherwise).
+// Where that scale is 0 (a one-key softmax row: dq = dk = 0 from no terms), abs_on_zero holds |gpu - ref|.
+struct Err { double rel = 0, abs_on_zero = 0; bool finite = true; };
+Err compare(const std::vector<float>& gpu, const std::vector<double>& ref, const std::vector<double>& scale,
+            const Problem& pr, int part, bool per_row, const std::vector<char>* skip_row = nullptr) {
+    int B = pr.B, T = pr.T, NH = pr.NH, hd = pr.hd;
+    auto index = [&](int b, int t, int h, int i) {
+        return part < 0 ? ((size_t)(b * T + t) * NH + h) * hd + i : (((size_t)(b * T + t) * 3 + part) * NH + h) * hd + i;
+    };
+    double global = *std::max_element(scale.begin(), scale.end());
+    Err e;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            if (skip_row && (*skip_row)[t]) continue;
+            for (int h = 0; h < NH; h++) {
+                double err = 0;
+                for (int i = 0; i < hd; i++) {
+                    size_t k = index(b, t, h, i);
+                    if (!std::isfinite(gpu[k])) e.finite = false;
+                    err = std::max(err, std::fabs((double)gpu[k] - ref[k]));
+                }
+                double den = per_row ? scale[((size_t)b * T + t) * NH + h] : global;
+                if (den > 0) e.rel = std::max(e.rel, err / den);
+                else e.abs_on_zero = std::max(e.abs_on_zero, err);
+            }
+        }
+    return e;
+}
+
+struct Tolerances {
+    // relative to the term scales above (measured on these tests: out, dv <= 1.5u; dq, dk <= 0.2u)
+    double out = 2 * U;   // W cast to bf16 (u) + y cast to bf16 (u, |y| <= its term scale); fp32 ~1e-6
+    double dv = 2 * U;    // same structure: W^T dy with W in bf16, dv cast to bf16
+    double dqk = 4 * U;   // ds cast to bf16 (u); D from the bf16 y (u, inside g's |D| term); the cast
+                          // of dq/dk (u), whose size the normalisation backward can double
+    double stat = 1e-4;   // fp32 sums over <= 2048 keys of fp32 scores: ~T 2^-24 relative worst case
+};
+
+// Checks one variant on one problem; returns the largest m (LSSAR: the largest x of any row) it saved.
+double check_case(const Problem& pr, AttnKind kind, float p, bool per_row = false, Tolerances tol = {}) {
+    std::string name = attn_kind_name(kind);
+    CAPTURE(name);
+    CAPTURE(pr.B);
+    CAPTURE(pr.T);
+    CAPTURE(pr.NH);
+    CAPTURE(pr.hd);
+    CAPTURE(p);
+    Result g = run_gpu(pr, kind, p);
+    Reference ref = run_reference(pr, kind, p);
+    int T = pr.T;
+
+    // degenerate LSSAR rows (all scores equal, t >= 3): LSSAR.md wants y = 0; the float64
+    // reference can round m to +1e-16 on these exactly-uniform rows, so they are checked
+    // against the spec here (their dout is 0, so they pass no gradient in either)
+    std::vector<char> skip(T, 0);
+    if (kind == ATTN_LSSAR) {
+        for (int t : pr.uniform_rows) {
+            if (t >= T || t < 3) continue;
+            skip[t] = 1;
+            for (int b = 0; b < pr.B; b++)
+                for (int h = 0; h < pr.NH; h++)
+                    for (int i = 0; i < pr.hd; i++) CHECK(g.out[((size_t)(b * T + t) * pr.NH + h) * pr.hd + i] == 0.0f);
+        }
+    }
+
+    TermScales ts = term_scales(pr, kind, p);
+    Err e_out = compare(g.out, ref.out, ts.out, pr, -1, per_row, &skip);
+    Err e_dq = compare(g.dqkv, ref.dqkv, ts.dq, pr, 0, per_row);
+    Err e_dk = compare(g.dqkv, ref.dqkv, ts.dk, pr, 1, per_row);
+    Err e_dv = compare(g.dqkv, ref.dqkv, ts.dv, pr, 2, per_row);
+    CHECK(e_out.finite);
+    CHECK(e_dq.finite);
+    CHECK(e_dk.finite);
+    CHECK(e_dv.finite);
+    CHECK(e_out.rel <= tol.out);
+    CHECK(e_dv.rel <= tol.dv);
+    CHECK(e_dq.rel <= tol.dqk);
+    CHECK(e_dk.rel <= tol.dqk);
+    // exact zeros of the reference: D = dy . y and dP = dy . v are then the same dot product of
+    // bf16 values summed in two fp32 orders, |difference| <= hd 2^-24 sum|dy_i v_i| (~1e-5 here)
+    for (const Err* e : {&e_out, &e_dq, &e_dk, &e_dv}) CHECK(e->abs_on_zero <= 1e-4);
+
+    // stats: softmax lse (absolute, it is a log), S1 relative; LSSAR m relative to n (m = n A - o),
+    // Z relative, both on rows that are not degenerate in either implementation
+    double e_stat = 0;
+    for (int bh = 0; bh < pr.B * pr.NH; bh++)
+        for (int t = 0; t < T; t++) {
+            const float* s = &g.stats[((size_t)bh * T + t) * 3];
+            const double* r = &ref.stats[((size_t)bh * T + t) * 3];
+            if (kind == ATTN_SOFTMAX) {
+                e_stat = std::max(e_stat, std::fabs(s[0] - r[0]));
+            } else {
+                e_stat = std::max(e_stat, std::fabs(s[0] - r[0]) / r[0]);
+                if (kind == ATTN_LSSAR && !skip[t] && s[2] > 0 && r[2] > 0) {
+                    e_stat = std::max(e_stat, std::fabs(s[1] - r[1]) / (t + 1));
+                    e_stat = std::max(e_stat, std::fabs(s[2] - r[2]) / r[2] / std::max(1.0f, p));
+                }
+            }
+        }
+    CHECK(e_stat <= tol.stat);
+    double max_m = 0;
+    for (size_t r = 0; r < g.stats.size() / 3; r++) max_m = std::max(max_m, (double)g.stats[r * 3 + 1]);
+    MESSAGE(name, " B=", pr.B, " T=", pr.T, " NH=", pr.NH, " hd=", pr.hd, " p=", p,
+            "  err/u: out ", e_out.rel / U, " dq ", e_dq.rel / U, " dk ", e_dk.rel / U, " dv ", e_dv.rel / U,
+            "  stats ", e_stat, "  max m ", max_m);
+    return max_m;
+}
+
+const AttnKind KINDS[3] = {ATTN_SOFTMAX, ATTN_LSSA, ATTN_LSSAR};
+
+}  // namespace
+
+TEST_CASE("attention kernels match the reference on random inputs, every length and head size") {
+    const int lengths[] = {1, 2, 3, 4, 17, 64, 130};
+    for (int hd : {32, 64}) {
+        for (int T : lengths) {
+            Problem pr = make_problem(2, T, 2, hd, Inputs::Random, 1000 + T + hd);
+            check_case(pr, ATTN_SOFTMAX, 1.0f);
+            check_case(pr, ATTN_LSSA, 1.0f);
+            for (float p : {1.0f, 3.0f, 15.0f}) check_case(pr, ATTN_LSSAR, p);
+        }
+    }
+}
+
+TEST_CASE("head size 128 (32-row tiles)") {
+    Problem pr = make_problem(1, 70, 2, 128, Inputs::Random, 5);
+    check_case(pr, ATTN_SOFTMAX, 1.0f);
+    check_case(pr, ATTN_LSSA, 1.0f);
+    check_case(pr, ATTN_LSSAR, 15.0f);
+}
+
+TEST_CASE("LSSAR with a non-integer p (the exp2/log2 path)") {
+    Problem pr = make_problem(1, 70, 2, 64, Inputs::Random, 7);
+    check_case(pr, ATTN_LSSAR, 2.5f);
+}
+
+TEST_CASE("one-hot and exactly uniform rows") {
+    Problem pr = make_problem(1, 66, 2, 32, Inputs::OneHot, 11);
+    for (AttnKind kind : KINDS) check_case(pr, kind, 15.0f);
+}
+
+TEST_CASE("zero queries: degenerate LSSAR rows give y = 0 and no gradient") {
+    Problem pr = make_problem(2, 130, 1, 64, Inputs::ZeroQuery, 12);
+    for (AttnKind kind : KINDS) check_case(pr, kind, 15.0f);
+    check_case(pr, ATTN_LSSAR, 3.0f);
+}
+
+TEST_CASE("huge and tiny q/k norms (cosine scores are scale-free; below eps q/eps is used)") {
+    Problem pr = make_problem(1, 67, 2, 64, Inputs::Norms, 13);
+    check_case(pr, ATTN_LSSA, 1.0f, /*per_row=*/true);
+    check_case(pr, ATTN_LSSAR, 15.0f, /*per_row=*/true);
+}
+
+TEST_CASE("keys aligned, queries opposite: large x stays finite") {
+    Problem pr = make_problem(1, 130, 2, 64, Inputs::Aligned, 14);
+    for (AttnKind kind : KINDS) check_case(pr, kind, 15.0f);
+}
+
+// Long sequence, LSSAR p = 15: B*NH = 1, hd = 32 to keep the emulated run short (the kernels'
+// work per key is proportional to hd; the numerics of long rows do not depend on it).
+TEST_CASE("long sequence T = 2048, LSSAR p = 15") {
+    Problem pr = make_problem(1, 2048, 1, 32, Inputs::Aligned, 15);
+    double max_x = check_case(pr, ATTN_LSSAR, 15.0f);
+    CHECK(max_x > 360);  // relu(x)^15 would overflow fp32 here without the division by m
+}
