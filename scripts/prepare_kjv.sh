@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Demo data: the King James Bible (Debian's bible-kjv) as GPT-2 token shards.
+#   bash scripts/prepare_kjv.sh [OUT_DIR]        default data/kjv
+# writes OUT_DIR/kjv_train_000000.bin and OUT_DIR/kjv_val_000000.bin. Each of the 66 books is
+# one document (verses as "chapter:verse text" lines, <|endoftext|> before each book); every
+# 20th book (Proverbs, Matthew, James) is the validation split, about 5% of the tokens.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-data/kjv}
+command -v bible >/dev/null || { echo "prepare_kjv.sh: the 'bible' program is missing; install Debian's bible-kjv (scripts/install_deps.sh does)" >&2; exit 1; }
+bash scripts/install_gpt2_vocab.sh
+make -s build/tokenize
+books=$(mktemp -d /tmp/kjv_books_XXXXXX)
+trap 'rm -rf "$books"' EXIT
+# "Ge1:1 In the beginning ..." -> books/01_Ge.txt: "1:1 In the beginning ..."
+bible -f gen1:1-rev22:21 | awk -v dir="$books" '
+    match($0, /^[1-3]?[A-Za-z]+/) {
+        book = substr($0, 1, RLENGTH)
+        if (book != last) { n++; last = book; if (file) close(file); file = sprintf("%s/%02d_%s.txt", dir, n, book) }
+        print substr($0, RLENGTH + 1) > file
+    }'
+count=$(ls "$books" | wc -l)
+[ "$count" -eq 66 ] || { echo "prepare_kjv.sh: found $count books in the output of 'bible', expected 66" >&2; exit 1; }
+mkdir -p "$out"
+build/tokenize shard -o "$out/kjv" --val 0.05 "$books"/*.txt
+build/tokenize info "$out"/kjv_train_000000.bin "$out"/kjv_val_000000.bin
