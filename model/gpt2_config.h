@@ -1,10 +1,12 @@
 // GPT-2 + RoPE model configuration, shared by the CPU and CUDA back ends and the checkpoints.
 #pragma once
 
+#include <cmath>
 #include <cstdio>
 #include <string>
 
 #include "attention/attention_cpu.h"
+#include "model/rand.h"
 
 struct GPT2Config {
     int max_seq_len = 1024;         // longest sequence the trainer allocates for (RoPE has no limit)
@@ -95,4 +97,32 @@ inline void gpt2_param_sizes(size_t sizes[NUM_PARAM_TENSORS], const GPT2Config& 
 // Weight decay applies to the matrices only, not to biases and layernorm parameters.
 inline bool param_tensor_decays(int i) {
     return i == P_WTE || i == P_QKVW || i == P_ATTPROJW || i == P_FCW || i == P_FCPROJW;
+}
+
+// GPT-2 initialisation of the whole parameter buffer (both back ends call this, so they start
+// from identical weights): N(0, 0.02) weights, residual projections (attprojw, fcprojw) with std
+// 0.02/sqrt(2L), zero biases, unit layernorm weights, zero padded vocabulary rows.
+template <class T>
+void gpt2_init_params(T* params, const GPT2Config& c, uint64_t seed) {
+    size_t sizes[NUM_PARAM_TENSORS];
+    gpt2_param_sizes(sizes, c);
+    Rng rng(seed);
+    double residual_std = 0.02 / std::sqrt(2.0 * c.num_layers);
+    T* p = params;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        size_t n = sizes[i];
+        if (i == P_LN1W || i == P_LN2W || i == P_LNFW) {
+            for (size_t k = 0; k < n; k++) p[k] = T(1);
+        } else if (i == P_WTE) {
+            size_t real = (size_t)c.vocab_size * c.channels;
+            for (size_t k = 0; k < n; k++) p[k] = k < real ? T(0.02 * rng.normal()) : T(0);
+        } else if (i == P_QKVW || i == P_FCW) {
+            for (size_t k = 0; k < n; k++) p[k] = T(0.02 * rng.normal());
+        } else if (i == P_ATTPROJW || i == P_FCPROJW) {
+            for (size_t k = 0; k < n; k++) p[k] = T(residual_std * rng.normal());
+        } else {
+            for (size_t k = 0; k < n; k++) p[k] = T(0);
+        }
+        p += n;
+    }
 }

@@ -90,29 +90,8 @@ template <class F> struct GPT2 {
     F* param(int i) { return params.data() + param_offsets[i]; }
     F* grad(int i) { return grads.data() + param_offsets[i]; }
 
-    // GPT-2 initialisation: N(0, 0.02) weights, residual projections scaled by 1/sqrt(2L),
-    // zero biases, unit layernorm weights, zero padded vocabulary rows.
-    void init(uint64_t seed) {
-        Rng rng(seed);
-        const GPT2Config& c = config;
-        double residual_std = 0.02 / std::sqrt(2.0 * c.num_layers);
-        for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-            F* p = param(i);
-            size_t n = param_sizes[i];
-            if (i == P_LN1W || i == P_LN2W || i == P_LNFW) {
-                for (size_t k = 0; k < n; k++) p[k] = F(1);
-            } else if (i == P_WTE) {
-                size_t real = (size_t)c.vocab_size * c.channels;
-                for (size_t k = 0; k < n; k++) p[k] = k < real ? F(0.02 * rng.normal()) : F(0);
-            } else if (i == P_QKVW || i == P_FCW) {
-                for (size_t k = 0; k < n; k++) p[k] = F(0.02 * rng.normal());
-            } else if (i == P_ATTPROJW || i == P_FCPROJW) {
-                for (size_t k = 0; k < n; k++) p[k] = F(residual_std * rng.normal());
-            } else {
-                for (size_t k = 0; k < n; k++) p[k] = F(0);
-            }
-        }
-    }
+    // GPT-2 initialisation (gpt2_init_params in model/gpt2_config.h)
+    void init(uint64_t seed) { gpt2_init_params(params.data(), config, seed); }
 
     void ensure_activations(int B_, int T_) {
         if (B_ == B && T_ == T) return;

@@ -1,0 +1,459 @@
+// GPT-2 + RoPE on the GPU: the CUDA back end. The same model as model/gpt2_cpu.h (its twin and
+// reference; test: test/test_model_cuda.cu), with llm.c's precision recipe:
+//   parameters, activations, gradients  bf16 (floatX)
+//   master weights, AdamW moments        fp32, updated by layers/adamw.cuh, which writes the bf16
+//                                        parameters by stochastic rounding
+//   every sum (matmuls, norms, softmax)  fp32
+// Layer code: layers/*.cuh, attention/attention.cuh. Parameter layout: model/gpt2_config.h.
+// Kernel launchers are defined in the headers, so include this file in one translation unit.
+//
+// Memory saving choices (llm.c's): the qkv matmul writes straight into the RoPE'd buffer (RoPE
+// rotates in place; its backward needs no input); the attention and MLP projections go to one
+// (B,T,C) scratch before the residual add fused with the next layernorm; the backward reuses
+// three gradient buffers across layers; the fused classifier turns the logits into dlogits in
+// place, so the logits of a forward are readable only until its backward.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "attention/attention.cuh"
+#include "layers/adamw.cuh"
+#include "layers/classifier.cuh"
+#include "layers/cublas_common.cuh"
+#include "layers/cuda_common.cuh"
+#include "layers/encoder.cuh"
+#include "layers/floatx.cuh"
+#include "layers/gelu.cuh"
+#include "layers/global_norm.cuh"
+#include "layers/layernorm.cuh"
+#include "layers/matmul.cuh"
+#include "layers/residual.cuh"
+#include "layers/rope.cuh"
+#include "model/gpt2_config.h"
+#include "model/rand.h"
+
+// Empty if the config is valid for the CUDA back end, else a message naming the field and the fix:
+// the model's own rules (gpt2_config_error) plus what the CUDA kernels need.
+inline std::string gpt2_cuda_config_error(const GPT2Config& c) {
+    std::string err = gpt2_config_error(c);
+    if (!err.empty()) return err;
+    char msg[256];
+    int hd = c.channels / c.num_heads;
+    if (c.channels % 8 != 0) {
+        snprintf(msg, sizeof msg, "config: channels = %d must be a multiple of 8 on the CUDA back end "
+                                  "(128-bit packs of 8 bf16)", c.channels);
+        return msg;
+    }
+    if (c.channels > LAYERNORM_BACKWARD_SMEM_BYTES / 8) {
+        snprintf(msg, sizeof msg, "config: channels = %d is above %d, the most the layernorm backward kernel takes",
+                 c.channels, LAYERNORM_BACKWARD_SMEM_BYTES / 8);
+        return msg;
+    }
+    if (c.padded_vocab_size % 8 != 0) {
+        snprintf(msg, sizeof msg, "config: padded_vocab_size = %d must be a multiple of 8 on the CUDA back end "
+                                  "(pad it up, e.g. to a multiple of 64 as GPT-2's 50304)", c.padded_vocab_size);
+        return msg;
+    }
+    if (hd != 32 && hd != 64 && hd != 128) {
+        snprintf(msg, sizeof msg, "config: head dim channels/num_heads = %d/%d = %d: the CUDA attention kernels "
+                                  "take 32, 64 or 128", c.channels, c.num_heads, hd);
+        return msg;
+    }
+    return "";
+}
+
+// Device activations of one forward (L layers, B batch, T time, C channels, NH heads, Vp padded
+// vocab) and the backward's gradient buffers, which are shared by all layers.
+struct GPT2CudaActivations {
+    floatX* encoded;    // (B,T,C)
+    floatX* ln1;        // (L,B,T,C)
+    float* ln1_mean;    // (L,B,T)
+    float* ln1_rstd;    // (L,B,T)
+    floatX* qkvr;       // (L,B,T,3C) q, k, v (3,NH,hd) after RoPE
+    floatX* atty;       // (L,B,T,C)
+    float* attstats;    // (L,B,NH,T,3) what the attention saves for its backward
+    floatX* residual2;  // (L,B,T,C)
+    floatX* ln2;        // (L,B,T,C)
+    float* ln2_mean;    // (L,B,T)
+    float* ln2_rstd;    // (L,B,T)
+    floatX* fch;        // (L,B,T,4C) before GELU
+    floatX* fch_gelu;   // (L,B,T,4C)
+    floatX* residual3;  // (L,B,T,C)
+    floatX* lnf;        // (B,T,C)
+    float* lnf_mean;    // (B,T)
+    float* lnf_rstd;    // (B,T)
+    floatX* logits;     // (B,T,Vp), dlogits after the backward's classifier
+    float* losses;      // (B,T)
+    floatX* proj;       // (B,T,C) attproj or fcproj output of the current layer, before the residual add
+    // backward
+    floatX* dresidual;  // (B,T,C) gradient of the residual stream at the current layer
+    floatX* dbtc;       // (B,T,C) dlnf, dln2, datty, dln1
+    floatX* dbt4c;      // (B,T,4C) dfch, dqkv
+    float* scratch;     // fp32 partial sums of the matmul and layernorm backward
+    void* attn_scratch; // attention_scratch_bytes(B,T,NH,hd)
+    int* encoder_workspace;  // encoder_backward_workspace_ints(B,T)
+    int* inputs;        // (B,T) token ids
+    int* targets;       // (B,T)
+};
+
+struct GPT2Cuda {
+    GPT2Config config;
+    size_t param_sizes[NUM_PARAM_TENSORS];
+    size_t param_offsets[NUM_PARAM_TENSORS];
+    size_t num_parameters = 0;
+    cudaStream_t stream = 0;
+    // device, (num_parameters) each, in the layout of model/gpt2_config.h
+    floatX* params_memory = nullptr;  // bf16 weights the kernels read
+    floatX* grads_memory = nullptr;   // bf16 gradients
+    float* master_weights = nullptr;  // fp32 weights AdamW updates
+    float* m_memory = nullptr;        // fp32 AdamW moments, allocated at the first update
+    float* v_memory = nullptr;
+    float* norm_partials = nullptr;   // (GLOBAL_NORM_BLOCKS + 1): slots, then the aggregate
+    // RoPE table for up to rope_len positions
+    float* freqs_cis = nullptr;       // (rope_len, hd/2, 2)
+    int rope_len = 0;
+    // activations for the current (B, T)
+    int B = 0, T = 0;
+    GPT2CudaActivations acts{};
+    std::vector<void*> act_allocations;
+    std::vector<int> inputs_host;     // (B,T) of the last forward: the encoder backward sorts them on the host
+    bool have_targets = false;
+    bool logits_intact = false;       // false once the backward has replaced them by dlogits
+
+    explicit GPT2Cuda(const GPT2Config& c) : config(c) {
+        std::string err = gpt2_cuda_config_error(c);
+        if (!err.empty()) throw std::invalid_argument(err);
+        gpt2_param_sizes(param_sizes, c);
+        for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+            param_offsets[i] = num_parameters;
+            num_parameters += param_sizes[i];
+        }
+        cublaslt_setup();
+        cudaCheck(cudaMalloc(&params_memory, num_parameters * sizeof(floatX)));
+        cudaCheck(cudaMalloc(&grads_memory, num_parameters * sizeof(floatX)));
+        cudaCheck(cudaMalloc(&master_weights, num_parameters * sizeof(float)));
+        cudaCheck(cudaMalloc(&norm_partials, (GLOBAL_NORM_BLOCKS + 1) * sizeof(float)));
+        cudaCheck(cudaMemset(params_memory, 0, num_parameters * sizeof(floatX)));
+        cudaCheck(cudaMemset(master_weights, 0, num_parameters * sizeof(float)));
+        cudaCheck(cudaMemset(grads_memory, 0, num_parameters * sizeof(floatX)));
+        ensure_rope(c.max_seq_len);
+    }
+    GPT2Cuda(const GPT2Cuda&) = delete;
+    GPT2Cuda& operator=(const GPT2Cuda&) = delete;
+    ~GPT2Cuda() {
+        free_activations();
+        cudaFree(params_memory);
+        cudaFree(grads_memory);
+        cudaFree(master_weights);
+        cudaFree(m_memory);
+        cudaFree(v_memory);
+        cudaFree(norm_partials);
+        cudaFree(freqs_cis);
+    }
+
+    floatX* param(int i) { return params_memory + param_offsets[i]; }
+    floatX* grad(int i) { return grads_memory + param_offsets[i]; }
+
+    // GPT-2 initialisation with the CPU back end's values (gpt2_init_params, model/gpt2_config.h)
+    void init(uint64_t seed) {
+        std::vector<float> host(num_parameters);
+        gpt2_init_params(host.data(), config, seed);
+        set_params(host);
+    }
+
+    // ------------------------------------------------------------------------
+    // parameters and optimizer state on the host (fp32, layout of model/gpt2_config.h)
+
+    void get_params(std::vector<float>& out) {
+        out.resize(num_parameters);
+        cudaCheck(cudaMemcpy(out.data(), master_weights, num_parameters * sizeof(float), cudaMemcpyDeviceToHost));
+    }
+
+    // master weights = in; the bf16 weights = in rounded to nearest
+    void set_params(const std::vector<float>& in) {
+        check_size("set_params", "params", in.size());
+        cudaCheck(cudaMemcpy(master_weights, in.data(), num_parameters * sizeof(float), cudaMemcpyHostToDevice));
+        std::vector<floatX> rounded(num_parameters);
+        for (size_t i = 0; i < num_parameters; i++) rounded[i] = __float2bfloat16(in[i]);
+        cudaCheck(cudaMemcpy(params_memory, rounded.data(), num_parameters * sizeof(floatX), cudaMemcpyHostToDevice));
+    }
+
+    // AdamW moments; zeros before the first update
+    void get_optimizer(std::vector<float>& m, std::vector<float>& v) {
+        m.assign(num_parameters, 0.0f);
+        v.assign(num_parameters, 0.0f);
+        if (m_memory == nullptr) return;
+        cudaCheck(cudaMemcpy(m.data(), m_memory, num_parameters * sizeof(float), cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(v.data(), v_memory, num_parameters * sizeof(float), cudaMemcpyDeviceToHost));
+    }
+
+    void set_optimizer(const std::vector<float>& m, const std::vector<float>& v) {
+        check_size("set_optimizer", "m", m.size());
+        check_size("set_optimizer", "v", v.size());
+        ensure_optimizer();
+        cudaCheck(cudaMemcpy(m_memory, m.data(), num_parameters * sizeof(float), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(v_memory, v.data(), num_parameters * sizeof(float), cudaMemcpyHostToDevice));
+    }
+
+    // ------------------------------------------------------------------------
+    // forward, backward, update
+
+    // Forward pass over inputs (B,T) on the host. With targets (B,T) it returns the mean loss;
+    // without, -1. Token ids must be in [0, vocab_size).
+    float forward(const int* inputs, const int* targets, int B_, int T_) {
+        const GPT2Config& c = config;
+        int V = c.vocab_size, Vp = c.padded_vocab_size, L = c.num_layers, NH = c.num_heads, C = c.channels;
+        int hd = C / NH;
+        if (B_ <= 0 || T_ <= 0) throw std::invalid_argument("forward: B = " + std::to_string(B_) + ", T = " +
+                                                             std::to_string(T_) + " must both be > 0");
+        for (int i = 0; i < B_ * T_; i++) {
+            if (inputs[i] < 0 || inputs[i] >= V || (targets && (targets[i] < 0 || targets[i] >= V))) {
+                throw std::out_of_range("token id out of range [0, " + std::to_string(V) + ") at position " +
+                                        std::to_string(i));
+            }
+        }
+        ensure_activations(B_, T_);
+        ensure_rope(T);
+        GPT2CudaActivations& a = acts;
+        int BT = B * T;
+        inputs_host.assign(inputs, inputs + BT);
+        have_targets = targets != nullptr;
+        cudaCheck(cudaMemcpy(a.inputs, inputs, BT * sizeof(int), cudaMemcpyHostToDevice));
+        if (have_targets) cudaCheck(cudaMemcpy(a.targets, targets, BT * sizeof(int), cudaMemcpyHostToDevice));
+
+        encoder_forward(a.encoded, a.inputs, param(P_WTE), B, T, C, stream);
+        layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, param(P_LN1W), param(P_LN1B), BT, C, stream);
+        for (int l = 0; l < L; l++) {
+            size_t o1 = (size_t)l * BT * C, o3 = 3 * o1, o4 = 4 * o1, ol = (size_t)l * BT;
+            floatX* residual = l == 0 ? a.encoded : a.residual3 + o1 - (size_t)BT * C;
+            floatX* qkvr = a.qkvr + o3;
+            floatX* atty = a.atty + o1;
+            // attention: ln1 (computed by the previous layer's fused residual + layernorm) -> residual2
+            matmul_forward(qkvr, a.ln1 + o1, param(P_QKVW) + (size_t)l * 3 * C * C, param(P_QKVB) + l * 3 * C, BT,
+                           C, 3 * C, nullptr, stream);
+            rope_forward(qkvr, qkvr, freqs_cis, B, T, NH, hd, stream);
+            attention_forward_cuda(atty, a.attstats + ol * NH * 3, qkvr, a.attn_scratch, B, T, NH, hd, c.attn, c.p,
+                                   stream);
+            matmul_forward(a.proj, atty, param(P_ATTPROJW) + (size_t)l * C * C, param(P_ATTPROJB) + l * C, BT, C, C,
+                           nullptr, stream);
+            fused_residual_layernorm_forward(a.residual2 + o1, a.ln2 + o1, a.ln2_mean + ol, a.ln2_rstd + ol,
+                                             residual, a.proj, param(P_LN2W) + l * C, param(P_LN2B) + l * C, BT, C,
+                                             stream);
+            // MLP: fc with GELU fused into its epilogue, then fcproj, then residual3 and the next layernorm
+            matmul_forward(a.fch_gelu + o4, a.ln2 + o1, param(P_FCW) + (size_t)l * 4 * C * C,
+                           param(P_FCB) + l * 4 * C, BT, C, 4 * C, a.fch + o4, stream);
+            matmul_forward(a.proj, a.fch_gelu + o4, param(P_FCPROJW) + (size_t)l * C * 4 * C,
+                           param(P_FCPROJB) + l * C, BT, 4 * C, C, nullptr, stream);
+            if (l + 1 < L) {
+                size_t n1 = o1 + (size_t)BT * C, nl = ol + BT;
+                fused_residual_layernorm_forward(a.residual3 + o1, a.ln1 + n1, a.ln1_mean + nl, a.ln1_rstd + nl,
+                                                 a.residual2 + o1, a.proj, param(P_LN1W) + (l + 1) * C,
+                                                 param(P_LN1B) + (l + 1) * C, BT, C, stream);
+            } else {
+                fused_residual_layernorm_forward(a.residual3 + o1, a.lnf, a.lnf_mean, a.lnf_rstd, a.residual2 + o1,
+                                                 a.proj, param(P_LNFW), param(P_LNFB), BT, C, stream);
+            }
+        }
+        // tied lm head: logits (B,T,Vp) = lnf @ wte^T
+        matmul_forward(a.logits, a.lnf, param(P_WTE), nullptr, BT, C, Vp, nullptr, stream);
+        logits_intact = true;
+        if (!have_targets) {
+            cudaCheck(cudaDeviceSynchronize());
+            return -1.0f;
+        }
+        fused_classifier(a.logits, a.losses, a.targets, 0.0f, BT, V, Vp, false, stream);
+        std::vector<float> losses_host(BT);
+        cudaCheck(cudaMemcpy(losses_host.data(), a.losses, BT * sizeof(float), cudaMemcpyDeviceToHost));
+        double sum = 0.0;
+        for (float x : losses_host) sum += x;
+        return (float)(sum / BT);
+    }
+
+    // out (Vp) = logits at (b, t) of the last forward (before its backward, which overwrites them)
+    void logits_row(int b, int t, float* out) {
+        if (!logits_intact) throw std::logic_error("logits_row: no forward since the last backward");
+        if (b < 0 || b >= B || t < 0 || t >= T) {
+            throw std::out_of_range("logits_row: (b, t) = (" + std::to_string(b) + ", " + std::to_string(t) +
+                                    ") outside the last forward's (B, T) = (" + std::to_string(B) + ", " +
+                                    std::to_string(T) + ")");
+        }
+        int Vp = config.padded_vocab_size;
+        std::vector<floatX> row(Vp);
+        cudaCheck(cudaMemcpy(row.data(), acts.logits + ((size_t)b * T + t) * Vp, Vp * sizeof(floatX),
+                             cudaMemcpyDeviceToHost));
+        for (int i = 0; i < Vp; i++) out[i] = __bfloat162float(row[i]);
+    }
+
+    // out (B*T) = per-position losses of the last forward (which must have had targets)
+    void losses(float* out) {
+        if (!have_targets) throw std::logic_error("losses: the last forward had no targets");
+        cudaCheck(cudaMemcpy(out, acts.losses, (size_t)B * T * sizeof(float), cudaMemcpyDeviceToHost));
+    }
+
+    void zero_grad() { cudaCheck(cudaMemset(grads_memory, 0, num_parameters * sizeof(floatX))); }
+
+    // Backward of loss_scale * (mean loss of the last forward, which must have had targets).
+    // Accumulates into the gradients (zero_grad() first, or not, to accumulate micro-steps).
+    void backward(float loss_scale = 1.0f) {
+        if (!have_targets) throw std::logic_error("backward: the last forward had no targets");
+        if (!logits_intact) throw std::logic_error("backward: called twice after one forward (run forward again)");
+        const GPT2Config& c = config;
+        int V = c.vocab_size, Vp = c.padded_vocab_size, L = c.num_layers, NH = c.num_heads, C = c.channels;
+        int hd = C / NH;
+        int BT = B * T;
+        GPT2CudaActivations& a = acts;
+        // dlogits (B,T,Vp) in place of the logits; losses written again (the same values)
+        fused_classifier(a.logits, a.losses, a.targets, loss_scale / (float)BT, BT, V, Vp, true, stream);
+        logits_intact = false;
+        matmul_backward(a.dbtc, grad(P_WTE), nullptr, a.scratch, a.logits, a.lnf, param(P_WTE), nullptr, BT, C, Vp,
+                        stream);
+        // the layernorm backward accumulates into dresidual: start the residual stream's gradient at 0
+        cudaCheck(cudaMemsetAsync(a.dresidual, 0, (size_t)BT * C * sizeof(floatX), stream));
+        floatX* last = a.residual3 + (size_t)(L - 1) * BT * C;
+        layernorm_backward(a.dresidual, grad(P_LNFW), grad(P_LNFB), a.scratch, a.dbtc, last, param(P_LNFW),
+                           a.lnf_mean, a.lnf_rstd, BT, C, stream);
+        for (int l = L - 1; l >= 0; l--) {
+            size_t o1 = (size_t)l * BT * C, o3 = 3 * o1, o4 = 4 * o1, ol = (size_t)l * BT;
+            floatX* residual = l == 0 ? a.encoded : a.residual3 + o1 - (size_t)BT * C;
+            // MLP: dresidual holds d residual3, which is also d fcproj
+            matmul_backward(a.dbt4c, grad(P_FCPROJW) + (size_t)l * C * 4 * C, grad(P_FCPROJB) + l * C, a.scratch,
+                            a.dresidual, a.fch_gelu + o4, param(P_FCPROJW) + (size_t)l * C * 4 * C, a.fch + o4, BT,
+                            4 * C, C, stream);  // dbt4c = d fch (GELU backward fused)
+            matmul_backward(a.dbtc, grad(P_FCW) + (size_t)l * 4 * C * C, grad(P_FCB) + l * 4 * C, a.scratch, a.dbt4c,
+                            a.ln2 + o1, param(P_FCW) + (size_t)l * 4 * C * C, nullptr, BT, C, 4 * C, stream);
+            layernorm_backward(a.dresidual, grad(P_LN2W) + l * C, grad(P_LN2B) + l * C, a.scratch, a.dbtc,
+                               a.residual2 + o1, param(P_LN2W) + l * C, a.ln2_mean + ol, a.ln2_rstd + ol, BT, C,
+                               stream);  // dresidual = d residual2
+            // attention
+            matmul_backward(a.dbtc, grad(P_ATTPROJW) + (size_t)l * C * C, grad(P_ATTPROJB) + l * C, a.scratch,
+                            a.dresidual, a.atty + o1, param(P_ATTPROJW) + (size_t)l * C * C, nullptr, BT, C, C,
+                            stream);  // dbtc = d atty
+            attention_backward_cuda(a.dbt4c, a.dbtc, a.qkvr + o3, a.atty + o1, a.attstats + ol * NH * 3,
+                                    a.attn_scratch, B, T, NH, hd, c.attn, c.p, stream);  // dbt4c = d qkvr
+            rope_backward(a.dbt4c, a.dbt4c, freqs_cis, B, T, NH, hd, stream);         // dbt4c = d qkv
+            matmul_backward(a.dbtc, grad(P_QKVW) + (size_t)l * 3 * C * C, grad(P_QKVB) + l * 3 * C, a.scratch,
+                            a.dbt4c, a.ln1 + o1, param(P_QKVW) + (size_t)l * 3 * C * C, nullptr, BT, C, 3 * C,
+                            stream);  // dbtc = d ln1
+            layernorm_backward(a.dresidual, grad(P_LN1W) + l * C, grad(P_LN1B) + l * C, a.scratch, a.dbtc, residual,
+                               param(P_LN1W) + l * C, a.ln1_mean + ol, a.ln1_rstd + ol, BT, C,
+                               stream);  // dresidual = d (this layer's input)
+        }
+        encoder_backward(grad(P_WTE), a.encoder_workspace, a.dresidual, inputs_host.data(), B, T, C, stream);
+        cudaCheck(cudaDeviceSynchronize());
+    }
+
+    // sqrt of the sum of squares of every parameter gradient (fp32 sums of the bf16 gradients)
+    double grad_norm() {
+        global_norm_squared(norm_partials, grads_memory, num_parameters, true, stream);
+        global_norm_aggregate(norm_partials + GLOBAL_NORM_BLOCKS, norm_partials, stream);
+        float squared = 0.0f;
+        cudaCheck(cudaMemcpy(&squared, norm_partials + GLOBAL_NORM_BLOCKS, sizeof(float), cudaMemcpyDeviceToHost));
+        return std::sqrt((double)squared);
+    }
+
+    // AdamW step t (1-based) on the gradients times grad_scale (clipping); weight decay on the
+    // matrices only (param_tensor_decays). The bf16 weights are the new fp32 master weights
+    // stochastically rounded, seeded by (step, tensor): every run and every rank rounds alike.
+    void update(float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int step) {
+        if (step < 1) throw std::invalid_argument("update: step = " + std::to_string(step) + " must be >= 1");
+        ensure_optimizer();
+        for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+            size_t off = param_offsets[i];
+            unsigned int seed = hash_index_seed((unsigned int)step, (unsigned int)i);
+            adamw_update(params_memory + off, master_weights + off, grads_memory + off, m_memory + off, v_memory + off,
+                         param_sizes[i], lr, beta1, beta2, eps, param_tensor_decays(i) ? weight_decay : 0.0f,
+                         grad_scale, step, seed, stream);
+        }
+        cudaCheck(cudaDeviceSynchronize());
+    }
+
+    // ------------------------------------------------------------------------
+    // memory
+
+    void check_size(const char* who, const char* what, size_t n) const {
+        if (n != num_parameters) {
+            throw std::invalid_argument(std::string(who) + ": " + what + " has " + std::to_string(n) +
+                                        " values, the model has " + std::to_string(num_parameters) +
+                                        " parameters (a checkpoint of another config?)");
+        }
+    }
+
+    void ensure_optimizer() {
+        if (m_memory != nullptr) return;
+        cudaCheck(cudaMalloc(&m_memory, num_parameters * sizeof(float)));
+        cudaCheck(cudaMalloc(&v_memory, num_parameters * sizeof(float)));
+        cudaCheck(cudaMemset(m_memory, 0, num_parameters * sizeof(float)));
+        cudaCheck(cudaMemset(v_memory, 0, num_parameters * sizeof(float)));
+    }
+
+    // RoPE's cos/sin table covers at least len positions
+    void ensure_rope(int len) {
+        if (len <= rope_len) return;
+        int hd = config.channels / config.num_heads;
+        std::vector<float> table((size_t)len * hd);
+        rope_precompute_freqs(table.data(), len, hd, (double)config.rope_base);
+        cudaFree(freqs_cis);
+        cudaCheck(cudaMalloc(&freqs_cis, table.size() * sizeof(float)));
+        cudaCheck(cudaMemcpy(freqs_cis, table.data(), table.size() * sizeof(float), cudaMemcpyHostToDevice));
+        rope_len = len;
+    }
+
+    template <class P> void alloc_act(P*& ptr, size_t count, size_t elem_bytes = sizeof(P)) {
+        void* p = nullptr;
+        cudaCheck(cudaMalloc(&p, count * elem_bytes));
+        act_allocations.push_back(p);
+        ptr = (P*)p;
+    }
+
+    void free_activations() {
+        for (void* p : act_allocations) cudaFree(p);
+        act_allocations.clear();
+        acts = GPT2CudaActivations{};
+        B = T = 0;
+    }
+
+    void ensure_activations(int B_, int T_) {
+        if (B_ == B && T_ == T) return;
+        free_activations();
+        const GPT2Config& c = config;
+        size_t L = c.num_layers, C = c.channels, NH = c.num_heads, Vp = c.padded_vocab_size;
+        size_t BT = (size_t)B_ * T_;
+        GPT2CudaActivations& a = acts;
+        alloc_act(a.encoded, BT * C);
+        alloc_act(a.ln1, L * BT * C);
+        alloc_act(a.ln1_mean, L * BT);
+        alloc_act(a.ln1_rstd, L * BT);
+        alloc_act(a.qkvr, L * BT * 3 * C);
+        alloc_act(a.atty, L * BT * C);
+        alloc_act(a.attstats, L * BT * NH * 3);
+        alloc_act(a.residual2, L * BT * C);
+        alloc_act(a.ln2, L * BT * C);
+        alloc_act(a.ln2_mean, L * BT);
+        alloc_act(a.ln2_rstd, L * BT);
+        alloc_act(a.fch, L * BT * 4 * C);
+        alloc_act(a.fch_gelu, L * BT * 4 * C);
+        alloc_act(a.residual3, L * BT * C);
+        alloc_act(a.lnf, BT * C);
+        alloc_act(a.lnf_mean, BT);
+        alloc_act(a.lnf_rstd, BT);
+        alloc_act(a.logits, BT * Vp);
+        alloc_act(a.losses, BT);
+        alloc_act(a.proj, BT * C);
+        alloc_act(a.dresidual, BT * C);
+        alloc_act(a.dbtc, BT * C);
+        alloc_act(a.dbt4c, BT * 4 * C);
+        size_t scratch_floats = std::max(matmul_backward_scratch_floats(4 * (int)C), layernorm_backward_scratch_floats((int)C));
+        alloc_act(a.scratch, scratch_floats);
+        alloc_act(a.attn_scratch, attention_scratch_bytes(B_, T_, (int)NH, (int)(C / NH)), 1);
+        alloc_act(a.encoder_workspace, encoder_backward_workspace_ints(B_, T_));
+        alloc_act(a.inputs, BT);
+        alloc_act(a.targets, BT);
+        B = B_;
+        T = T_;
+    }
+};

@@ -1,0 +1,430 @@
+// The whole model on the CUDA back end (model/gpt2_cuda.cuh) against the CPU back end
+// (model/gpt2_cpu.h), rung 4 of the correctness ladder: the same tiny model, seed and data,
+// then the logits, losses and every parameter gradient of the first step, the gradient norm,
+// the parameters after one AdamW step, the loss curve of 10 steps, and gradient accumulation.
+// Runs emulated (g++ + test/simt) and, unchanged, on a GPU (nvcc).
+//
+// Tolerances. bf16 rounds to nearest with a relative error up to 2^-9 = 0.2%. The CUDA back end
+// keeps weights, activations and gradients in bf16, so every tensor on the path from the input to
+// the loss and back carries about a dozen independent 2^-9 roundings per layer and direction.
+// Two limits, and a check passes within the larger:
+//   - a floor for a well-conditioned model (softmax, LSSA): a whole gradient tensor then differs
+//     from the fp32 CPU by ~1% relative in L2, hence 3e-2; the gradient norm averages over all
+//     tensors, 1e-2; a logit by ~1% of the row's largest, 2e-2; a loss, a mean of -log softmax,
+//     by far less than 1% of itself (~ln V), 1e-2 at every step (the brief's figure).
+//   - the model's own sensitivity: a third run, the fp32 CPU model started from the weights
+//     rounded to bf16 (the CUDA back end's first rounding, and nothing else), measures how much
+//     this model and trajectory amplify one bf16-sized perturbation. LSSAR with p = 15 amplifies
+//     a lot: its weights (relu(x)/m)^15 turn a relative change d of x into 15 d, and near-tied
+//     scores decide which keys get weight at all, so rounding the weights alone moves its
+//     layer-0 gradients by ~30% at initialisation. The CUDA back end applies that rounding plus
+//     the activation and gradient roundings, each as large, so it may differ by a few times as
+//     much: SENSITIVITY_FACTOR = 4 times the perturbed run's difference.
+// Any indexing or wiring error is O(1) of the tensor it touches, above both limits.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "model/gpt2_cpu.h"
+#include "model/gpt2_cuda.cuh"
+
+constexpr double LOSS_RTOL = 1e-2;         // per-step loss, relative
+constexpr double GRAD_NORM_RTOL = 1e-2;    // global gradient norm, relative
+constexpr double GRAD_TENSOR_RTOL = 3e-2;  // ||g_cuda - g_cpu|| / ||g_cpu|| per tensor
+constexpr double LOGIT_ATOL = 2e-2;        // |logit difference| / max |logit| of the row
+constexpr double SENSITIVITY_FACTOR = 4;   // times the bf16-perturbed CPU run's difference
+// A parameter after update 1 is p - lr (g / (|g| + eps) + wd p), a step of ~lr whatever |g|:
+// bf16 may flip the sign of an element whose gradient is at the level of its rounding noise (a
+// 2 lr jump; ln biases and softmax's key biases have many), which says nothing of the model. So
+// the update is compared on the elements whose reference gradient stands clear of the noise:
+// |g| >= CLEAR_GRAD_FACTOR x the tensor's rms gradient difference, and >= 1e3 eps, so that the
+// eps term is below 1e-3 of the step. There the steps must agree within 1e-2 lr (plus the fp32
+// rounding of the weight, 1e-6 |p|).
+constexpr double CLEAR_GRAD_FACTOR = 10;
+constexpr double CLEAR_STEP_RTOL = 1e-2;
+// With the same gradients, the AdamW step of both back ends is the same fp32 formula; the GPU's
+// fast-math division and square root are within 2 ulp, so 1e-5 of the step and 1e-6 of the weight.
+constexpr double UPDATE_RTOL = 1e-5;
+
+// AdamW settings of the comparison (GPT-2-like): 10 steps lower the loss by ~0.4 to 0.65.
+constexpr float LR = 1e-3f, BETA1 = 0.9f, BETA2 = 0.95f, EPS = 1e-8f, WEIGHT_DECAY = 0.1f;
+
+// L = 2, C = 64, NH = 2 (hd = 32, the smallest head size of the CUDA attention kernels); V not a
+// multiple of 8, so the padded columns and rows are exercised.
+static GPT2Config tiny_config(AttnKind kind, float p) {
+    GPT2Config c;
+    c.max_seq_len = 24;
+    c.vocab_size = 97;
+    c.padded_vocab_size = 104;
+    c.num_layers = 2;
+    c.num_heads = 2;
+    c.channels = 64;
+    c.attn = kind;
+    c.p = p;
+    return c;
+}
+
+// A learnable token stream: mostly next = (5 cur + 3) mod V, with 1 in 8 tokens random.
+struct Batch {
+    std::vector<int> inputs, targets;  // (B,T) each
+};
+static Batch make_batch(int B, int T, int V, uint64_t seed) {
+    Rng rng(seed);
+    Batch batch;
+    for (int b = 0; b < B; b++) {
+        int cur = (int)(rng.next_u64() % V);
+        std::vector<int> seq(T + 1);
+        for (int t = 0; t <= T; t++) {
+            seq[t] = cur;
+            cur = rng.next_u64() % 8 == 0 ? (int)(rng.next_u64() % V) : (5 * cur + 3) % V;
+        }
+        batch.inputs.insert(batch.inputs.end(), seq.begin(), seq.end() - 1);
+        batch.targets.insert(batch.targets.end(), seq.begin() + 1, seq.end());
+    }
+    return batch;
+}
+
+static float round_bf16(float x) { return __bfloat162float(__float2bfloat16(x)); }
+
+static std::vector<float> download_grads(const GPT2Cuda& model) {
+    std::vector<floatX> bits(model.num_parameters);
+    cudaCheck(cudaMemcpy(bits.data(), model.grads_memory, bits.size() * sizeof(floatX), cudaMemcpyDeviceToHost));
+    std::vector<float> g(bits.size());
+    for (size_t i = 0; i < g.size(); i++) g[i] = __bfloat162float(bits[i]);
+    return g;
+}
+
+static double norm2(const float* x, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
+    return std::sqrt(s);
+}
+static double diff_norm2(const float* a, const float* b, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+    return std::sqrt(s);
+}
+
+// The reference, the reference started from bf16-rounded weights, and the CUDA back end.
+struct ThreeModels {
+    GPT2<float> cpu, perturbed;
+    GPT2Cuda gpu;
+    ThreeModels(const GPT2Config& c, uint64_t seed) : cpu(c), perturbed(c), gpu(c) {
+        cpu.init(seed);
+        perturbed.init(seed);
+        for (float& x : perturbed.params) x = round_bf16(x);
+        gpu.init(seed);
+    }
+};
+
+// every gradient tensor of the CUDA model against the CPU model's
+static void check_gradients(ThreeModels& m, const char* when) {
+    std::vector<float> g = download_grads(m.gpu);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        size_t off = m.cpu.param_offsets[i], n = m.cpu.param_sizes[i];
+        const float* ref = m.cpu.grads.data() + off;
+        double ref_norm = norm2(ref, n);
+        double rel = diff_norm2(g.data() + off, ref, n) / ref_norm;
+        double sensitivity = diff_norm2(m.perturbed.grads.data() + off, ref, n) / ref_norm;
+        INFO(std::string(when) << ": d" << std::string(param_tensor_name(i)) << " |ref| = " << ref_norm
+                               << ", relative L2 error " << rel << ", of the bf16-perturbed reference "
+                               << sensitivity);
+        CHECK(ref_norm > 0);
+        CHECK(rel < std::max(GRAD_TENSOR_RTOL, SENSITIVITY_FACTOR * sensitivity));
+    }
+    double norm_cpu = m.cpu.grad_norm(), norm_gpu = m.gpu.grad_norm(), norm_pert = m.perturbed.grad_norm();
+    INFO(when << ": grad norm cpu " << norm_cpu << " cuda " << norm_gpu << " perturbed cpu " << norm_pert);
+    CHECK(std::fabs(norm_gpu - norm_cpu) <
+          std::max(GRAD_NORM_RTOL * norm_cpu, SENSITIVITY_FACTOR * std::fabs(norm_pert - norm_cpu)));
+}
+
+// the change of every parameter tensor (fp32 master weights) in the update from p0, on the
+// elements with a clear gradient; returns the fraction of the parameters compared
+static double check_update(ThreeModels& m, const std::vector<float>& p0, const std::vector<float>& g_cpu,
+                           const std::vector<float>& g_gpu, const char* when) {
+    std::vector<float> p;
+    m.gpu.get_params(p);
+    size_t compared_total = 0;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        size_t off = m.cpu.param_offsets[i], n = m.cpu.param_sizes[i];
+        double noise = diff_norm2(g_gpu.data() + off, g_cpu.data() + off, n) / std::sqrt((double)n);
+        double threshold = std::max(CLEAR_GRAD_FACTOR * noise, 1e3 * EPS);
+        size_t compared = 0;
+        double worst = 0;
+        for (size_t k = off; k < off + n; k++) {
+            if (std::fabs(g_cpu[k]) < threshold) continue;
+            compared++;
+            double diff = ((double)p[k] - p0[k]) - ((double)m.cpu.params[k] - p0[k]);
+            worst = std::max(worst, std::fabs(diff) / (CLEAR_STEP_RTOL * LR + 1e-6 * std::fabs(p0[k])));
+        }
+        compared_total += compared;
+        INFO(std::string(when) << ": " << std::string(param_tensor_name(i)) << ": " << compared << " of " << n
+                               << " elements with |g| >= " << threshold << ", largest step difference / tolerance "
+                               << worst);
+        CHECK(worst <= 1.0);
+    }
+    return (double)compared_total / m.cpu.num_parameters;
+}
+
+// the logits of the whole batch and the per-position losses of the last forward
+static void check_logits_and_losses(ThreeModels& m, int B, int T) {
+    int Vp = m.gpu.config.padded_vocab_size;
+    std::vector<float> row(Vp);
+    double worst = 0, worst_pert = 0;
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t < T; t++) {
+            m.gpu.logits_row(b, t, row.data());
+            const float* ref = m.cpu.acts.logits + ((size_t)b * T + t) * Vp;
+            const float* pert = m.perturbed.acts.logits + ((size_t)b * T + t) * Vp;
+            double scale = 0, err = 0, err_pert = 0;
+            for (int j = 0; j < Vp; j++) {
+                scale = std::max(scale, (double)std::fabs(ref[j]));
+                err = std::max(err, (double)std::fabs(row[j] - ref[j]));
+                err_pert = std::max(err_pert, (double)std::fabs(pert[j] - ref[j]));
+            }
+            worst = std::max(worst, err / scale);
+            worst_pert = std::max(worst_pert, err_pert / scale);
+        }
+    }
+    INFO("largest |logit error| / max |logit| of its row: " << worst << ", of the bf16-perturbed reference "
+                                                             << worst_pert);
+    CHECK(worst < std::max(LOGIT_ATOL, SENSITIVITY_FACTOR * worst_pert));
+    std::vector<float> losses(B * T);
+    m.gpu.losses(losses.data());
+    double worst_loss = 0, worst_loss_pert = 0;
+    for (int i = 0; i < B * T; i++) {
+        double ref = m.cpu.acts.losses[i];
+        worst_loss = std::max(worst_loss, std::fabs(losses[i] - ref) / ref);
+        worst_loss_pert = std::max(worst_loss_pert, std::fabs(m.perturbed.acts.losses[i] - ref) / ref);
+    }
+    INFO("largest relative error of a position's loss: " << worst_loss << ", of the bf16-perturbed reference "
+                                                          << worst_loss_pert);
+    CHECK(worst_loss < std::max(LOSS_RTOL, SENSITIVITY_FACTOR * worst_loss_pert));
+}
+
+// 10 AdamW steps of both back ends from the same init on the same data.
+static void compare_training(AttnKind kind, float p) {
+    auto start = std::chrono::steady_clock::now();
+    GPT2Config c = tiny_config(kind, p);
+    const int B = 2, T = 24, STEPS = 10;
+    ThreeModels m(c, 1337);
+    std::vector<float> p0;
+    m.gpu.get_params(p0);
+    {   // the same initial weights, exactly
+        REQUIRE(p0.size() == m.cpu.params.size());
+        size_t mismatches = 0;
+        for (size_t i = 0; i < p0.size(); i++) mismatches += p0[i] != m.cpu.params[i];
+        CHECK(mismatches == 0);
+    }
+    // the loss difference may grow with the perturbed reference's largest so far
+    double envelope = 0;
+    float first_loss = 0, last_loss = 0;
+    for (int step = 1; step <= STEPS; step++) {
+        Batch batch = make_batch(B, T, c.vocab_size, 100 + step);
+        float loss_cpu = m.cpu.forward(batch.inputs.data(), batch.targets.data(), B, T);
+        float loss_pert = m.perturbed.forward(batch.inputs.data(), batch.targets.data(), B, T);
+        float loss_gpu = m.gpu.forward(batch.inputs.data(), batch.targets.data(), B, T);
+        if (step == 1) check_logits_and_losses(m, B, T);
+        m.cpu.zero_grad();
+        m.perturbed.zero_grad();
+        m.gpu.zero_grad();
+        m.cpu.backward(1.0f);
+        m.perturbed.backward(1.0f);
+        m.gpu.backward(1.0f);
+        std::vector<float> g_gpu;
+        if (step == 1) {
+            check_gradients(m, "step 1");
+            g_gpu = download_grads(m.gpu);
+        }
+        m.cpu.update(LR, BETA1, BETA2, EPS, WEIGHT_DECAY, step);
+        m.perturbed.update(LR, BETA1, BETA2, EPS, WEIGHT_DECAY, step);
+        m.gpu.update(LR, BETA1, BETA2, EPS, WEIGHT_DECAY, 1.0f, step);
+        if (step == 1) {
+            double fraction = check_update(m, p0, m.cpu.grads, g_gpu, "update 1");
+            MESSAGE("update 1 compared on " << 100 * fraction << "% of the parameters");
+            // thousands of elements at least (LSSAR p = 15 is ill-conditioned at initialisation: ~20%)
+            CHECK(fraction > 0.1);
+        }
+        envelope = std::max(envelope, (double)std::fabs(loss_pert - loss_cpu));
+        MESSAGE(std::string(attn_kind_name(kind)) << " p=" << p << " step " << step << ": loss cpu " << loss_cpu << " cuda "
+                                     << loss_gpu << " (relative difference " << std::fabs(loss_gpu - loss_cpu) / loss_cpu
+                                     << "), bf16-perturbed cpu " << loss_pert);
+        CHECK(std::fabs(loss_gpu - loss_cpu) < std::max(LOSS_RTOL * loss_cpu, SENSITIVITY_FACTOR * envelope));
+        if (step == 1) first_loss = loss_cpu;
+        last_loss = loss_cpu;
+    }
+    // the comparison means something only if training moved the loss
+    CHECK(last_loss < first_loss - 0.2f);
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    MESSAGE(std::string(attn_kind_name(kind)) << ": " << STEPS << " steps of the three models in " << seconds << " s");
+}
+
+TEST_CASE("10 AdamW steps: CUDA back end vs CPU back end, softmax") { compare_training(ATTN_SOFTMAX, 0.0f); }
+TEST_CASE("10 AdamW steps: CUDA back end vs CPU back end, lssar p=15") { compare_training(ATTN_LSSAR, 15.0f); }
+TEST_CASE("10 AdamW steps: CUDA back end vs CPU back end, lssa") { compare_training(ATTN_LSSA, 0.0f); }
+
+// The first step alone for LSSAR at p = 3, better conditioned than p = 15 (its weights amplify a
+// relative change of x 3 times, not 15): logits, losses, every gradient tensor, the norm.
+TEST_CASE("first step: CUDA back end vs CPU back end, lssar p=3") {
+    GPT2Config c = tiny_config(ATTN_LSSAR, 3.0f);
+    const int B = 2, T = 24;
+    ThreeModels m(c, 1337);
+    Batch batch = make_batch(B, T, c.vocab_size, 101);
+    m.cpu.forward(batch.inputs.data(), batch.targets.data(), B, T);
+    m.perturbed.forward(batch.inputs.data(), batch.targets.data(), B, T);
+    m.gpu.forward(batch.inputs.data(), batch.targets.data(), B, T);
+    check_logits_and_losses(m, B, T);
+    m.cpu.zero_grad();
+    m.perturbed.zero_grad();
+    m.gpu.zero_grad();
+    m.cpu.backward(1.0f);
+    m.perturbed.backward(1.0f);
+    m.gpu.backward(1.0f);
+    check_gradients(m, "lssar p=3, step 1");
+}
+
+// Two micro-batches of B with loss_scale 1/2 (CUDA) against one batch of 2B (CPU): the same
+// gradient, gradient norm and update. LSSA: well-conditioned (the floors apply), so a gradient
+// that missed a micro-batch (off by ~50%) stands out.
+TEST_CASE("gradient accumulation over 2 micro-steps") {
+    GPT2Config c = tiny_config(ATTN_LSSA, 0.0f);
+    const int B = 2, T = 16;
+    ThreeModels m(c, 7);
+    std::vector<float> p0;
+    m.gpu.get_params(p0);
+    Batch full = make_batch(2 * B, T, c.vocab_size, 99);  // rows 0..B-1: micro-batch 1, B..2B-1: 2
+    size_t half = (size_t)B * T;
+    float loss_cpu = m.cpu.forward(full.inputs.data(), full.targets.data(), 2 * B, T);
+    m.perturbed.forward(full.inputs.data(), full.targets.data(), 2 * B, T);
+    m.cpu.zero_grad();
+    m.cpu.backward(1.0f);
+    m.perturbed.zero_grad();
+    m.perturbed.backward(1.0f);
+    m.gpu.zero_grad();
+    float loss_gpu = 0;
+    for (int micro = 0; micro < 2; micro++) {
+        loss_gpu += 0.5f * m.gpu.forward(full.inputs.data() + micro * half, full.targets.data() + micro * half, B, T);
+        m.gpu.backward(0.5f);
+    }
+    CHECK(std::fabs(loss_gpu - loss_cpu) < LOSS_RTOL * loss_cpu);
+    check_gradients(m, "2 micro-steps");
+    std::vector<float> g_gpu = download_grads(m.gpu);
+    m.cpu.update(LR, BETA1, BETA2, EPS, WEIGHT_DECAY, 1);
+    m.perturbed.update(LR, BETA1, BETA2, EPS, WEIGHT_DECAY, 1);
+    m.gpu.update(LR, BETA1, BETA2, EPS, WEIGHT_DECAY, 1.0f, 1);
+    double fraction = check_update(m, p0, m.cpu.grads, g_gpu, "the accumulated update");
+    CHECK(fraction > 0.5);
+    float next_cpu = m.cpu.forward(full.inputs.data(), full.targets.data(), 2 * B, T);
+    float next_gpu = 0;
+    for (int micro = 0; micro < 2; micro++) {
+        next_gpu += 0.5f * m.gpu.forward(full.inputs.data() + micro * half, full.targets.data() + micro * half, B, T);
+    }
+    CHECK(std::fabs(next_gpu - next_cpu) < LOSS_RTOL * next_cpu);
+}
+
+// The update alone, on the same gradients: the CUDA back end's bf16 gradients, handed to the CPU
+// model too (times grad_scale, exact for a power of two). Two steps, so the bias correction and
+// the moments of step 1 enter step 2; weight decay only on the matrices.
+TEST_CASE("AdamW update on the same gradients: grad_scale, weight decay mask, bias correction") {
+    GPT2Config c = tiny_config(ATTN_SOFTMAX, 0.0f);
+    const int B = 1, T = 16;
+    const float grad_scale = 0.5f;
+    GPT2<float> cpu(c);
+    GPT2Cuda gpu(c);
+    cpu.init(11);
+    gpu.init(11);
+    for (int step = 1; step <= 2; step++) {
+        Batch batch = make_batch(B, T, c.vocab_size, 200 + step);
+        gpu.forward(batch.inputs.data(), batch.targets.data(), B, T);
+        gpu.zero_grad();
+        gpu.backward(1.0f);
+        std::vector<float> g = download_grads(gpu);
+        for (size_t i = 0; i < g.size(); i++) cpu.grads[i] = grad_scale * g[i];
+        cpu.update(LR, BETA1, BETA2, EPS, WEIGHT_DECAY, step);
+        gpu.update(LR, BETA1, BETA2, EPS, WEIGHT_DECAY, grad_scale, step);
+    }
+    std::vector<float> p, mom1, mom2;
+    gpu.get_params(p);
+    gpu.get_optimizer(mom1, mom2);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        size_t off = cpu.param_offsets[i], n = cpu.param_sizes[i];
+        double worst_p = 0, worst_m = 0, worst_v = 0;
+        for (size_t k = off; k < off + n; k++) {
+            double tol_p = UPDATE_RTOL * LR + 1e-6 * std::fabs(cpu.params[k]);
+            worst_p = std::max(worst_p, std::fabs((double)p[k] - cpu.params[k]) / tol_p);
+            worst_m = std::max(worst_m, std::fabs((double)mom1[k] - cpu.m[k]) / (UPDATE_RTOL * std::fabs(cpu.m[k]) + 1e-30));
+            worst_v = std::max(worst_v, std::fabs((double)mom2[k] - cpu.v[k]) / (UPDATE_RTOL * std::fabs(cpu.v[k]) + 1e-30));
+        }
+        INFO(std::string(param_tensor_name(i)) << ": largest difference / tolerance: weights " << worst_p << ", m "
+                                              << worst_m << ", v " << worst_v);
+        CHECK(worst_p <= 1.0);
+        CHECK(worst_m <= 1.0);
+        CHECK(worst_v <= 1.0);
+    }
+}
+
+TEST_CASE("parameters and optimizer state round-trip through the host") {
+    GPT2Config c = tiny_config(ATTN_SOFTMAX, 0.0f);
+    GPT2Cuda gpu(c);
+    std::vector<float> p(gpu.num_parameters), m(gpu.num_parameters), v(gpu.num_parameters);
+    std::vector<float> m0, v0;
+    gpu.get_optimizer(m0, v0);  // zeros before any update
+    CHECK(m0 == std::vector<float>(gpu.num_parameters, 0.0f));
+    CHECK(v0 == std::vector<float>(gpu.num_parameters, 0.0f));
+    Rng rng(5);
+    for (size_t i = 0; i < p.size(); i++) {
+        p[i] = (float)rng.normal();
+        m[i] = (float)rng.normal();
+        v[i] = (float)rng.uniform();
+    }
+    gpu.set_params(p);
+    gpu.set_optimizer(m, v);
+    std::vector<float> p2, m2, v2;
+    gpu.get_params(p2);
+    gpu.get_optimizer(m2, v2);
+    CHECK(p2 == p);
+    CHECK(m2 == m);
+    CHECK(v2 == v);
+    CHECK_THROWS_AS(gpu.set_params(std::vector<float>(3)), std::invalid_argument);
+}
+
+TEST_CASE("bad configs and calls are refused with the field named") {
+    auto message_of = [](const GPT2Config& c) {
+        try {
+            GPT2Cuda model(c);
+        } catch (const std::invalid_argument& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    GPT2Config c = tiny_config(ATTN_SOFTMAX, 0.0f);
+    c.padded_vocab_size = 100;
+    CHECK(message_of(c).find("padded_vocab_size = 100") != std::string::npos);
+    c = tiny_config(ATTN_SOFTMAX, 0.0f);
+    c.num_heads = 4;  // hd = 16
+    CHECK(message_of(c).find("head dim") != std::string::npos);
+    c = tiny_config(ATTN_SOFTMAX, 0.0f);
+    c.channels = 60;
+    c.num_heads = 2;
+    CHECK(message_of(c).find("channels = 60") != std::string::npos);
+    c = tiny_config(ATTN_LSSAR, 0.5f);
+    CHECK(message_of(c).find("p = 0.5") != std::string::npos);
+
+    c = tiny_config(ATTN_SOFTMAX, 0.0f);
+    GPT2Cuda gpu(c);
+    gpu.init(1);
+    std::vector<int> tokens(8, 3), bad(8, c.vocab_size);
+    CHECK_THROWS_AS(gpu.forward(bad.data(), nullptr, 1, 8), std::out_of_range);
+    CHECK(gpu.forward(tokens.data(), nullptr, 1, 8) == -1.0f);
+    CHECK_THROWS_AS(gpu.backward(1.0f), std::logic_error);  // no targets
+    gpu.forward(tokens.data(), tokens.data(), 1, 8);
+    gpu.backward(1.0f);
+    CHECK_THROWS_AS(gpu.backward(1.0f), std::logic_error);  // the logits are now dlogits
+    std::vector<float> row(c.padded_vocab_size);
+    CHECK_THROWS_AS(gpu.logits_row(0, 0, row.data()), std::logic_error);
+}
