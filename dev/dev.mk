@@ -25,3 +25,14 @@ dev: $(DEV_EMU)
 dev-cuda: $(DEV_GPU)
 
 CUDA_BINS += $(DEV_GPU)
+
+# the attention dev files, emulated (validation only; their nvcc builds are in attention/attention.mk)
+$(BUILD)/dev/attention_%: dev/attention_%.cu dev/attention_forward.cu $$(ATTN_CUDA_HEADERS) $$(SIMT_LIB) | $(BUILD)
+	@mkdir -p $(BUILD)/dev
+	$(CXX) $(CXXFLAGS) $(SIMT_CXXFLAGS) -x c++ $< -x none $(SIMT_LDLIBS) $(LDLIBS) -o $@
+
+# `make test` runs every dev file's validation once (dev/validate.sh)
+$(BUILD)/test_dev: dev/validate.sh $(DEV_EMU) $(BUILD)/dev/attention_forward $(BUILD)/dev/attention_backward
+	cp dev/validate.sh $@
+
+TESTS += $(BUILD)/test_dev

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs each test binary given, streams its output, and prints one closing line
-# "N passed, M failed" over all doctest test cases (a binary that crashes counts as failed).
+# "N passed, M failed" over all doctest test cases (a binary that crashes counts as failed; a
+# test program that is not doctest counts as one test case, passed when it exits 0).
 set -u
 passed=0; failed=0; broken=()
 for bin in "$@"; do
@@ -18,6 +19,8 @@ for bin in "$@"; do
     if [ "$rc" -ne 0 ]; then
         broken+=("$bin (exit $rc)")
         [ -z "$line" ] && failed=$((failed + 1))
+    elif [ -z "$line" ]; then
+        passed=$((passed + 1))
     fi
 done
 echo
