@@ -106,6 +106,10 @@ struct GPT2Cuda {
     size_t param_sizes[NUM_PARAM_TENSORS];
     size_t param_offsets[NUM_PARAM_TENSORS];
     size_t num_parameters = 0;
+    // elements of each of the five parameter-sized buffers below: num_parameters, or more after
+    // reserve_shards(), which pads them to shards x shard_size (the tail stays 0) for ZeRO-1
+    size_t num_allocated = 0;
+    size_t shard_size = 0;            // elements per shard after reserve_shards(), else 0
     cudaStream_t stream = 0;
     // device, (num_parameters) each, in the layout of model/gpt2_config.h
     floatX* params_memory = nullptr;  // bf16 weights the kernels read
@@ -133,6 +137,7 @@ struct GPT2Cuda {
             param_offsets[i] = num_parameters;
             num_parameters += param_sizes[i];
         }
+        num_allocated = num_parameters;
         cublaslt_setup();
         cudaCheck(cudaMalloc(&params_memory, num_parameters * sizeof(floatX)));
         cudaCheck(cudaMalloc(&grads_memory, num_parameters * sizeof(floatX)));
@@ -360,16 +365,64 @@ struct GPT2Cuda {
     // matrices only (param_tensor_decays). The bf16 weights are the new fp32 master weights
     // stochastically rounded, seeded by (step, tensor): every run and every rank rounds alike.
     void update(float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int step) {
+        update_range(lr, beta1, beta2, eps, weight_decay, grad_scale, step, 0, num_parameters);
+    }
+
+    // The AdamW step of update() on the parameters [begin, end) only (ZeRO-1: a rank's shard);
+    // the others, their master weights and moments are not touched. A tensor cut by the range is
+    // updated on its part; the stochastic rounding of that part is seeded alike but indexed from
+    // the cut, so its bf16 weights may differ from update()'s by one rounding step (the fp32
+    // master weights and moments are the same).
+    void update_range(float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int step,
+                      size_t begin, size_t end) {
         if (step < 1) throw std::invalid_argument("update: step = " + std::to_string(step) + " must be >= 1");
+        if (begin > end || end > num_parameters) {
+            throw std::out_of_range("update_range: [" + std::to_string(begin) + ", " + std::to_string(end) +
+                                    ") is not inside the model's " + std::to_string(num_parameters) + " parameters");
+        }
         ensure_optimizer();
         for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-            size_t off = param_offsets[i];
+            size_t first = std::max(param_offsets[i], begin);
+            size_t last = std::min(param_offsets[i] + param_sizes[i], end);
+            if (first >= last) continue;
             unsigned int seed = hash_index_seed((unsigned int)step, (unsigned int)i);
-            adamw_update(params_memory + off, master_weights + off, grads_memory + off, m_memory + off, v_memory + off,
-                         param_sizes[i], lr, beta1, beta2, eps, param_tensor_decays(i) ? weight_decay : 0.0f,
-                         grad_scale, step, seed, stream);
+            adamw_update(params_memory + first, master_weights + first, grads_memory + first, m_memory + first,
+                         v_memory + first, last - first, lr, beta1, beta2, eps,
+                         param_tensor_decays(i) ? weight_decay : 0.0f, grad_scale, step, seed, stream);
         }
         cudaCheck(cudaDeviceSynchronize());
+    }
+
+    // Pads the parameter, gradient, master weight and moment buffers to shards x shard_size
+    // elements (shard_size: num_parameters / shards rounded up to a multiple of 8, so that every
+    // shard starts 16-byte aligned for the 128-bit kernels), keeping their values; the padding is
+    // 0 and no kernel writes it. NCCL's reduce-scatter and all-gather need equal shards.
+    void reserve_shards(int shards) {
+        if (shards < 1) throw std::invalid_argument("reserve_shards: shards = " + std::to_string(shards) + " must be >= 1");
+        size_t per = (num_parameters + shards - 1) / shards;
+        per = (per + 7) / 8 * 8;
+        size_t total = per * shards;
+        if (total > num_allocated) {
+            grow(params_memory, total);
+            grow(grads_memory, total);
+            grow(master_weights, total);
+            if (m_memory != nullptr) {
+                grow(m_memory, total);
+                grow(v_memory, total);
+            }
+            num_allocated = total;
+        }
+        shard_size = per;
+    }
+
+    // buffer of num_allocated elements -> n >= num_allocated, the same values, 0 after them
+    template <class T> void grow(T*& buffer, size_t n) {
+        T* bigger = nullptr;
+        cudaCheck(cudaMalloc(&bigger, n * sizeof(T)));
+        cudaCheck(cudaMemset(bigger, 0, n * sizeof(T)));
+        cudaCheck(cudaMemcpy(bigger, buffer, num_allocated * sizeof(T), cudaMemcpyDeviceToDevice));
+        cudaCheck(cudaFree(buffer));
+        buffer = bigger;
     }
 
     // ------------------------------------------------------------------------
@@ -385,10 +438,10 @@ struct GPT2Cuda {
 
     void ensure_optimizer() {
         if (m_memory != nullptr) return;
-        cudaCheck(cudaMalloc(&m_memory, num_parameters * sizeof(float)));
-        cudaCheck(cudaMalloc(&v_memory, num_parameters * sizeof(float)));
-        cudaCheck(cudaMemset(m_memory, 0, num_parameters * sizeof(float)));
-        cudaCheck(cudaMemset(v_memory, 0, num_parameters * sizeof(float)));
+        cudaCheck(cudaMalloc(&m_memory, num_allocated * sizeof(float)));
+        cudaCheck(cudaMalloc(&v_memory, num_allocated * sizeof(float)));
+        cudaCheck(cudaMemset(m_memory, 0, num_allocated * sizeof(float)));
+        cudaCheck(cudaMemset(v_memory, 0, num_allocated * sizeof(float)));
     }
 
     // RoPE's cos/sin table covers at least len positions

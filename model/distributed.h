@@ -1,0 +1,466 @@
+// Data parallelism across GPUs and nodes with NCCL: one process per GPU, each with its own copy of
+// the model (model/gpt2_cuda.cuh) and its own rows of every batch (dataloader/dataloader.h with
+// this rank and world). No MPI: the ranks find each other through a file.
+//
+//   DistConfig cfg = dist_config_from_env();   // RANK/WORLD_SIZE/LOCAL_RANK or SLURM_*, DIST_*
+//   Distributed dist;
+//   dist.init(cfg);                           // cudaSetDevice(local_rank), NCCL communicator
+//   GPT2Cuda model(config); model.init(seed);
+//   dist.attach(model, zero1);                // ZeRO-1 padding; every rank gets rank 0's weights
+//   loader.init(pattern, B, T, cfg.rank, cfg.world, ...);
+//   each step: forward/backward over the micro-batches (loss_scale 1/accumulation), then
+//     dist.reduce_grads(model);               // gradient of the mean loss over every rank's rows
+//     double norm = dist.grad_norm(model);    // its global norm (the same on every rank)
+//     dist.update(model, lr, ..., grad_scale, step);
+//     float mean_loss = dist.average(loss);   // for the log
+//   before a checkpoint (every rank): dist.gather_optimizer_state(model); then rank 0 writes it
+//   dist.finish();
+//
+// Environment (dist_config_from_env):
+//   RANK, WORLD_SIZE, LOCAL_RANK        (scripts/launch.sh, torchrun) or
+//   SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID (srun); both sets may be given if they agree
+//   DIST_RUN_ID   names this run's rendezvous file (default SLURM_JOB_ID.SLURM_STEP_ID); required
+//                 when WORLD_SIZE > 1; scripts/launch.sh makes a fresh one per launch
+//   DIST_ID_DIR   a directory every rank can read (default /tmp: one node; a shared file system
+//                 across nodes)
+//   DIST_TIMEOUT_S  seconds a rank waits for the rendezvous and for a collective (default 600)
+//
+// Rendezvous: rank 0 draws the NCCL unique id and writes it to DIST_ID_DIR/nccl_id_<run id>.bin
+// (to a temporary name, then renamed, so nobody reads half a file); the others wait for that file,
+// at most DIST_TIMEOUT_S. The run id in the name (and again in the file) keeps a file left by an
+// earlier or concurrent run from being taken for this run's. Rank 0 removes it once the
+// communicator is up (every rank has read it by then).
+//
+// Gradients are reduced in bf16, as they are stored (llm.c's choice): half the traffic of fp32,
+// and NCCL adds in fp32 and rounds each partial sum once to bf16, so a ring over n GPUs adds at
+// most n-1 roundings of 2^-9, the order of those already in each rank's bf16 gradient.
+//
+// ZeRO-1 (attach(model, true)): rank r owns the parameters [r S, (r+1) S) (S = model.shard_size).
+// reduce_grads reduce-scatters the gradients (each rank gets the average of its shard only),
+// grad_norm all-reduces the shards' squared norms, update runs AdamW on the shard alone and
+// all-gathers the bf16 weights. Outside its shard a rank's master weights and moments are stale;
+// gather_optimizer_state all-gathers them before a checkpoint. (The buffers stay full-sized, so
+// checkpoints are unchanged; what is saved is the optimizer's compute and a reduce's traffic.)
+//
+// Timeouts: a rank that dies or stops calling collectives must not hang the others. On the GPU the
+// communicator is non-blocking (ncclCommInitRankConfig, blocking = 0) and every collective is
+// waited for by polling the stream and ncclCommGetAsyncError for at most DIST_TIMEOUT_S; past it,
+// the communicator is aborted and the call throws. Under the emulator (test/simt/nccl_host.h) the
+// collectives themselves give up after SIMT_NCCL_TIMEOUT_S. Every error throws std::runtime_error
+// with the rank and the fix; the trainer prints it and exits non-zero, and scripts/launch.sh then
+// stops the other ranks.
+// Test: test/test_distributed.cu. Include this file in one translation unit (as gpt2_cuda.cuh).
+#pragma once
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <unistd.h>
+
+#include "layers/cuda_common.cuh"
+#include "layers/global_norm.cuh"
+#include "layers/nccl_common.cuh"
+#include "model/gpt2_cuda.cuh"
+
+struct DistConfig {
+    int rank = 0;
+    int world = 1;
+    int local_rank = 0;      // the GPU of this node: cudaSetDevice(local_rank)
+    std::string run_id;      // names the rendezvous file; [A-Za-z0-9._-], at most 100 characters
+    std::string id_dir = "/tmp";
+    double timeout_s = 600;  // rendezvous and collective watchdog
+};
+
+// Empty if the config is consistent, else a message naming the value and the fix.
+inline std::string dist_config_error(const DistConfig& c) {
+    if (c.world < 1) return "world size " + std::to_string(c.world) + " must be >= 1";
+    if (c.rank < 0 || c.rank >= c.world) {
+        return "rank " + std::to_string(c.rank) + " is not in [0, world size " + std::to_string(c.world) + ")";
+    }
+    if (c.local_rank < 0 || c.local_rank > c.rank) {
+        return "local rank " + std::to_string(c.local_rank) + " must be in [0, rank " + std::to_string(c.rank) +
+               "] (the GPU index on this node)";
+    }
+    if (!(c.timeout_s > 0)) return "timeout " + std::to_string(c.timeout_s) + " s must be > 0";
+    if (c.world > 1) {
+        if (c.run_id.empty()) {
+            return "world size " + std::to_string(c.world) + " needs a run id: set DIST_RUN_ID to the same fresh "
+                   "value on every rank (scripts/launch.sh does), or run under Slurm (SLURM_JOB_ID)";
+        }
+        if (c.run_id.size() > 100 || c.run_id.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                                                  "0123456789._-") != std::string::npos) {
+            return "run id '" + c.run_id + "' must be 1 to 100 characters of [A-Za-z0-9._-] (it names a file)";
+        }
+        if (c.id_dir.empty()) return "the rendezvous directory (DIST_ID_DIR) is empty";
+    }
+    return "";
+}
+
+// *out = the integer in environment variable `name`; false if it is unset or empty.
+inline bool dist_env_int(const char* name, int* out) {
+    const char* s = getenv(name);
+    if (s == nullptr || *s == '\0') return false;
+    char* end = nullptr;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (*end != '\0' || errno != 0 || v < INT32_MIN || v > INT32_MAX) {
+        throw std::runtime_error(std::string("environment: ") + name + "='" + s + "' is not an integer");
+    }
+    *out = (int)v;
+    return true;
+}
+
+// The config from the environment (see the top of this file); a process with none of it is rank 0
+// of 1. Throws std::runtime_error on missing or inconsistent values.
+inline DistConfig dist_config_from_env() {
+    DistConfig c;
+    int rank = 0, world = 1, local = 0, s_rank = 0, s_world = 1, s_local = 0;
+    bool has_rank = dist_env_int("RANK", &rank), has_world = dist_env_int("WORLD_SIZE", &world);
+    bool has_local = dist_env_int("LOCAL_RANK", &local);
+    bool has_s_rank = dist_env_int("SLURM_PROCID", &s_rank), has_s_world = dist_env_int("SLURM_NTASKS", &s_world);
+    bool has_s_local = dist_env_int("SLURM_LOCALID", &s_local);
+    if (has_rank || has_world || has_local) {
+        if (!(has_rank && has_world && has_local)) {
+            throw std::runtime_error("environment: RANK, WORLD_SIZE and LOCAL_RANK go together (set all three, or "
+                                     "none for one process); scripts/launch.sh sets them");
+        }
+        if ((has_s_rank && s_rank != rank) || (has_s_world && s_world != world) || (has_s_local && s_local != local)) {
+            throw std::runtime_error("environment: RANK/WORLD_SIZE/LOCAL_RANK = " + std::to_string(rank) + "/" +
+                                     std::to_string(world) + "/" + std::to_string(local) +
+                                     " disagree with SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID = " +
+                                     std::to_string(s_rank) + "/" + std::to_string(s_world) + "/" +
+                                     std::to_string(s_local) + ": unset one set");
+        }
+        c.rank = rank; c.world = world; c.local_rank = local;
+    } else if (has_s_rank || has_s_world) {
+        if (!(has_s_rank && has_s_world && has_s_local)) {
+            throw std::runtime_error("environment: SLURM_PROCID, SLURM_NTASKS and SLURM_LOCALID go together "
+                                     "(launch the ranks with srun)");
+        }
+        c.rank = s_rank; c.world = s_world; c.local_rank = s_local;
+    }
+    const char* run_id = getenv("DIST_RUN_ID");
+    const char* job = getenv("SLURM_JOB_ID");
+    if (run_id != nullptr && *run_id != '\0') {
+        c.run_id = run_id;
+    } else if (job != nullptr && *job != '\0') {
+        const char* step = getenv("SLURM_STEP_ID");
+        c.run_id = std::string("slurm") + job + "." + (step != nullptr && *step != '\0' ? step : "0");
+    }
+    const char* dir = getenv("DIST_ID_DIR");
+    if (dir != nullptr && *dir != '\0') c.id_dir = dir;
+    const char* timeout = getenv("DIST_TIMEOUT_S");
+    if (timeout != nullptr && *timeout != '\0') {
+        char* end = nullptr;
+        c.timeout_s = strtod(timeout, &end);
+        if (*end != '\0' || !(c.timeout_s > 0)) {
+            throw std::runtime_error(std::string("environment: DIST_TIMEOUT_S='") + timeout +
+                                     "' is not a positive number of seconds");
+        }
+    }
+    std::string err = dist_config_error(c);
+    if (!err.empty()) throw std::runtime_error("environment: " + err);
+    return c;
+}
+
+// ----------------------------------------------------------------------------
+// rendezvous: the NCCL unique id through a file
+
+// File layout: magic (8 bytes), world (int32), run id (128 bytes, 0-padded), the id (128 bytes).
+constexpr char NCCL_ID_FILE_MAGIC[8] = {'N', 'C', 'C', 'L', 'I', 'D', '0', '1'};
+constexpr size_t NCCL_ID_FILE_BYTES = 8 + 4 + 128 + sizeof(ncclUniqueId);
+
+inline std::string nccl_id_path(const DistConfig& c) { return c.id_dir + "/nccl_id_" + c.run_id + ".bin"; }
+
+inline void nccl_id_pack(const DistConfig& c, const ncclUniqueId& id, char* buf) {
+    memset(buf, 0, NCCL_ID_FILE_BYTES);
+    memcpy(buf, NCCL_ID_FILE_MAGIC, 8);
+    int32_t world = c.world;
+    memcpy(buf + 8, &world, 4);
+    memcpy(buf + 12, c.run_id.data(), std::min<size_t>(c.run_id.size(), 127));
+    memcpy(buf + 140, &id, sizeof(id));
+}
+
+// Rank 0: writes the id for this run atomically (temporary file, fsync, rename).
+inline void nccl_id_write(const DistConfig& c, const ncclUniqueId& id) {
+    std::string path = nccl_id_path(c), tmp = path + ".tmp." + std::to_string((long)getpid());
+    char buf[NCCL_ID_FILE_BYTES];
+    nccl_id_pack(c, id, buf);
+    FILE* f = fopen(tmp.c_str(), "wb");
+    if (f == nullptr) {
+        throw std::runtime_error("rendezvous: cannot write " + tmp + ": " + strerror(errno) +
+                                 " (DIST_ID_DIR must be a writable directory every rank can read)");
+    }
+    bool ok = fwrite(buf, 1, sizeof buf, f) == sizeof buf && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
+        std::string why = strerror(errno);
+        remove(tmp.c_str());
+        throw std::runtime_error("rendezvous: cannot write " + path + ": " + why);
+    }
+}
+
+// Other ranks: waits for this run's file (polling every 20 ms, at most c.timeout_s) and reads it.
+inline ncclUniqueId nccl_id_read(const DistConfig& c) {
+    std::string path = nccl_id_path(c);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(c.timeout_s);
+    char buf[NCCL_ID_FILE_BYTES];
+    for (;;) {
+        FILE* f = fopen(path.c_str(), "rb");
+        if (f != nullptr) {
+            size_t got = fread(buf, 1, sizeof buf, f);
+            fclose(f);
+            char want[NCCL_ID_FILE_BYTES];
+            ncclUniqueId none{};
+            nccl_id_pack(c, none, want);
+            if (got != sizeof buf || memcmp(buf, want, 140) != 0) {
+                int32_t world = 0;
+                memcpy(&world, buf + 8, 4);
+                throw std::runtime_error("rendezvous: " + path + " is not this run's id file (" +
+                                         std::to_string(got) + " bytes, world " + std::to_string(world) +
+                                         "; expected " + std::to_string(sizeof buf) + " bytes, world " +
+                                         std::to_string(c.world) + ", run id " + c.run_id +
+                                         "): remove it, or give this run a fresh DIST_RUN_ID");
+            }
+            ncclUniqueId id;
+            memcpy(&id, buf + 140, sizeof id);
+            return id;
+        }
+        if (std::chrono::steady_clock::now() > deadline) {
+            char secs[32];
+            snprintf(secs, sizeof secs, "%g", c.timeout_s);
+            throw std::runtime_error("rendezvous: rank " + std::to_string(c.rank) + " waited " + secs + " s for " +
+                                     path + ", which rank 0 writes: check that rank 0 runs, that every rank has "
+                                     "the same DIST_RUN_ID, and that DIST_ID_DIR is a directory they all share "
+                                     "(DIST_TIMEOUT_S sets the wait)");
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+}
+
+// ----------------------------------------------------------------------------
+// the communicator and the collectives of a training step
+
+struct Distributed {
+    DistConfig config;
+    ncclComm_t comm = nullptr;   // null when world = 1
+    bool zero1 = false;
+    size_t shard_begin = 0;      // this rank's parameters under ZeRO-1: [shard_begin, shard_end)
+    size_t shard_end = 0;        // (clipped to num_parameters; the whole model without ZeRO-1)
+    float* scalar = nullptr;     // (1) device: average()'s value
+
+    Distributed() = default;
+    Distributed(const Distributed&) = delete;
+    Distributed& operator=(const Distributed&) = delete;
+    ~Distributed() { finish(); }
+
+    // Selects this rank's GPU and, with world > 1, forms the communicator (rendezvous through
+    // config.id_dir). Call before constructing the model.
+    void init(const DistConfig& c) {
+        std::string err = dist_config_error(c);
+        if (!err.empty()) throw std::runtime_error("distributed: " + err);
+        config = c;
+        cudaCheck(cudaSetDevice(c.local_rank));
+        cudaCheck(cudaMalloc(&scalar, sizeof(float)));
+        if (c.world == 1) return;
+        ncclUniqueId id;
+        if (c.rank == 0) {
+            check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+            nccl_id_write(c, id);
+        } else {
+            id = nccl_id_read(c);
+        }
+#if defined(__CUDACC__)
+        ncclConfig_t nccl_config = NCCL_CONFIG_INITIALIZER;
+        nccl_config.blocking = 0;  // calls return at once; wait_async() bounds the wait
+        ncclResult_t r = ncclCommInitRankConfig(&comm, c.world, id, c.rank, &nccl_config);
+        if (r != ncclSuccess && r != ncclInProgress) fail("ncclCommInitRankConfig", r);
+        wait_async("ncclCommInitRankConfig");
+#else
+        check(ncclCommInitRank(&comm, c.world, id, c.rank), "ncclCommInitRank");
+#endif
+        if (c.rank == 0) remove(nccl_id_path(c).c_str());  // every rank has joined, so has read it
+    }
+
+    // Prepares the model for this run: ZeRO-1's equal shards, and rank 0's weights on every rank
+    // (they start alike only if every rank drew the same initialisation or read the same file).
+    void attach(GPT2Cuda& model, bool use_zero1) {
+        zero1 = use_zero1 && config.world > 1;
+        if (zero1) {
+            model.reserve_shards(config.world);
+            shard_begin = std::min(model.num_parameters, (size_t)config.rank * model.shard_size);
+            shard_end = std::min(model.num_parameters, shard_begin + model.shard_size);
+        } else {
+            shard_begin = 0;
+            shard_end = model.num_parameters;
+        }
+        if (config.world == 1) return;
+        check(ncclBroadcast(model.master_weights, model.master_weights, model.num_parameters, ncclFloat32, 0, comm,
+                            model.stream), "ncclBroadcast(master weights)");
+        check(ncclBroadcast(model.params_memory, model.params_memory, model.num_parameters, ncclBfloat16, 0, comm,
+                            model.stream), "ncclBroadcast(params)");
+        wait_stream(model.stream, "ncclBroadcast(weights)");
+    }
+
+    // After the last backward of a step. Each rank holds the gradient of the mean loss over its
+    // rows; afterwards it holds the average over the ranks, the gradient of the mean over all
+    // rows (all of it, or under ZeRO-1 its shard).
+    void reduce_grads(GPT2Cuda& model) {
+        if (config.world == 1) return;
+        if (zero1) {
+            // in place: rank r's shard of the padded buffer receives the reduced shard
+            check(ncclReduceScatter(model.grads_memory, model.grads_memory + (size_t)config.rank * model.shard_size,
+                                    model.shard_size, ncclBfloat16, ncclAvg, comm, model.stream),
+                  "ncclReduceScatter(grads)");
+            wait_stream(model.stream, "ncclReduceScatter(grads)");
+        } else {
+            check(ncclAllReduce(model.grads_memory, model.grads_memory, model.num_parameters, ncclBfloat16, ncclAvg,
+                                comm, model.stream), "ncclAllReduce(grads)");
+            wait_stream(model.stream, "ncclAllReduce(grads)");
+        }
+    }
+
+    // Norm of the averaged gradient (after reduce_grads), the same on every rank.
+    double grad_norm(GPT2Cuda& model) {
+        if (!zero1) return model.grad_norm();
+        // this shard's squared norm (the padding is 0), then the sum over the shards
+        float* partials = model.norm_partials;
+        float* squared = model.norm_partials + GLOBAL_NORM_BLOCKS;
+        global_norm_squared(partials, model.grads_memory + (size_t)config.rank * model.shard_size, model.shard_size,
+                            true, model.stream);
+        global_norm_aggregate(squared, partials, model.stream);
+        check(ncclAllReduce(squared, squared, 1, ncclFloat32, ncclSum, comm, model.stream),
+              "ncclAllReduce(grad norm)");
+        wait_stream(model.stream, "ncclAllReduce(grad norm)");
+        float host = 0;
+        cudaCheck(cudaMemcpy(&host, squared, sizeof(float), cudaMemcpyDeviceToHost));
+        return std::sqrt((double)host);
+    }
+
+    // AdamW (model.update's arguments). Under ZeRO-1: this rank's shard, then the bf16 weights of
+    // every shard to every rank.
+    void update(GPT2Cuda& model, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                int step) {
+        if (!zero1) {
+            model.update(lr, beta1, beta2, eps, weight_decay, grad_scale, step);
+            return;
+        }
+        model.update_range(lr, beta1, beta2, eps, weight_decay, grad_scale, step, shard_begin, shard_end);
+        check(ncclAllGather(model.params_memory + (size_t)config.rank * model.shard_size, model.params_memory,
+                            model.shard_size, ncclBfloat16, comm, model.stream), "ncclAllGather(params)");
+        wait_stream(model.stream, "ncclAllGather(params)");
+    }
+
+    // Under ZeRO-1, every rank gets every shard's master weights and moments (before a checkpoint,
+    // or anything else that reads them whole); without it, they are already whole.
+    void gather_optimizer_state(GPT2Cuda& model) {
+        if (!zero1) return;
+        model.ensure_optimizer();
+        size_t offset = (size_t)config.rank * model.shard_size;
+        float* buffers[3] = {model.master_weights, model.m_memory, model.v_memory};
+        for (float* b : buffers) {
+            check(ncclAllGather(b + offset, b, model.shard_size, ncclFloat32, comm, model.stream),
+                  "ncclAllGather(optimizer state)");
+        }
+        wait_stream(model.stream, "ncclAllGather(optimizer state)");
+    }
+
+    // The mean of x over the ranks (e.g. the step's loss, for the log).
+    float average(float x) {
+        if (config.world == 1) return x;
+        cudaCheck(cudaMemcpy(scalar, &x, sizeof(float), cudaMemcpyHostToDevice));
+        check(ncclAllReduce(scalar, scalar, 1, ncclFloat32, ncclAvg, comm, 0), "ncclAllReduce(average)");
+        wait_stream(0, "ncclAllReduce(average)");
+        cudaCheck(cudaMemcpy(&x, scalar, sizeof(float), cudaMemcpyDeviceToHost));
+        return x;
+    }
+
+    // Releases the communicator (after the last collective of every rank) and the scalar.
+    void finish() {
+        if (comm != nullptr) {
+#if defined(__CUDACC__)
+            // a non-blocking communicator is finalized first: flushes its work, at most timeout_s
+            if (ncclCommFinalize(comm) == ncclInProgress) {
+                auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(config.timeout_s);
+                ncclResult_t state = ncclInProgress;
+                while (state == ncclInProgress && std::chrono::steady_clock::now() < deadline) {
+                    if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) break;
+                    std::this_thread::sleep_for(std::chrono::microseconds(50));
+                }
+            }
+#endif
+            ncclCommDestroy(comm);
+        }
+        comm = nullptr;
+        if (scalar != nullptr) cudaFree(scalar);
+        scalar = nullptr;
+    }
+
+    // ------------------------------------------------------------------------
+    // errors and waits
+
+    [[noreturn]] void fail(const std::string& what, ncclResult_t r, const std::string& detail = "") {
+        std::string last = ncclGetLastError(comm);
+        if (comm != nullptr) ncclCommAbort(comm);  // a broken communicator: release the others' waits
+        comm = nullptr;
+        throw std::runtime_error("rank " + std::to_string(config.rank) + " of " + std::to_string(config.world) +
+                                 ": " + what + ": " + ncclGetErrorString(r) + (detail.empty() ? "" : ": " + detail) +
+                                 (last.empty() ? "" : " (" + last + ")"));
+    }
+
+    void check(ncclResult_t r, const char* what) {
+        if (r == ncclSuccess) return;
+#if defined(__CUDACC__)
+        if (r == ncclInProgress) {  // a non-blocking communicator: the call is being enqueued
+            wait_async(what);
+            return;
+        }
+#endif
+        fail(what, r);
+    }
+
+    // Until the communicator's pending call is enqueued (non-blocking NCCL), at most timeout_s.
+    void wait_async(const char* what) {
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(config.timeout_s);
+        for (;;) {
+            ncclResult_t state = ncclSuccess;
+            ncclResult_t r = ncclCommGetAsyncError(comm, &state);
+            if (r != ncclSuccess) fail(what, r, "ncclCommGetAsyncError failed");
+            if (state == ncclSuccess) return;
+            if (state != ncclInProgress) fail(what, state);
+            if (std::chrono::steady_clock::now() > deadline) fail(what, ncclSystemError, timeout_message());
+            std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+    }
+
+    // Until the stream has run the collective just issued, at most timeout_s: a rank that never
+    // joins it makes this throw instead of hanging.
+    void wait_stream(cudaStream_t stream, const char* what) {
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(config.timeout_s);
+        for (;;) {
+            cudaError_t q = cudaStreamQuery(stream);
+            if (q == cudaSuccess) return;
+            if (q != cudaErrorNotReady) cudaCheck(q);
+            ncclResult_t state = ncclSuccess;
+            ncclCommGetAsyncError(comm, &state);
+            if (state != ncclSuccess && state != ncclInProgress) fail(what, state);
+            if (std::chrono::steady_clock::now() > deadline) fail(what, ncclSystemError, timeout_message());
+            std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+    }
+
+    std::string timeout_message() const {
+        char secs[32];
+        snprintf(secs, sizeof secs, "%g", config.timeout_s);
+        return std::string("timed out after ") + secs + " s (a rank died or stopped calling collectives; "
+               "DIST_TIMEOUT_S sets the wait)";
+    }
+};

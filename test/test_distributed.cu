@@ -1,0 +1,601 @@
+// Data parallelism (model/distributed.h), rung 5 of the correctness ladder: 2 ranks with batch B
+// each train like 1 rank with batch 2B on the same rows, with and without ZeRO-1, softmax and
+// LSSAR; a dead rank makes the other fail instead of hanging; the rendezvous file; and
+// scripts/launch.sh. Ranks are threads of this process, each on its own emulated device
+// (cudaSetDevice(rank)) with its own GPT2Cuda, talking through the host NCCL
+// (test/simt/nccl_host.h). Under nvcc the same file runs on a machine with 2 GPUs and real NCCL.
+//
+// What must match, and how closely. Every operation of the forward and backward works on one row
+// of the batch at a time except the final reductions over rows of the parameter gradients (and
+// the loss mean). So rank r's per-position losses are those of rows [rB, rB+B) of the 2B run,
+// and its backward, whose loss scale 1/(BT) is twice the 2B run's 1/(2BT) (a power of two: exact
+// in bf16), gives per-row gradients exactly twice as large. What differs is only where the row
+// sums are rounded: the 2B run rounds each parameter's gradient sum g* once to bf16 (g1), while
+// rank r rounds its half sum (gA, gB) and the all-reduce rounds their average (g2). With u = 2^-8,
+// the relative error of a round to nearest bf16 (8 significant bits):
+//     |g2 - g1| <= u (|g1| + |g2| + (|gA| + |gB|) / 2)                                    (*)
+// and twice that for the fp32 sums in a different order and the tied wte, whose gradient is
+// rounded twice (lm head, then encoder). Elements whose halves cancel (|gA| + |gB| >> |g*|) may
+// differ by far more than u relative, so (*) is per element, not relative to g*. A missing or
+// wrong reduce (a rank keeping its own gradient, a sum instead of the mean, a wrong shard) is off
+// by |gA - gB| / 2 or more, hundreds of u.
+// After the first update the two runs' weights differ where a gradient was near its noise (AdamW's
+// first step is lr sign(g): a noise-level g may flip it), so later steps are compared statistically
+// (losses, and the weights' difference against their total change), with the first update compared
+// exactly on the elements whose gradient is clear of (*).
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <thread>
+#include <vector>
+
+#include "model/distributed.h"
+#include "model/gpt2_cuda.cuh"
+
+constexpr double U_BF16 = 1.0 / 256;       // 2^-8: relative error of rounding to nearest bf16
+constexpr double NOISE_FACTOR = 2;         // (*) times this: reordered fp32 sums, wte's two roundings
+constexpr float LR = 1e-3f, BETA1 = 0.9f, BETA2 = 0.95f, EPS = 1e-8f, WEIGHT_DECAY = 0.1f;
+constexpr int STEPS = 3;
+
+// as test/test_model_cuda.cu: L = 2, C = 64, NH = 2 (hd = 32), V = 97 padded to 104
+static GPT2Config tiny_config(AttnKind kind, float p) {
+    GPT2Config c;
+    c.max_seq_len = 16;
+    c.vocab_size = 97;
+    c.padded_vocab_size = 104;
+    c.num_layers = 2;
+    c.num_heads = 2;
+    c.channels = 64;
+    c.attn = kind;
+    c.p = p;
+    return c;
+}
+
+// A learnable token stream: mostly next = (5 cur + 3) mod V, 1 in 8 tokens random.
+static void make_batch(int B, int T, int V, uint64_t seed, std::vector<int>& inputs, std::vector<int>& targets) {
+    Rng rng(seed);
+    inputs.clear();
+    targets.clear();
+    for (int b = 0; b < B; b++) {
+        int cur = (int)(rng.next_u64() % V);
+        std::vector<int> seq(T + 1);
+        for (int t = 0; t <= T; t++) {
+            seq[t] = cur;
+            cur = rng.next_u64() % 8 == 0 ? (int)(rng.next_u64() % V) : (5 * cur + 3) % V;
+        }
+        inputs.insert(inputs.end(), seq.begin(), seq.end() - 1);
+        targets.insert(targets.end(), seq.begin() + 1, seq.end());
+    }
+}
+
+static std::vector<float> download_bf16(const floatX* device, size_t n) {
+    std::vector<floatX> bits(n);
+    cudaCheck(cudaMemcpy(bits.data(), device, n * sizeof(floatX), cudaMemcpyDeviceToHost));
+    std::vector<float> out(n);
+    for (size_t i = 0; i < n; i++) out[i] = __bfloat162float(bits[i]);
+    return out;
+}
+
+static std::string fresh_dir() {
+    char templ[] = "/tmp/test_distributed_XXXXXX";
+    char* dir = mkdtemp(templ);
+    REQUIRE(dir != nullptr);
+    return dir;
+}
+
+static std::string fresh_run_id() {
+    static std::atomic<int> counter{0};
+    return "test" + std::to_string((long)getpid()) + "_" + std::to_string(counter++);
+}
+
+// What one rank saw in a run of STEPS steps.
+struct RankLog {
+    std::string error;                      // an exception's message, or empty
+    std::vector<float> losses;              // (STEPS) mean over all ranks' rows (dist.average)
+    std::vector<double> norms;              // (STEPS) global gradient norm
+    std::vector<float> local_grads;         // (N) step 1, this rank's gradient before the reduce
+    std::vector<float> reduced_grads;       // (N) step 1, after the reduce (valid on [shard_begin, shard_end))
+    size_t shard_begin = 0, shard_end = 0;
+    std::vector<float> master_after_1;      // (N) fp32 weights after update 1 (gathered)
+    std::vector<float> master_final;        // (N) after STEPS updates (gathered)
+    std::vector<float> bf16_final;          // (N) the bf16 weights the kernels read
+};
+
+// world ranks, each with rows [r B, r B + B) of the step's world*B rows, from the same init.
+static std::vector<RankLog> run_ranks(const GPT2Config& c, int world, int B, int T, bool zero1) {
+    std::vector<RankLog> logs(world);
+    std::string dir = fresh_dir(), run_id = fresh_run_id();
+    cublaslt_setup();  // one handle per process: set it up before the rank threads share it
+    auto rank_main = [&](int r) {
+        RankLog& log = logs[r];
+        try {
+            DistConfig cfg;
+            cfg.rank = r;
+            cfg.world = world;
+            cfg.local_rank = r;
+            cfg.run_id = run_id;
+            cfg.id_dir = dir;
+            cfg.timeout_s = 60;
+            Distributed dist;
+            dist.init(cfg);
+            GPT2Cuda model(c);
+            model.init(1337);
+            dist.attach(model, zero1);
+            log.shard_begin = dist.shard_begin;
+            log.shard_end = dist.shard_end;
+            std::vector<int> inputs, targets;
+            for (int step = 1; step <= STEPS; step++) {
+                make_batch(world * B, T, c.vocab_size, 100 + step, inputs, targets);
+                size_t row0 = (size_t)r * B * T;
+                float loss = model.forward(inputs.data() + row0, targets.data() + row0, B, T);
+                model.zero_grad();
+                model.backward(1.0f);
+                if (step == 1) log.local_grads = download_bf16(model.grads_memory, model.num_parameters);
+                dist.reduce_grads(model);
+                if (step == 1) log.reduced_grads = download_bf16(model.grads_memory, model.num_parameters);
+                log.norms.push_back(dist.grad_norm(model));
+                dist.update(model, LR, BETA1, BETA2, EPS, WEIGHT_DECAY, 1.0f, step);
+                log.losses.push_back(dist.average(loss));
+                if (step == 1) {
+                    dist.gather_optimizer_state(model);
+                    model.get_params(log.master_after_1);
+                }
+            }
+            dist.gather_optimizer_state(model);
+            model.get_params(log.master_final);
+            log.bf16_final = download_bf16(model.params_memory, model.num_parameters);
+            dist.finish();
+        } catch (const std::exception& e) {
+            log.error = e.what();
+        }
+    };
+    std::vector<std::thread> threads;
+    for (int r = 0; r < world; r++) threads.emplace_back(rank_main, r);
+    for (auto& t : threads) t.join();
+    rmdir(dir.c_str());  // fails (and the check below says so) if the id file was left behind
+    struct stat st;
+    CHECK_MESSAGE(stat(dir.c_str(), &st) != 0, "the rendezvous file was not removed from " << dir);
+    for (int r = 0; r < world; r++) REQUIRE_MESSAGE(logs[r].error.empty(), "rank " << r << ": " << logs[r].error);
+    return logs;
+}
+
+static double rms(const std::vector<double>& x) {
+    double s = 0;
+    for (double v : x) s += v * v;
+    return std::sqrt(s / x.size());
+}
+
+// 2 ranks x B against 1 rank x 2B (the reference, run through Distributed with world 1).
+static std::vector<RankLog> check_equivalence(AttnKind kind, float p, const std::vector<RankLog>& ref_logs, bool zero1) {
+    auto start = std::chrono::steady_clock::now();
+    GPT2Config c = tiny_config(kind, p);
+    const int B = 2, T = 16;
+    std::vector<RankLog> two = run_ranks(c, 2, B, T, zero1);
+    const RankLog& one = ref_logs[0];
+    size_t N = one.master_final.size();
+    std::string name = std::string(attn_kind_name(kind)) + (zero1 ? ", ZeRO-1" : "");
+
+    // 1. losses of step 1: the same rows through the same weights, per position bitwise alike; the
+    // mean of means differs from the mean over 2B only by fp32 rounding of the means (1e-6).
+    INFO(name << ": step 1 loss, 1 rank " << one.losses[0] << ", 2 ranks " << two[0].losses[0]);
+    CHECK(std::fabs(two[0].losses[0] - one.losses[0]) <= 1e-6 * one.losses[0]);
+    CHECK(two[0].losses == two[1].losses);  // the average is the same on both ranks
+
+    // 2. the reduce itself: rank r's reduced gradient on its part = the average of the two local
+    // gradients, rounded once to bf16 (within one bf16 step, 2u relative: nearest here, NCCL's own
+    // rounding on a GPU)
+    std::vector<float> g2(N), gA = two[0].local_grads, gB = two[1].local_grads;
+    size_t bad_reduce = 0;
+    for (int r = 0; r < 2; r++) {
+        for (size_t i = two[r].shard_begin; i < two[r].shard_end; i++) {
+            double mean = 0.5 * ((double)gA[i] + gB[i]);
+            g2[i] = two[r].reduced_grads[i];
+            bad_reduce += std::fabs(g2[i] - mean) > 2 * U_BF16 * std::fabs(mean);
+        }
+    }
+    if (zero1) {  // the shards cover the model
+        CHECK(two[0].shard_begin == 0);
+        CHECK(two[0].shard_end == two[1].shard_begin);
+        CHECK(two[1].shard_end == N);
+    }
+    INFO(name << ": reduced gradient elements off the average of the ranks' gradients: " << bad_reduce);
+    CHECK(bad_reduce == 0);
+
+    // 3. the averaged gradient against the 2B run's, per element within (*) x NOISE_FACTOR;
+    // and the global norm, by the triangle inequality within the norm of those bounds (+ fp32).
+    // Except the rows of wte of the step's input tokens: the encoder backward adds its part to
+    // the lm head's part already rounded to bf16, and that intermediate, which this test cannot
+    // see, may be far larger than the sum (the two parts cancel), so its rounding is not bounded
+    // by (*). Those rows are compared as a whole: relative L2 difference within 8u (a few
+    // roundings of the row's own size; a missing reduce is off by ~|gA - gB| / |gA + gB|, >= 30%).
+    const std::vector<float>& g1 = one.reduced_grads;
+    size_t sizes[NUM_PARAM_TENSORS];
+    gpt2_param_sizes(sizes, c);
+    std::vector<char> input_row(c.padded_vocab_size, 0);
+    {
+        std::vector<int> inputs, targets;
+        make_batch(2 * B, T, c.vocab_size, 101, inputs, targets);  // step 1's rows
+        for (int tok : inputs) input_row[tok] = 1;
+    }
+    std::vector<double> bound(N);
+    size_t outside = 0, clear = 0;
+    double worst = 0, wte_diff = 0, wte_ref = 0;
+    for (size_t i = 0; i < N; i++) {
+        bound[i] = NOISE_FACTOR * U_BF16 * (std::fabs(g1[i]) + std::fabs(g2[i]) + 0.5 * (std::fabs(gA[i]) + std::fabs(gB[i])));
+        double d = std::fabs((double)g2[i] - g1[i]);
+        if (i < sizes[P_WTE] && input_row[i / c.channels]) {  // wte is the first tensor, (Vp, C)
+            wte_diff += d * d;
+            wte_ref += (double)g1[i] * g1[i];
+            bound[i] = 0;  // not clear of the noise for check 4
+            continue;
+        }
+        if (d > bound[i]) outside++;
+        if (bound[i] > 0) worst = std::max(worst, d / bound[i]);
+    }
+    INFO(name << ": gradient elements outside the bf16 bound: " << outside << " of " << N
+              << ", largest difference / bound " << worst);
+    CHECK(outside == 0);
+    double wte_rel = std::sqrt(wte_diff / wte_ref);
+    INFO(name << ": wte rows of input tokens: relative L2 difference " << wte_rel);
+    CHECK(wte_rel < 8 * U_BF16);
+    double norm_bound = rms(bound) * std::sqrt((double)N) + std::sqrt(wte_diff);
+    INFO(name << ": grad norm 1 rank " << one.norms[0] << ", 2 ranks " << two[0].norms[0] << ", bound " << norm_bound);
+    CHECK(std::fabs(two[0].norms[0] - one.norms[0]) <= norm_bound + 1e-5 * one.norms[0]);
+    CHECK(two[0].norms == two[1].norms);
+
+    // 4. update 1 on the elements whose gradient stands clear of (*): |g1| >= 10 x its bound and
+    // >= 1e3 eps. AdamW's first step is lr (g / (|g| + eps) + wd p): for such g the two gradients
+    // give steps within lr eps / |g| <= 1e-3 lr of each other (plus fp32 rounding of p, 1e-6 |p|).
+    std::vector<float> p0;
+    {
+        GPT2Cuda fresh(c);
+        fresh.init(1337);
+        fresh.get_params(p0);
+    }
+    double worst_step = 0;
+    for (size_t i = 0; i < N; i++) {
+        if (bound[i] == 0 || std::fabs(g1[i]) < std::max(10 * bound[i], 1e3 * EPS)) continue;
+        clear++;
+        double d = std::fabs((double)two[0].master_after_1[i] - one.master_after_1[i]);
+        worst_step = std::max(worst_step, d / (2e-3 * LR + 1e-6 * std::fabs(p0[i])));
+    }
+    INFO(name << ": update 1 compared on " << clear << " of " << N << " elements, largest difference / tolerance "
+              << worst_step);
+    CHECK(worst_step <= 1.0);
+    CHECK(clear > N / 2);  // most gradients are clear of the bf16 noise
+
+    // 5. the whole run. Ranks hold the same weights, bit for bit (the reduce gives both the same
+    // gradient, or the all-gather the same shards). Against the 2B run: the weights moved by
+    // ~STEPS lr; the difference comes from the few noise-level elements (< 1 - clear/N of them)
+    // whose steps may flip, so its rms must stay well under the rms change: 0.25 of it. (Measured:
+    // 0.017 softmax, 0.17 LSSAR p=15, whose weights amplify small differences; without the
+    // gradient reduce, 0.83 and 0.90.)
+    CHECK(two[0].bf16_final == two[1].bf16_final);
+    CHECK(two[0].master_final == two[1].master_final);
+    std::vector<double> change(N), gap(N);
+    for (size_t i = 0; i < N; i++) {
+        change[i] = (double)one.master_final[i] - p0[i];
+        gap[i] = (double)two[0].master_final[i] - one.master_final[i];
+    }
+    double ratio = rms(gap) / rms(change);
+    MESSAGE(name << ": after " << STEPS << " steps, rms weight difference / rms weight change " << ratio);
+    CHECK(ratio < 0.25);
+    // losses of the later steps: weights a fraction `ratio` of a step apart; the loss moves by
+    // ~0.1 per step here, so 1e-2 relative is a wide bound that a diverged run still exceeds
+    for (int s = 1; s < STEPS; s++) {
+        INFO(name << ": step " << s + 1 << " loss, 1 rank " << one.losses[s] << ", 2 ranks " << two[0].losses[s]);
+        CHECK(std::fabs(two[0].losses[s] - one.losses[s]) <= 1e-2 * one.losses[s]);
+    }
+    CHECK(one.losses[STEPS - 1] < one.losses[0] - 0.05f);  // training moved the loss
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    MESSAGE(name << ": 2-rank run and checks in " << seconds << " s");
+    return two;
+}
+
+// Under nvcc the ranks need a GPU each (NCCL refuses two ranks on one device).
+static bool have_devices(int n) {
+    int count = 0;
+    cudaCheck(cudaGetDeviceCount(&count));
+    if (count >= n) return true;
+    MESSAGE("skipped: needs " << n << " devices, " << count << " present");
+    return false;
+}
+
+static void equivalence(AttnKind kind, float p) {
+    if (!have_devices(2)) return;
+    GPT2Config c = tiny_config(kind, p);
+    std::vector<RankLog> one = run_ranks(c, 1, 4, 16, false);
+    std::vector<RankLog> plain = check_equivalence(kind, p, one, false);
+    std::vector<RankLog> zero1 = check_equivalence(kind, p, one, true);
+    // ZeRO-1 against plain data parallelism: the host NCCL's reduce-scatter rounds each element
+    // as its all-reduce does, so every shard's gradient, and so the fp32 master weights and
+    // moments after update 1 (the same AdamW formula on the same values), are equal bit for bit.
+    // (Only the bf16 weights may differ: a shard cut through a tensor seeds its stochastic
+    // rounding from the cut; see GPT2Cuda::update_range.) On a GPU, NCCL's two collectives may
+    // round differently, so there the master weights agree within the AdamW steps of update 1's
+    // rounding noise, which the 1-rank comparison above already bounds.
+    size_t N = one[0].master_final.size(), grad_mismatches = 0;
+    for (int r = 0; r < 2; r++) {
+        for (size_t i = zero1[r].shard_begin; i < zero1[r].shard_end; i++) {
+            grad_mismatches += zero1[r].reduced_grads[i] != plain[r].reduced_grads[i];
+        }
+    }
+#if !defined(__CUDACC__)
+    CHECK(grad_mismatches == 0);
+    CHECK(zero1[0].master_after_1 == plain[0].master_after_1);
+#endif
+    // the shard norms' sum against the whole norm: fp32 sums in another order, 1e-5 relative
+    CHECK(std::fabs(zero1[0].norms[0] - plain[0].norms[0]) <= 1e-5 * plain[0].norms[0]);
+    MESSAGE(std::string(attn_kind_name(kind)) << ": ZeRO-1 vs plain: " << grad_mismatches << " of " << N
+                                 << " reduced gradient elements differ");
+}
+
+TEST_CASE("2 ranks x B == 1 rank x 2B, with and without ZeRO-1: softmax") { equivalence(ATTN_SOFTMAX, 0.0f); }
+TEST_CASE("2 ranks x B == 1 rank x 2B, with and without ZeRO-1: lssar p=15") { equivalence(ATTN_LSSAR, 15.0f); }
+
+TEST_CASE("a rank that stops calling collectives makes the other fail, not hang") {
+#if !defined(__CUDACC__)
+    setenv("SIMT_NCCL_TIMEOUT_S", "1", 1);  // the host NCCL's own wait (before the rank threads start)
+#endif
+    if (!have_devices(2)) return;
+    GPT2Config c = tiny_config(ATTN_SOFTMAX, 0.0f);
+    std::string dir = fresh_dir(), run_id = fresh_run_id();
+    cublaslt_setup();
+    std::string error0;
+    double seconds0 = 0;
+    std::atomic<bool> rank1_done{false};
+    auto rank_main = [&](int r) {
+        DistConfig cfg;
+        cfg.rank = r;
+        cfg.world = 2;
+        cfg.local_rank = r;
+        cfg.run_id = run_id;
+        cfg.id_dir = dir;
+        cfg.timeout_s = 1;
+        Distributed dist;
+        dist.init(cfg);
+        if (r == 1) {  // dies after joining: never reaches the gradient reduce
+            rank1_done = true;
+            return;
+        }
+        GPT2Cuda model(c);
+        model.init(1);
+        std::vector<int> tokens(16, 3);
+        model.forward(tokens.data(), tokens.data(), 1, 16);
+        model.zero_grad();
+        model.backward(1.0f);
+        auto start = std::chrono::steady_clock::now();
+        try {
+            dist.reduce_grads(model);
+        } catch (const std::exception& e) {
+            error0 = e.what();
+        }
+        seconds0 = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    };
+    std::thread t0(rank_main, 0), t1(rank_main, 1);
+    t0.join();
+    t1.join();
+#if !defined(__CUDACC__)
+    unsetenv("SIMT_NCCL_TIMEOUT_S");
+#endif
+    rmdir(dir.c_str());
+    MESSAGE("rank 0 gave up after " << seconds0 << " s: " << error0);
+    CHECK(rank1_done);
+    CHECK(error0.find("rank 0 of 2") != std::string::npos);
+    CHECK(error0.find("AllReduce") != std::string::npos);
+    CHECK(error0.find("timed out") != std::string::npos);
+    CHECK(seconds0 < 10);  // the timeout is 1 s; a hang would never return
+}
+
+// ----------------------------------------------------------------------------
+// rendezvous
+
+static DistConfig rendezvous_config(int rank, const std::string& dir, const std::string& run_id, double timeout) {
+    DistConfig c;
+    c.rank = rank;
+    c.world = 2;
+    c.local_rank = rank;
+    c.run_id = run_id;
+    c.id_dir = dir;
+    c.timeout_s = timeout;
+    return c;
+}
+
+static std::string error_of(const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const std::exception& e) {
+        return e.what();
+    }
+    return "no error";
+}
+
+TEST_CASE("rendezvous: the id travels through the directory; another run's file is ignored") {
+    std::string dir = fresh_dir(), run_id = fresh_run_id(), stale_id = fresh_run_id();
+    // a file of an earlier run (another run id), written first: it must not be read
+    ncclUniqueId stale;
+    memset(&stale, 0x5a, sizeof stale);
+    nccl_id_write(rendezvous_config(0, dir, stale_id, 1), stale);
+    ncclUniqueId sent, received;
+    memset(&sent, 0, sizeof sent);
+    snprintf(sent.internal, sizeof sent.internal, "the id of run %s", run_id.c_str());
+    std::string error1;
+    std::thread reader([&] {  // starts before the writer: it must wait for the file
+        try {
+            received = nccl_id_read(rendezvous_config(1, dir, run_id, 10));
+        } catch (const std::exception& e) {
+            error1 = e.what();
+        }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    nccl_id_write(rendezvous_config(0, dir, run_id, 10), sent);
+    reader.join();
+    CHECK(error1.empty());
+    CHECK(memcmp(&received, &sent, sizeof sent) == 0);
+    CHECK(memcmp(&received, &stale, sizeof stale) != 0);
+
+    // nobody writes this run's file: a bounded wait and an error that names the file
+    std::string lonely = fresh_run_id();
+    auto start = std::chrono::steady_clock::now();
+    std::string err = error_of([&] { nccl_id_read(rendezvous_config(1, dir, lonely, 0.3)); });
+    double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    CHECK(err.find("nccl_id_" + lonely + ".bin") != std::string::npos);
+    CHECK(err.find("DIST_RUN_ID") != std::string::npos);
+    CHECK(waited < 5);
+
+    // a file under this run's name but for another world size (a reused run id) is refused
+    std::string reused = fresh_run_id();
+    DistConfig four = rendezvous_config(0, dir, reused, 1);
+    four.world = 4;
+    nccl_id_write(four, sent);
+    err = error_of([&] { nccl_id_read(rendezvous_config(1, dir, reused, 1)); });
+    CHECK(err.find("not this run's id file") != std::string::npos);
+
+    // two full ranks: Distributed::init removes the file once both joined
+    std::string full = fresh_run_id();
+    if (!have_devices(2)) full = "";
+    std::string errors[2];
+    std::thread ranks[2];
+    for (int r = 0; r < 2 && !full.empty(); r++) {
+        ranks[r] = std::thread([&, r] {
+            errors[r] = error_of([&] {
+                Distributed dist;
+                dist.init(rendezvous_config(r, dir, full, 10));
+                CHECK(dist.average(r == 0 ? 1.0f : 3.0f) == 2.0f);
+            });
+        });
+    }
+    for (auto& t : ranks) {
+        if (t.joinable()) t.join();
+    }
+    if (!full.empty()) {
+        CHECK(errors[0] == "no error");
+        CHECK(errors[1] == "no error");
+    }
+    struct stat st;
+    CHECK(stat(nccl_id_path(rendezvous_config(0, dir, full, 1)).c_str(), &st) != 0);
+    remove(nccl_id_path(rendezvous_config(0, dir, stale_id, 1)).c_str());
+    remove(nccl_id_path(rendezvous_config(0, dir, run_id, 1)).c_str());
+    remove(nccl_id_path(four).c_str());
+    CHECK(rmdir(dir.c_str()) == 0);  // nothing else (no temporary file) was left
+}
+
+TEST_CASE("config from the environment: torchrun/launch.sh and Slurm names, errors") {
+    const char* names[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
+                           "SLURM_JOB_ID", "SLURM_STEP_ID", "DIST_RUN_ID", "DIST_ID_DIR", "DIST_TIMEOUT_S"};
+    auto clear = [&] { for (const char* n : names) unsetenv(n); };
+    clear();
+    DistConfig c = dist_config_from_env();
+    CHECK(c.rank == 0);
+    CHECK(c.world == 1);
+    setenv("RANK", "3", 1);
+    setenv("WORLD_SIZE", "8", 1);
+    setenv("LOCAL_RANK", "3", 1);
+    setenv("DIST_RUN_ID", "run42", 1);
+    setenv("DIST_ID_DIR", "/shared", 1);
+    c = dist_config_from_env();
+    CHECK(c.rank == 3);
+    CHECK(c.world == 8);
+    CHECK(c.local_rank == 3);
+    CHECK(c.run_id == "run42");
+    CHECK(c.id_dir == "/shared");
+    setenv("SLURM_PROCID", "4", 1);  // disagrees with RANK
+    setenv("SLURM_NTASKS", "8", 1);
+    setenv("SLURM_LOCALID", "3", 1);
+    CHECK(error_of([] { dist_config_from_env(); }).find("disagree") != std::string::npos);
+    clear();
+    setenv("SLURM_PROCID", "9", 1);
+    setenv("SLURM_NTASKS", "16", 1);
+    setenv("SLURM_LOCALID", "1", 1);
+    setenv("SLURM_JOB_ID", "777", 1);
+    c = dist_config_from_env();
+    CHECK(c.rank == 9);
+    CHECK(c.world == 16);
+    CHECK(c.local_rank == 1);
+    CHECK(c.run_id == "slurm777.0");
+    clear();
+    setenv("RANK", "2", 1);
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("LOCAL_RANK", "0", 1);
+    setenv("DIST_RUN_ID", "x", 1);
+    CHECK(error_of([] { dist_config_from_env(); }).find("rank 2 is not in [0, world size 2)") != std::string::npos);
+    setenv("RANK", "1", 1);
+    unsetenv("DIST_RUN_ID");
+    CHECK(error_of([] { dist_config_from_env(); }).find("DIST_RUN_ID") != std::string::npos);
+    setenv("DIST_RUN_ID", "../etc", 1);
+    CHECK(error_of([] { dist_config_from_env(); }).find("[A-Za-z0-9._-]") != std::string::npos);
+    setenv("DIST_RUN_ID", "ok", 1);
+    setenv("WORLD_SIZE", "two", 1);
+    CHECK(error_of([] { dist_config_from_env(); }).find("WORLD_SIZE='two'") != std::string::npos);
+    unsetenv("WORLD_SIZE");
+    CHECK(error_of([] { dist_config_from_env(); }).find("go together") != std::string::npos);
+    clear();
+}
+
+// ----------------------------------------------------------------------------
+// scripts/launch.sh
+
+static int run_shell(const std::string& command, std::string& output) {
+    std::string log = "/tmp/test_distributed_launch_" + std::to_string((long)getpid()) + ".log";
+    int status = system((command + " > " + log + " 2>&1").c_str());
+    std::ifstream in(log);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    output = ss.str();
+    remove(log.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST_CASE("scripts/launch.sh: N ranks with RANK/WORLD_SIZE/LOCAL_RANK and one run id, output prefixed") {
+    std::string out;
+    int rc = run_shell("bash scripts/launch.sh -n 2 bash -c 'echo \"hello $RANK of $WORLD_SIZE local $LOCAL_RANK "
+                       "run $DIST_RUN_ID\"; echo second line'", out);
+    INFO(out);
+    CHECK(rc == 0);
+    CHECK(out.find("[rank 0] hello 0 of 2 local 0 run ") != std::string::npos);
+    CHECK(out.find("[rank 1] hello 1 of 2 local 1 run ") != std::string::npos);
+    CHECK(out.find("[rank 0] second line") != std::string::npos);
+    CHECK(out.find("[rank 1] second line") != std::string::npos);
+    // both ranks got the same, non-empty run id
+    auto id_of = [&](const std::string& prefix) {
+        size_t at = out.find(prefix);
+        if (at == std::string::npos) return std::string("?");
+        size_t from = out.find(" run ", at) + 5;
+        return out.substr(from, out.find('\n', from) - from);
+    };
+    CHECK(id_of("[rank 0] hello") == id_of("[rank 1] hello"));
+    CHECK(id_of("[rank 0] hello").size() > 4);
+    // a second launch draws another run id
+    std::string out2;
+    run_shell("bash scripts/launch.sh -n 2 bash -c 'echo \"id $DIST_RUN_ID\"'", out2);
+    CHECK(out2.find(id_of("[rank 0] hello")) == std::string::npos);
+}
+
+TEST_CASE("scripts/launch.sh: a rank that fails stops the others and the launch exits non-zero") {
+    std::string out;
+    auto start = std::chrono::steady_clock::now();
+    int rc = run_shell("bash scripts/launch.sh -n 2 bash -c 'if [ $RANK = 1 ]; then echo dying; exit 3; fi; "
+                       "sleep 30; echo survived'", out);
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    INFO(out);
+    CHECK(rc == 3);  // the failing rank's exit code
+    CHECK(out.find("[rank 1] dying") != std::string::npos);
+    CHECK(out.find("survived") == std::string::npos);
+    CHECK(out.find("rank 1 exited with 3") != std::string::npos);
+    CHECK(seconds < 20);
+    // bad use: a clear message, exit 2
+    CHECK(run_shell("bash scripts/launch.sh -n 0 true", out) == 2);
+    CHECK(out.find("-n") != std::string::npos);
+    CHECK(run_shell("bash scripts/launch.sh -n 2", out) == 2);
+}
