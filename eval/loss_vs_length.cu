@@ -1,0 +1,131 @@
+// Loss versus length of a checkpoint (method: eval/loss_vs_length.h).
+//   ./loss_vs_length_cpu_lssar -e out/ckpt_00001000.bin -j "data/kjv/kjv_val_*.bin" -o lvl.csv
+// Built per attention variant like the trainer (make loss_vs_length_cpu ATTN=...), and refuses a
+// checkpoint of another variant. Prints a table and writes a CSV: length,loss,tokens.
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#ifdef TRAIN_BACKEND_CPU
+#include "model/backend_cpu.h"
+typedef ModelCPU Model;
+#else
+#include "model/gpt2_cuda.cuh"
+typedef GPT2Cuda Model;
+#endif
+#include "eval/loss_vs_length.h"
+#include "model/checkpoint.h"
+
+#ifndef ATTN_NAME
+#error "build with -DATTN_NAME='\"softmax\"' (or lssa, lssar); make sets it from ATTN=..."
+#endif
+
+static void usage(const char* argv0) {
+    fprintf(stderr,
+            "Usage: %s -e CHECKPOINT [options]\n"
+            "Mean validation loss of a checkpoint at several sequence lengths, the same tokens scored at\n"
+            "every length (each length cuts one span of N tokens into windows and scores every position).\n"
+            "Attention variant of this binary: %s.\n"
+            "  -e <path>    checkpoint (required)\n"
+            "  -j <glob>    validation shards (default data/kjv/kjv_val_*.bin)\n"
+            "  -t <int>     training length the multiples refer to (default: the checkpoint's max length)\n"
+            "  -l <list>    lengths as multiples of -t, comma separated (default 1,2,4,8,16)\n"
+            "  -n <int>     most tokens to score (default 16 x the longest length; fewer if the shards hold fewer)\n"
+            "  -f <int>     tokens per forward pass: windows are batched up to this (default 4096)\n"
+            "  -o <path>    CSV output (columns length,loss,tokens; default: none)\n"
+            "  -h           this help\n",
+            argv0, ATTN_NAME);
+}
+
+static void fail(const std::string& msg) {
+    fprintf(stderr, "error: %s\n", msg.c_str());
+    exit(1);
+}
+
+static int parse_int(const char* flag, const char* s) {
+    char* end;
+    long v = strtol(s, &end, 10);
+    if (*s == 0 || *end != 0 || v <= 0 || v > 1000000000)
+        fail(std::string(flag) + " " + s + ": expected a positive integer");
+    return (int)v;
+}
+
+int main(int argc, char** argv) {
+    std::string ckpt_path, val_pattern = "data/kjv/kjv_val_*.bin", csv_path, multiples = "1,2,4,8,16";
+    int T_train = 0, tokens_per_forward = 4096;
+    long long max_tokens = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0) { usage(argv[0]); return 0; }
+        if (argv[i][0] != '-') fail(std::string("unexpected argument '") + argv[i] + "' (flags take the form -x value; -h lists them)");
+        if (i + 1 >= argc) fail(std::string(argv[i]) + ": missing value (-h lists the flags)");
+        std::string flag = argv[i];
+        const char* val = argv[++i];
+        if (flag == "-e") ckpt_path = val;
+        else if (flag == "-j") val_pattern = val;
+        else if (flag == "-t") T_train = parse_int("-t", val);
+        else if (flag == "-l") multiples = val;
+        else if (flag == "-n") max_tokens = parse_int("-n", val);
+        else if (flag == "-f") tokens_per_forward = parse_int("-f", val);
+        else if (flag == "-o") csv_path = val;
+        else fail("unknown flag " + flag + " (-h lists the flags)");
+    }
+    if (ckpt_path.empty()) { usage(argv[0]); fail("-e CHECKPOINT is required"); }
+    AttnKind attn;
+    attn_kind_from_name(ATTN_NAME, &attn);
+
+    try {
+        Checkpoint ck;
+        checkpoint_read(ckpt_path, ck, false);
+        GPT2Config want = ck.config;
+        want.attn = attn;
+        std::string mismatch = checkpoint_config_mismatch(ckpt_path, ck.config, want);
+        if (!mismatch.empty()) fail(mismatch);
+        if (T_train == 0) T_train = ck.config.max_seq_len;
+        std::vector<int> lengths;
+        for (const char* s = multiples.c_str(); *s;) {
+            char* end;
+            long m = strtol(s, &end, 10);
+            if (end == s || m <= 0 || (*end != ',' && *end != 0) || m * T_train > (1 << 24))
+                fail("-l " + multiples + ": expected positive integers separated by commas, e.g. 1,2,4,8,16");
+            lengths.push_back((int)(m * T_train));
+            s = *end ? end + 1 : end;
+        }
+        int longest = *std::max_element(lengths.begin(), lengths.end());
+        if (max_tokens == 0) max_tokens = 16LL * longest;
+        std::vector<int> span = read_token_span(val_pattern, (size_t)max_tokens + 1, ck.config.vocab_size);
+        int64_t N = scored_token_count(lengths, (int64_t)span.size(), max_tokens);
+        if (N == 0)
+            fail("the shards '" + val_pattern + "' hold " + std::to_string(span.size()) +
+                 " tokens, fewer than one window of the longest length " + std::to_string(longest) + " + 1");
+
+        GPT2Config config = ck.config;
+        config.max_seq_len = std::max(longest, config.max_seq_len);
+        Model model(config);
+        model.set_params(ck.params);
+        printf("checkpoint %s: %s, p %g, step %lld, %d layers, %d heads, %d channels\n", ckpt_path.c_str(),
+               attn_kind_name(config.attn), config.p, (long long)ck.train.step, config.num_layers,
+               config.num_heads, config.channels);
+        printf("scoring the same %lld tokens of %s at every length (training length %d)\n", (long long)N,
+               val_pattern.c_str(), T_train);
+        std::vector<LengthLoss> result = loss_vs_length(model, span, N, lengths, tokens_per_forward);
+        printf("%8s %8s %10s %10s\n", "length", "x train", "val loss", "tokens");
+        for (const LengthLoss& r : result)
+            printf("%8d %8.3g %10.4f %10lld\n", r.length, (double)r.length / T_train, r.loss, (long long)r.tokens);
+        if (!csv_path.empty()) {
+            FILE* f = fopen(csv_path.c_str(), "w");
+            if (!f) fail("cannot write " + csv_path + " (" + strerror(errno) + ")");
+            fprintf(f, "length,loss,tokens\n");
+            for (const LengthLoss& r : result) fprintf(f, "%d,%.6f,%lld\n", r.length, r.loss, (long long)r.tokens);
+            if (fclose(f) != 0) fail("writing " + csv_path + " failed (" + strerror(errno) + ")");
+            printf("wrote %s\n", csv_path.c_str());
+        }
+    } catch (const std::exception& e) {
+        fail(e.what());
+    }
+    return 0;
+}

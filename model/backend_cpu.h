@@ -1,0 +1,126 @@
+// The CPU back end of the trainer: GPT2<float> (model/gpt2_cpu.h) behind the back-end
+// interface that train_gpt2.cu and eval/ are written against. The CUDA back end
+// (model/gpt2_cuda.cuh) provides the same members, so the trainer is one source for both.
+//
+// Back-end interface (duck-typed; every back end provides exactly these):
+//   explicit Model(const GPT2Config&)          throws std::invalid_argument naming the bad field
+//   GPT2Config config; size_t num_parameters;
+//   void init(uint64_t seed);                   GPT-2 initialisation
+//   float forward(const int* inputs, const int* targets, int B, int T);
+//                                               host token ids (B,T); mean loss, or -1 without targets
+//   void logits_row(int b, int t, float* out);  logits (Vp) at (b,t) of the last forward
+//   void losses(float* out);                    per-position losses (B*T) of the last forward
+//   void zero_grad();
+//   void backward(float loss_scale);            accumulates the gradient of loss_scale * mean loss
+//   double grad_norm();                         global L2 norm of the gradients
+//   void update(float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+//               int step);                      grads *= grad_scale, then AdamW step `step` (1-based);
+//                                               weight decay on the matrices only
+//   void get_params(std::vector<float>&); void set_params(const std::vector<float>&);
+//                                               fp32 (master) weights, layout of model/gpt2_config.h
+//   void get_optimizer(std::vector<float>& m, std::vector<float>& v);
+//   void set_optimizer(const std::vector<float>& m, const std::vector<float>& v);
+//                                               AdamW moments (zeros before the first update)
+// Everything here is deterministic for a fixed thread count, so a resumed run repeats the
+// uninterrupted one bit for bit.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "model/gpt2_cpu.h"
+
+struct ModelCPU {
+    static constexpr const char* backend_name = "cpu";
+    GPT2<float> gpt;
+    GPT2Config config;
+    size_t num_parameters;
+
+    explicit ModelCPU(const GPT2Config& c) : gpt(c), config(c), num_parameters(gpt.num_parameters) {}
+
+    void init(uint64_t seed) { gpt.init(seed); }
+
+    float forward(const int* inputs, const int* targets, int B, int T) { return gpt.forward(inputs, targets, B, T); }
+
+    // logits (Vp) of position (b,t) of the last forward
+    void logits_row(int b, int t, float* out) {
+        check_position(b, t);
+        const float* row = gpt.acts.logits + ((size_t)b * gpt.T + t) * config.padded_vocab_size;
+        std::copy(row, row + config.padded_vocab_size, out);
+    }
+
+    // losses (B*T) of the last forward, which must have had targets
+    void losses(float* out) {
+        if (!gpt.have_targets) throw std::logic_error("losses: the last forward had no targets");
+        std::copy(gpt.acts.losses, gpt.acts.losses + (size_t)gpt.B * gpt.T, out);
+    }
+
+    void zero_grad() { gpt.zero_grad(); }
+    void backward(float loss_scale) { gpt.backward(loss_scale); }
+
+    // The sum of squares in fixed chunks, added in chunk order: the same bits for any number of
+    // threads (an OpenMP reduction combines partial sums in whatever order threads finish).
+    double grad_norm() {
+        const size_t chunk = 1 << 16;
+        size_t n = num_parameters, chunks = (n + chunk - 1) / chunk;
+        std::vector<double> partial(chunks);
+        const float* g = gpt.grads.data();
+#pragma omp parallel for schedule(static)
+        for (size_t c = 0; c < chunks; c++) {
+            double s = 0;
+            size_t end = std::min(n, (c + 1) * chunk);
+            for (size_t i = c * chunk; i < end; i++) s += (double)g[i] * (double)g[i];
+            partial[c] = s;
+        }
+        double sum = 0;
+        for (double s : partial) sum += s;
+        return std::sqrt(sum);
+    }
+
+    void update(float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int step) {
+        if (grad_scale != 1.0f) {
+            float* g = gpt.grads.data();
+#pragma omp parallel for schedule(static)
+            for (size_t i = 0; i < num_parameters; i++) g[i] *= grad_scale;
+        }
+        gpt.update(lr, beta1, beta2, eps, weight_decay, step);
+    }
+
+    void get_params(std::vector<float>& out) { out = gpt.params; }
+    void set_params(const std::vector<float>& in) {
+        check_size("set_params", in.size());
+        gpt.params = in;
+    }
+    void get_optimizer(std::vector<float>& m, std::vector<float>& v) {
+        if (gpt.m.empty()) {
+            m.assign(num_parameters, 0.0f);
+            v.assign(num_parameters, 0.0f);
+        } else {
+            m = gpt.m;
+            v = gpt.v;
+        }
+    }
+    void set_optimizer(const std::vector<float>& m, const std::vector<float>& v) {
+        check_size("set_optimizer (m)", m.size());
+        check_size("set_optimizer (v)", v.size());
+        gpt.m = m;
+        gpt.v = v;
+    }
+
+private:
+    void check_size(const char* what, size_t n) const {
+        if (n != num_parameters) {
+            throw std::invalid_argument(std::string(what) + ": " + std::to_string(n) + " values for a model of " +
+                                        std::to_string(num_parameters) + " parameters");
+        }
+    }
+    void check_position(int b, int t) const {
+        if (b < 0 || b >= gpt.B || t < 0 || t >= gpt.T) {
+            throw std::out_of_range("logits_row: (b, t) = (" + std::to_string(b) + ", " + std::to_string(t) +
+                                    ") outside the last forward's (B, T) = (" + std::to_string(gpt.B) + ", " +
+                                    std::to_string(gpt.T) + ")");
+        }
+    }
+};

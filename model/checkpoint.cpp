@@ -1,0 +1,256 @@
+// Checkpoint I/O (format: model/checkpoint.h).
+#include "model/checkpoint.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdexcept>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static std::string sys_error(const std::string& what, const std::string& path) {
+    return "checkpoint " + path + ": " + what + " failed (" + strerror(errno) + ")";
+}
+
+uint64_t checkpoint_checksum(const void* data, size_t bytes, uint64_t h) {
+    const uint8_t* p = (const uint8_t*)data;
+    size_t words = bytes / 8;
+    for (size_t i = 0; i < words; i++) {
+        uint64_t w;
+        memcpy(&w, p + i * 8, 8);
+        h = (h ^ w) * 1099511628211ull;
+    }
+    for (size_t i = words * 8; i < bytes; i++) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+static void config_to_header(CheckpointHeader& h, const GPT2Config& c) {
+    h.max_seq_len = c.max_seq_len;
+    h.vocab_size = c.vocab_size;
+    h.padded_vocab_size = c.padded_vocab_size;
+    h.num_layers = c.num_layers;
+    h.num_heads = c.num_heads;
+    h.channels = c.channels;
+    h.attn = (int32_t)c.attn;
+    h.p = c.p;
+    h.rope_base = c.rope_base;
+}
+
+static GPT2Config config_from_header(const CheckpointHeader& h) {
+    GPT2Config c;
+    c.max_seq_len = h.max_seq_len;
+    c.vocab_size = h.vocab_size;
+    c.padded_vocab_size = h.padded_vocab_size;
+    c.num_layers = h.num_layers;
+    c.num_heads = h.num_heads;
+    c.channels = h.channels;
+    c.attn = (AttnKind)h.attn;
+    c.p = h.p;
+    c.rope_base = h.rope_base;
+    return c;
+}
+
+// writes all n bytes or throws
+static void write_all(int fd, const void* data, size_t n, const std::string& tmp) {
+    const char* p = (const char*)data;
+    while (n > 0) {
+        ssize_t w = write(fd, p, std::min(n, (size_t)1 << 30));
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            if (w == 0) errno = ENOSPC;
+            throw std::runtime_error(sys_error("writing", tmp));
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+void checkpoint_write(const std::string& path, const Checkpoint& ck) {
+    std::string err = gpt2_config_error(ck.config);
+    if (!err.empty()) throw std::invalid_argument("checkpoint " + path + ": " + err);
+    size_t n = ck.params.size();
+    if (ck.m.size() != n || ck.v.size() != n)
+        throw std::invalid_argument("checkpoint " + path + ": params, m and v must have the same length");
+    CheckpointHeader h;
+    memset((void*)&h, 0, sizeof h);
+    h.magic = CHECKPOINT_MAGIC;
+    h.version = CHECKPOINT_VERSION;
+    config_to_header(h, ck.config);
+    h.num_parameters = n;
+    h.train = ck.train;
+    uint64_t sum = checkpoint_checksum(ck.params.data(), n * sizeof(float));
+    sum = checkpoint_checksum(ck.m.data(), n * sizeof(float), sum);
+    h.payload_checksum = checkpoint_checksum(ck.v.data(), n * sizeof(float), sum);
+
+    std::string tmp = path + ".tmp";
+    int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) throw std::runtime_error(sys_error("creating", tmp));
+    try {
+        write_all(fd, &h, sizeof h, tmp);
+        write_all(fd, ck.params.data(), n * sizeof(float), tmp);
+        write_all(fd, ck.m.data(), n * sizeof(float), tmp);
+        write_all(fd, ck.v.data(), n * sizeof(float), tmp);
+        if (fsync(fd) != 0) throw std::runtime_error(sys_error("fsync of", tmp));
+    } catch (...) {
+        close(fd);
+        unlink(tmp.c_str());
+        throw;
+    }
+    if (close(fd) != 0) {
+        std::string msg = sys_error("closing", tmp);
+        unlink(tmp.c_str());
+        throw std::runtime_error(msg);
+    }
+    if (rename(tmp.c_str(), path.c_str()) != 0) {
+        std::string msg = sys_error("renaming " + tmp + " to", path);
+        unlink(tmp.c_str());
+        throw std::runtime_error(msg);
+    }
+    // make the rename itself durable
+    std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/') + 1);
+    int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+}
+
+CheckpointHeader checkpoint_read_header(const std::string& path, GPT2Config* config) {
+    FILE* f = fopen(path.c_str(), "rb");
+    if (!f) throw std::runtime_error(sys_error("opening", path));
+    CheckpointHeader h;
+    memset((void*)&h, 0, sizeof h);
+    size_t got = fread(&h, 1, sizeof h, f);
+    struct stat st;
+    int rc = fstat(fileno(f), &st);
+    fclose(f);
+    if (rc != 0) throw std::runtime_error(sys_error("stat", path));
+    if (got >= 4 && h.magic != CHECKPOINT_MAGIC) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "bad magic 0x%08x (expected 0x%08x): not a checkpoint of this trainer", h.magic,
+                 CHECKPOINT_MAGIC);
+        throw std::runtime_error("checkpoint " + path + ": " + msg);
+    }
+    if (got < sizeof h)
+        throw std::runtime_error("checkpoint " + path + ": truncated: " + std::to_string(st.st_size) +
+                                 " bytes, shorter than the " + std::to_string(sizeof h) + "-byte header");
+    if (h.version != CHECKPOINT_VERSION)
+        throw std::runtime_error("checkpoint " + path + ": version " + std::to_string(h.version) +
+                                 ", this build reads version " + std::to_string(CHECKPOINT_VERSION));
+    GPT2Config c = config_from_header(h);
+    std::string err = gpt2_config_error(c);
+    if (!err.empty()) throw std::runtime_error("checkpoint " + path + ": corrupt header: " + err);
+    size_t sizes[NUM_PARAM_TENSORS], n = 0;
+    gpt2_param_sizes(sizes, c);
+    for (size_t s : sizes) n += s;
+    if (h.num_parameters != n)
+        throw std::runtime_error("checkpoint " + path + ": corrupt header: " + std::to_string(h.num_parameters) +
+                                 " parameters, its config has " + std::to_string(n));
+    uint64_t expected = sizeof h + 3 * n * sizeof(float);
+    if ((uint64_t)st.st_size != expected)
+        throw std::runtime_error("checkpoint " + path + ": " +
+                                 ((uint64_t)st.st_size < expected ? "truncated: " : "trailing bytes: ") +
+                                 std::to_string(st.st_size) + " bytes, expected " + std::to_string(expected) +
+                                 " for " + std::to_string(n) + " parameters");
+    if (config) *config = c;
+    return h;
+}
+
+void checkpoint_read(const std::string& path, Checkpoint& ck, bool with_optimizer) {
+    CheckpointHeader h = checkpoint_read_header(path, &ck.config);
+    ck.train = h.train;
+    size_t n = h.num_parameters;
+    FILE* f = fopen(path.c_str(), "rb");
+    if (!f) throw std::runtime_error(sys_error("opening", path));
+    ck.params.resize(n);
+    std::vector<float> m(n), v(n);
+    bool ok = fseek(f, (long)sizeof h, SEEK_SET) == 0 && fread(ck.params.data(), sizeof(float), n, f) == n &&
+              fread(m.data(), sizeof(float), n, f) == n && fread(v.data(), sizeof(float), n, f) == n;
+    fclose(f);
+    if (!ok) throw std::runtime_error("checkpoint " + path + ": truncated while reading (the file changed?)");
+    uint64_t sum = checkpoint_checksum(ck.params.data(), n * sizeof(float));
+    sum = checkpoint_checksum(m.data(), n * sizeof(float), sum);
+    sum = checkpoint_checksum(v.data(), n * sizeof(float), sum);
+    if (sum != h.payload_checksum)
+        throw std::runtime_error("checkpoint " + path + ": checksum mismatch: the weights or moments are corrupt");
+    if (with_optimizer) {
+        ck.m.swap(m);
+        ck.v.swap(v);
+    } else {
+        ck.m.clear();
+        ck.v.clear();
+    }
+}
+
+std::string checkpoint_config_mismatch(const std::string& path, const GPT2Config& have, const GPT2Config& want,
+                                       bool check_max_seq_len) {
+    char msg[512];
+    if (have.attn != want.attn) {
+        snprintf(msg, sizeof msg,
+                 "checkpoint %s was made for attention %s, this binary is built for %s "
+                 "(use the binary built with make ... ATTN=%s)",
+                 path.c_str(), attn_kind_name(have.attn), attn_kind_name(want.attn), attn_kind_name(have.attn));
+        return msg;
+    }
+    struct Field { const char* name; long long have, want; } ints[] = {
+        {"num_layers", have.num_layers, want.num_layers},
+        {"num_heads", have.num_heads, want.num_heads},
+        {"channels", have.channels, want.channels},
+        {"vocab_size", have.vocab_size, want.vocab_size},
+        {"padded_vocab_size", have.padded_vocab_size, want.padded_vocab_size},
+        {"max_seq_len", have.max_seq_len, check_max_seq_len ? want.max_seq_len : have.max_seq_len},
+    };
+    for (const Field& f : ints) {
+        if (f.have != f.want) {
+            snprintf(msg, sizeof msg, "checkpoint %s has %s = %lld, this run asks for %lld", path.c_str(), f.name,
+                     f.have, f.want);
+            return msg;
+        }
+    }
+    if (have.attn == ATTN_LSSAR && have.p != want.p) {
+        snprintf(msg, sizeof msg, "checkpoint %s has LSSAR p = %g, this run asks for p = %g", path.c_str(), have.p,
+                 want.p);
+        return msg;
+    }
+    if (have.rope_base != want.rope_base) {
+        snprintf(msg, sizeof msg, "checkpoint %s has rope_base = %g, this run asks for %g", path.c_str(),
+                 have.rope_base, want.rope_base);
+        return msg;
+    }
+    return "";
+}
+
+std::string checkpoint_path(const std::string& dir, int64_t step) {
+    char name[64];
+    snprintf(name, sizeof name, "/ckpt_%08lld.bin", (long long)step);
+    return dir + name;
+}
+
+std::vector<int64_t> checkpoint_steps(const std::string& dir) {
+    std::vector<int64_t> steps;
+    DIR* d = opendir(dir.c_str());
+    if (!d) return steps;
+    while (struct dirent* e = readdir(d)) {
+        long long step;
+        int len = 0;
+        if (sscanf(e->d_name, "ckpt_%8lld.bin%n", &step, &len) == 1 && len == (int)strlen(e->d_name) &&
+            strlen(e->d_name) == 17)
+            steps.push_back(step);
+    }
+    closedir(d);
+    std::sort(steps.begin(), steps.end());
+    return steps;
+}
+
+void checkpoint_keep_last(const std::string& dir, int keep) {
+    if (keep <= 0) return;
+    std::vector<int64_t> steps = checkpoint_steps(dir);
+    for (size_t i = 0; i + keep < steps.size(); i++) {
+        std::string path = checkpoint_path(dir, steps[i]);
+        if (unlink(path.c_str()) != 0) fprintf(stderr, "warning: cannot remove old %s (%s)\n", path.c_str(), strerror(errno));
+    }
+}

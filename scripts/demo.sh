@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The main job on a machine without a GPU: train a small GPT-2 + RoPE on the King James Bible
+# twice, once with softmax attention and once with LSSAR (p = 15), on the CPU, then measure the
+# validation loss of both at 1x to 16x the training length, print it side by side and plot it.
+#   bash scripts/demo.sh                     2-3 minutes of training per model on 2 cores, ~8 minutes in all
+#   STEPS=600 THREADS=8 bash scripts/demo.sh longer / on more cores
+# Writes out/demo/{softmax,lssar}/ (log.jsonl, the final checkpoint), out/demo/{softmax,lssar}.csv
+# and out/demo/loss_vs_length.png. Running it again resumes or reuses finished runs (-y 1).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+STEPS=${STEPS:-200}           # optimizer steps per model, 1024 tokens each
+THREADS=${THREADS:-2}
+OUT=${OUT:-out/demo}
+MODEL=${MODEL:-d4c128h2}      # 4 layers, 128 channels, 2 heads of 64 (7.2M parameters, 6.4M of them the embedding)
+T=64                          # training length; evaluated at 64 ... 1024
+
+bash scripts/install_deps.sh
+echo "== building the CPU trainer and the loss-versus-length tool for softmax and lssar"
+make -s train_gpt2cpu_softmax train_gpt2cpu_lssar build/loss_vs_length_cpu_softmax build/loss_vs_length_cpu_lssar
+if [ ! -s data/kjv/kjv_train_000000.bin ] || [ ! -s data/kjv/kjv_val_000000.bin ]; then
+    echo "== tokenizing the King James Bible into data/kjv"
+    bash scripts/prepare_kjv.sh
+fi
+
+# OMP_WAIT_POLICY=passive: OpenMP threads that spin between parallel regions would take the
+# cores from OpenBLAS's threads.
+export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS OMP_WAIT_POLICY=passive
+mkdir -p "$OUT"
+final=$(printf "ckpt_%08d.bin" "$STEPS")
+for attn in softmax lssar; do
+    echo "== training $MODEL with $attn attention: $STEPS steps of 16 x $T tokens"
+    ./train_gpt2cpu_$attn -i "data/kjv/kjv_train_*.bin" -j "data/kjv/kjv_val_*.bin" -o "$OUT/$attn" \
+        -e "$MODEL" -p 15 -b 16 -t $T -x "$STEPS" -l 2e-3 -u 20 -k cosine -q 0.1 -c 0.1 -gc 1.0 \
+        -v 50 -m 20 -s "$STEPS" -g 48 -gk 40 -gp "And God said" -n "$STEPS" -nk 1 -y 1
+    echo "== loss versus length, $attn"
+    ./build/loss_vs_length_cpu_$attn -e "$OUT/$attn/$final" -j "data/kjv/kjv_val_*.bin" -t $T \
+        -l 1,2,4,8,16 -o "$OUT/$attn.csv"
+done
+
+echo "== softmax and LSSAR side by side (trained at $T tokens)"
+/usr/bin/python3 eval/plot_loss_vs_length.py softmax="$OUT/softmax.csv" "lssar p=15"="$OUT/lssar.csv" \
+    --train-len $T --title "KJV, $MODEL, trained at $T tokens for $STEPS steps" -o "$OUT/loss_vs_length.png"
