@@ -10,19 +10,28 @@ void fused_classifier(T* losses, T* dlogits, const T* logits, const int* targets
 #pragma omp parallel for
     for (int n = 0; n < N; n++) {
         const T* x = logits + (size_t)n * Vp;
+        T* d = dlogits ? dlogits + (size_t)n * Vp : nullptr;
+        int target = targets[n];
+        T x_target = x[target];  // read before d (which may alias x) is written
         T xmax = x[0];
         for (int j = 1; j < V; j++) xmax = x[j] > xmax ? x[j] : xmax;
+        // one exp per logit: with a gradient to write, exp(x - max) is kept in d and scaled below
         T sum = 0;
-        for (int j = 0; j < V; j++) sum += std::exp(x[j] - xmax);
-        int target = targets[n];
-        T x_target = x[target];
-        losses[n] = std::log(sum) + xmax - x_target;
-        if (dlogits) {
-            T* d = dlogits + (size_t)n * Vp;
+        if (d) {
             for (int j = 0; j < V; j++) {
-                T prob = std::exp(x[j] - xmax) / sum;
-                d[j] = (prob - (j == target ? T(1) : T(0))) * dloss;
+                T e = std::exp(x[j] - xmax);
+                d[j] = e;
+                sum += e;
             }
+        } else {
+            for (int j = 0; j < V; j++) sum += std::exp(x[j] - xmax);
+        }
+        losses[n] = std::log(sum) + xmax - x_target;
+        if (d) {
+            // d = (softmax - onehot) * dloss
+            T scale = dloss / sum;
+            for (int j = 0; j < V; j++) d[j] *= scale;
+            d[target] -= dloss;
             for (int j = V; j < Vp; j++) d[j] = 0;
         }
     }
