@@ -203,9 +203,9 @@ void attention_forward(T* out, T* stats, const T* qkv, int B, int T_, int NH, in
 
 // d(score) of one row from dW (= dy . v_j), following LSSAR.md "Backward".
 // w: the row's final weights; s, a: its scores and softplus values; stats as in the forward.
-// Writes ds[0..t] (the gradient with respect to s_tj).
+// Writes ds[0..t] (the gradient with respect to s_tj); dA is scratch of length t+1.
 template <class T>
-void attention_row_dscores(T* ds, const T* dW, const T* w, const T* s, const T* a, const T stats[3], int t,
+void attention_row_dscores(T* ds, T* dA, const T* dW, const T* w, const T* s, const T* a, const T stats[3], int t,
                            AttnKind kind, double p) {
     // D = sum_j w_j dW_j  (= dy . y)
     T D = 0;
@@ -215,7 +215,6 @@ void attention_row_dscores(T* ds, const T* dW, const T* w, const T* s, const T* 
         return;
     }
     T S1 = stats[0];
-    std::vector<T> dA(t + 1);
     if (kind == ATTN_LSSA) {
         for (int j = 0; j <= t; j++) dA[j] = dW[j];
     } else {
@@ -262,7 +261,7 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, int B, int T_, int
             std::vector<T> W(TT, T(0)), dS(TT, T(0));
 #pragma omp parallel
             {
-                std::vector<T> s(T_), a(T_), dW(T_);
+                std::vector<T> s(T_), a(T_), dW(T_), dA(T_), dqe(hd), dke(hd);
 #pragma omp for schedule(dynamic, 8)
                 for (int t = 0; t < T_; t++) {
                     T* w = &W[(size_t)t * T_];
@@ -276,11 +275,11 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, int B, int T_, int
                         dW[j] = d;
                     }
                     T* ds = &dS[(size_t)t * T_];
-                    attention_row_dscores(ds, dW.data(), w, s.data(), a.data(), stats, t, kind, p);
+                    attention_row_dscores(ds, dA.data(), dW.data(), w, s.data(), a.data(), stats, t, kind, p);
                     T scale = kind == ATTN_SOFTMAX ? T(1) / std::sqrt(T(hd)) : lssa_scale<T>(t, hd);
                     for (int j = 0; j <= t; j++) ds[j] *= scale;
                     // dq_t: d(qe_t) = sum_j ds_tj ke_j, then through the normalisation
-                    std::vector<T> dqe(hd, T(0));
+                    std::fill(dqe.begin(), dqe.end(), T(0));
                     for (int j = 0; j <= t; j++)
                         for (int i = 0; i < hd; i++) dqe[i] += ds[j] * ke_h[(size_t)j * hd + i];
                     T* dq = dqkv + ((size_t)(b * T_ + t) * 3 + 0) * C + h * hd;
@@ -293,7 +292,7 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, int B, int T_, int
 #pragma omp for schedule(dynamic, 8)
                 for (int j = 0; j < T_; j++) {
                     // dk_j = sum_t ds_tj qe_t (through the normalisation), dv_j = sum_t W_tj dy_t
-                    std::vector<T> dke(hd, T(0));
+                    std::fill(dke.begin(), dke.end(), T(0));
                     T* dv = dqkv + ((size_t)(b * T_ + j) * 3 + 2) * C + h * hd;
                     for (int t = j; t < T_; t++) {
                         T ds = dS[(size_t)t * T_ + j], w = W[(size_t)t * T_ + j];
