@@ -3,6 +3,8 @@
 //   make train_gpt2cpu ATTN=lssar   g++, CPU back end (model/backend_cpu.h)     -> ./train_gpt2cpu_lssar
 //   make train_gpt2cu ATTN=lssar    nvcc, CUDA back end (model/gpt2_cuda.cuh)   -> ./train_gpt2cu_lssar
 // The attention variant is fixed at build time (ATTN_NAME) and recorded in every checkpoint.
+// The CUDA back end trains data-parallel over several processes (model/distributed.h):
+//   scripts/launch.sh -n 8 ./train_gpt2cu_lssar ...   (or srun); the CPU back end is one process.
 // The back-end interface the loop is written against is listed at the top of model/backend_cpu.h.
 // Flags follow llm.c's train_gpt2.cu where the meaning is the same; -h lists them all.
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <sys/stat.h>
 #include <vector>
@@ -20,6 +23,7 @@
 #include "model/backend_cpu.h"
 typedef ModelCPU Model;
 #else
+#include "model/distributed.h"
 #include "model/gpt2_cuda.cuh"
 typedef GPT2Cuda Model;
 #endif
@@ -31,6 +35,40 @@ typedef GPT2Cuda Model;
 
 #ifndef ATTN_NAME
 #error "build with -DATTN_NAME='\"softmax\"' (or lssa, lssar); make sets it from ATTN=..."
+#endif
+
+#ifdef TRAIN_BACKEND_CPU
+// The CPU back end trains in one process: model/distributed.h's calls in their one-rank form, so
+// that the training loop is the same for both back ends.
+struct DistConfig {
+    int rank = 0, world = 1;
+};
+
+static DistConfig dist_config_from_env() {
+    for (const char* name : {"WORLD_SIZE", "SLURM_NTASKS"}) {
+        const char* v = getenv(name);
+        if (v != nullptr && *v != 0 && strcmp(v, "1") != 0)
+            throw std::runtime_error(std::string(name) + "=" + v + ": the CPU trainer runs as one process; train "
+                                     "data-parallel with the CUDA build (make train_gpt2cu), or unset " + name);
+    }
+    return DistConfig();
+}
+
+struct Distributed {
+    DistConfig config;
+    bool zero1 = false;
+    void init(const DistConfig& c) { config = c; }
+    void attach(Model&, bool) {}
+    void reduce_grads(Model&) {}
+    double grad_norm(Model& model) { return model.grad_norm(); }
+    float average(float x) { return x; }
+    void update(Model& model, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                int step) {
+        model.update(lr, beta1, beta2, eps, weight_decay, grad_scale, step);
+    }
+    void gather_optimizer_state(Model&) {}
+    void finish() {}
+};
 #endif
 
 // ----------------------------------------------------------------------------
@@ -63,6 +101,7 @@ struct Options {
     bool rope_given = false;
     int max_skips = 5;                                       // -sk
     float spike_z = 0.0f;                                    // -sl
+    int zero1 = 0;                                           // -z
 };
 
 static void usage() {
@@ -83,8 +122,11 @@ static void usage() {
         "Batch\n"
         "  -b <int>     micro-batch size B (default %d)\n"
         "  -t <int>     sequence length T (default %d)\n"
-        "  -d <int>     total batch size in tokens, a multiple of B*T: gradient accumulation = d/(B*T)\n"
-        "               (default B*T)\n"
+        "  -d <int>     total batch size in tokens over all ranks, a multiple of B*T*ranks: gradient\n"
+        "               accumulation = d/(B*T*ranks) (default B*T*ranks)\n"
+        "Data parallelism (CUDA build; one process per GPU: scripts/launch.sh -n 8 ./train_gpt2cu_...)\n"
+        "  -z <int>     1: ZeRO-1, each rank keeps the optimizer state of its shard of the parameters\n"
+        "               (default %d; no effect with one rank)\n"
         "Optimisation (AdamW, betas 0.9 0.95, eps 1e-8)\n"
         "  -l <float>   learning rate (default %g)\n"
         "  -k <name>    schedule after warmup: cosine, linear or constant (default %s)\n"
@@ -113,7 +155,7 @@ static void usage() {
         "  -n <int>     checkpoint every this many steps, and at the end (default %d = never; needs -o)\n"
         "  -nk <int>    keep only the newest this many checkpoints (default %d = keep all)\n"
         "  -y <int>     1: resume from the newest checkpoint in -o (model, optimizer, data position, rng,\n"
-        "               step), if there is one (default %d)\n"
+        "               step), if there is one; with as many ranks as the run had (default %d)\n"
         "  -h           this help\n",
 #ifdef TRAIN_BACKEND_CPU
         "cpu",
@@ -121,9 +163,9 @@ static void usage() {
         "cu",
 #endif
         ATTN_NAME, ATTN_NAME, d.train_pattern.c_str(), d.val_pattern.c_str(), d.model.c_str(), d.p, d.rope_base,
-        d.B, d.T, d.lr, d.schedule.c_str(), d.warmup, d.final_frac, d.weight_decay, d.clip, d.seed, d.max_skips,
-        d.spike_z, d.val_every, d.val_steps, d.sample_every, d.gen_tokens, d.top_k, d.temperature, d.ckpt_every,
-        d.ckpt_keep, d.resume);
+        d.B, d.T, d.zero1, d.lr, d.schedule.c_str(), d.warmup, d.final_frac, d.weight_decay, d.clip, d.seed,
+        d.max_skips, d.spike_z, d.val_every, d.val_steps, d.sample_every, d.gen_tokens, d.top_k, d.temperature,
+        d.ckpt_every, d.ckpt_keep, d.resume);
 }
 
 [[noreturn]] static void fail(const std::string& msg, int code = 1) {
@@ -202,12 +244,9 @@ static Options parse_args(int argc, char** argv) {
         else if (flag == "-rb") { o.rope_base = parse_float(flag, v, 1.0001, 1e30, "RoPE base"); o.rope_given = true; }
         else if (flag == "-sk") o.max_skips = (int)parse_int(flag, v, 1, BIG, "consecutive skips");
         else if (flag == "-sl") o.spike_z = parse_float(flag, v, 0, 1e30, "loss spike threshold");
+        else if (flag == "-z") o.zero1 = (int)parse_int(flag, v, 0, 1, "ZeRO-1");
         else fail("unknown flag " + flag + " (-h lists the flags)");
     }
-    if (o.total_batch == -1) o.total_batch = (long long)o.B * o.T;
-    if (o.total_batch % ((long long)o.B * o.T) != 0)
-        fail("-d " + std::to_string(o.total_batch) + ": total batch size must be a multiple of B*T = " +
-             std::to_string((long long)o.B * o.T) + " (-b " + std::to_string(o.B) + " -t " + std::to_string(o.T) + ")");
     if ((o.ckpt_every > 0 || o.resume) && o.out_dir.empty())
         fail(std::string(o.resume ? "-y 1" : "-n " + std::to_string(o.ckpt_every)) + ": checkpoints need an output dir (-o)");
     return o;
@@ -277,6 +316,22 @@ static void truncate_log(const std::string& path, long long step) {
         fail("cannot rewrite " + path + " (" + strerror(errno) + ")");
 }
 
+// The number of ranks that trained the run logged in log_path, as of `step`: its last "world_size"
+// record up to there (written when the run started); 1 for a log without one; 0 if there is no log.
+static int logged_world_size(const std::string& log_path, long long step) {
+    FILE* f = fopen(log_path.c_str(), "r");
+    if (!f) return 0;
+    int world = 1;
+    char line[4096];
+    while (fgets(line, sizeof line, f)) {
+        long long s;
+        int w;
+        if (sscanf(line, "{\"step\":%lld,\"world_size\":%d}", &s, &w) == 2 && s <= step) world = w;
+    }
+    fclose(f);
+    return world;
+}
+
 static std::string format_duration(double seconds) {
     char buf[32];
     long s = (long)(seconds + 0.5);
@@ -288,8 +343,9 @@ static std::string format_duration(double seconds) {
 // Dense bf16 tensor-core peak of the GPU, 0 where unknown (then no MFU is printed).
 static double peak_flops() {
 #ifdef __CUDACC__
+    int device = 0;
     cudaDeviceProp prop;
-    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return 0;
+    if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess) return 0;
     std::string name = prop.name;
     if (name.find("H100") != std::string::npos || name.find("H200") != std::string::npos) return 989e12;
     if (name.find("A100") != std::string::npos) return 312e12;
@@ -304,6 +360,7 @@ static double peak_flops() {
 struct Trainer {
     Options opt;
     GPT2Config config;
+    Distributed dist;  // this process's rank; rank 0 alone prints, logs, samples and writes checkpoints
     Model* model = nullptr;
     DataLoader train_loader, val_loader;
     bool have_val = false;
@@ -330,7 +387,27 @@ struct Trainer {
             val_loader.next_batch(inputs.data(), targets.data());
             sum += model->forward(inputs.data(), targets.data(), opt.B, opt.T);
         }
-        return (float)(sum / steps);
+        return (float)mean_over_ranks(sum / steps);
+    }
+
+    bool is_main() const { return dist.config.rank == 0; }
+
+    // The mean of x over the ranks (exchanged as a float); with one rank x itself, as it was.
+    double mean_over_ranks(double x) { return dist.config.world > 1 ? dist.average((float)x) : x; }
+
+    // -y 1 continues a run on as many ranks as trained it: the batch split and the data each rank
+    // reads depend on it. Rank 0 reads log.jsonl (before rewriting it); every rank learns the answer.
+    void check_resume_world_size(const std::string& checkpoint, long long step) {
+        int logged = is_main() ? logged_world_size(log_path, step) : 0;
+        if (dist.config.world > 1) logged = (int)lround(dist.average((float)logged) * dist.config.world);
+        if (logged == 0) {
+            if (is_main())
+                fprintf(stderr, "warning: no %s: cannot check the run's number of ranks\n", log_path.c_str());
+        } else if (logged != dist.config.world) {
+            fail("-y 1: " + checkpoint + " was trained on " + std::to_string(logged) + " rank(s) (" + log_path +
+                 "), this launch has " + std::to_string(dist.config.world) + ": resume with " +
+                 std::to_string(logged) + ", or start a new run from its weights (-e " + checkpoint + ")");
+        }
     }
 
     void sample(int step) {
@@ -350,7 +427,10 @@ struct Trainer {
         printf("----\n");
     }
 
+    // Every rank calls this (ZeRO-1 gathers the optimizer state); rank 0 writes.
     void save_checkpoint(int step) {
+        dist.gather_optimizer_state(*model);
+        if (!is_main()) return;
         Checkpoint ck;
         ck.config = config;
         state.step = step;
@@ -396,6 +476,18 @@ struct Trainer {
     }
 
     void setup() {
+        DistConfig dc = dist_config_from_env();
+        long long rows = (long long)opt.B * opt.T * dc.world;  // tokens of one micro-step, all ranks
+        if (opt.total_batch == -1) opt.total_batch = rows;
+        if (opt.total_batch % rows != 0) {
+            std::string ranks = dc.world > 1 ? ", " + std::to_string(dc.world) + " ranks" : "";
+            fail("-d " + std::to_string(opt.total_batch) + ": total batch size must be a multiple of B*T" +
+                 (dc.world > 1 ? "*ranks" : "") + " = " + std::to_string(rows) + " (-b " + std::to_string(opt.B) +
+                 " -t " + std::to_string(opt.T) + ranks + ")");
+        }
+        grad_accum = (int)(opt.total_batch / rows);
+        dist.init(dc);  // before the model: selects this rank's GPU
+        if (!is_main() && freopen("/dev/null", "w", stdout) == nullptr) fail("cannot redirect stdout to /dev/null");
         AttnKind attn;
         attn_kind_from_name(ATTN_NAME, &attn);
         config.max_seq_len = opt.T;
@@ -432,10 +524,10 @@ struct Trainer {
 
         inputs.resize((size_t)opt.B * opt.T);
         targets.resize(inputs.size());
-        grad_accum = (int)(opt.total_batch / ((long long)opt.B * opt.T));
-        train_loader.init(opt.train_pattern, opt.B, opt.T, 0, 1, (uint64_t)opt.seed, true, config.vocab_size);
+        int rank = dist.config.rank, world = dist.config.world;
+        train_loader.init(opt.train_pattern, opt.B, opt.T, rank, world, (uint64_t)opt.seed, true, config.vocab_size);
         if (opt.val_every > 0 && !opt.val_pattern.empty()) {
-            val_loader.init(opt.val_pattern, opt.B, opt.T, 0, 1, (uint64_t)opt.seed, false, config.vocab_size);
+            val_loader.init(opt.val_pattern, opt.B, opt.T, rank, world, (uint64_t)opt.seed, false, config.vocab_size);
             have_val = true;
         }
         max_steps = opt.max_steps >= 0 ? opt.max_steps : (int)(train_loader.batches_per_epoch / grad_accum);
@@ -464,6 +556,7 @@ struct Trainer {
                 std::string mismatch = checkpoint_config_mismatch(path, ck.config, config);
                 if (!mismatch.empty()) fail(mismatch + " (the run in " + opt.out_dir + " was started with other flags)");
                 if (!ck.train.has_loader) fail("checkpoint " + path + " holds no data loader position: cannot resume");
+                check_resume_world_size(path, ck.train.step);
                 model->set_params(ck.params);
                 model->set_optimizer(ck.m, ck.v);
                 train_loader.restore(ck.train.loader);
@@ -476,10 +569,12 @@ struct Trainer {
                 printf("no checkpoint in %s: starting from scratch\n", opt.out_dir.c_str());
             }
         }
-        if (!log_path.empty()) {
+        dist.attach(*model, opt.zero1);  // every rank starts from rank 0's weights
+        if (!log_path.empty() && is_main()) {
             if (resumed) truncate_log(log_path, state.step);
             log = fopen(log_path.c_str(), resumed ? "a" : "w");
             if (!log) fail("cannot open " + log_path + " (" + strerror(errno) + ")");
+            if (!resumed) log_line("{\"step\":0,\"world_size\":" + std::to_string(world) + "}");
         }
         if (!opt.prompt.empty() && config.vocab_size != 50257)
             fail("-gp: a prompt needs the GPT-2 vocabulary (50257 tokens), this model has " +
@@ -490,7 +585,8 @@ struct Trainer {
                 have_tokenizer = true;
             } catch (const std::exception& e) {
                 if (!opt.prompt.empty()) fail(std::string("-gp needs the GPT-2 tokenizer: ") + e.what());
-                fprintf(stderr, "warning: no tokenizer, samples are printed as token ids (%s)\n", e.what());
+                if (is_main())
+                    fprintf(stderr, "warning: no tokenizer, samples are printed as token ids (%s)\n", e.what());
             }
         }
         printf("model: %s attention%s, %d layers, %d heads, %d channels, vocab %d (padded %d), %zu parameters, %s back end\n",
@@ -503,8 +599,9 @@ struct Trainer {
                "cuda"
 #endif
         );
-        printf("batch: B %d x T %d x %d accumulation = %lld tokens per step; %d steps; train %lld tokens (%s)\n", opt.B,
-               opt.T, grad_accum, opt.total_batch, max_steps, (long long)train_loader.num_tokens,
+        std::string ranks = world > 1 ? " x " + std::to_string(world) + " ranks" + (dist.zero1 ? " (ZeRO-1)" : "") : "";
+        printf("batch: B %d x T %d x %d accumulation%s = %lld tokens per step; %d steps; train %lld tokens (%s)\n",
+               opt.B, opt.T, grad_accum, ranks.c_str(), opt.total_batch, max_steps, (long long)train_loader.num_tokens,
                opt.train_pattern.c_str());
     }
 
@@ -514,7 +611,7 @@ struct Trainer {
         if (opt.steps_this_run > 0) end = std::min(end, start + opt.steps_this_run);
         double flops_per_step = (6.0 * model->num_parameters + 6.0 * config.num_layers * config.channels * opt.T) *
                                 opt.total_batch;
-        double peak = peak_flops();
+        double peak = peak_flops() * dist.config.world;  // every rank's GPU alike
         if (have_val && start == 0) {
             float val = validate();
             printf("val loss %.6f\n", val);
@@ -531,14 +628,16 @@ struct Trainer {
                 loss += model->forward(inputs.data(), targets.data(), opt.B, opt.T);
                 model->backward(1.0f / grad_accum);
             }
-            loss /= grad_accum;
-            double norm = model->grad_norm();
+            // the same loss and norm on every rank, hence the same guard and clipping decisions
+            loss = mean_over_ranks(loss / grad_accum);
+            dist.reduce_grads(*model);
+            double norm = dist.grad_norm(*model);
             float lr = learning_rate(opt, step, max_steps);
             std::string reason;
             bool ok = guard(loss, norm, reason);
             if (ok) {
                 float scale = opt.clip > 0 && norm > opt.clip ? (float)(opt.clip / norm) : 1.0f;
-                model->update(lr, 0.9f, 0.95f, 1e-8f, opt.weight_decay, scale, step);
+                dist.update(*model, lr, 0.9f, 0.95f, 1e-8f, opt.weight_decay, scale, step);
                 state.consecutive_skips = 0;
             } else {
                 state.consecutive_skips++;
@@ -578,7 +677,7 @@ struct Trainer {
                 printf("val loss %.6f\n", val);
                 log_line("{\"step\":" + std::to_string(step) + ",\"val_loss\":" + json_number(val) + "}");
             }
-            if (opt.sample_every > 0 && (step % opt.sample_every == 0 || last)) sample(step);
+            if (is_main() && opt.sample_every > 0 && (step % opt.sample_every == 0 || last)) sample(step);
             bool stop_here = step == end && end < max_steps;
             if (!opt.out_dir.empty() && ok &&
                 ((opt.ckpt_every > 0 && (step % opt.ckpt_every == 0 || last)) || stop_here))
@@ -587,11 +686,13 @@ struct Trainer {
         if (end < max_steps) printf("stopped after step %d of %d (-xi); continue with -y 1\n", end, max_steps);
         if (state.total_skips > 0) printf("%d updates were skipped by the guard\n", state.total_skips);
         if (log) fclose(log);
+        dist.finish();
         return 0;
     }
 };
 
 int main(int argc, char** argv) {
+    setvbuf(stdout, nullptr, _IOLBF, 0);  // whole lines, so that scripts/launch.sh's rank prefixes apply
     Trainer trainer;
     trainer.opt = parse_args(argc, argv);
     try {

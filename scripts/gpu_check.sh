@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The project's prepared GPU check: on a machine with an NVIDIA GPU it builds with nvcc, runs every
-# emulated test's GPU twin unchanged on the device, then the attention benchmark (its ratios), in a
-# few minutes. Logs go to build/gpu_check.log. Exit status 0 only if every step passed.
+# emulated test's GPU twin unchanged on the device, then the attention benchmark (its ratios) and
+# the trainer's speed (scripts/gpu_train_check.sh: GPT-2 124M, softmax against LSSAR), in a few
+# minutes. Logs go to build/gpu_check.log. Exit status 0 only if every step passed.
 #   bash scripts/gpu_check.sh            all steps
-#   bash scripts/gpu_check.sh --quick    tests only, no benchmark
+#   bash scripts/gpu_check.sh --quick    tests only, no benchmarks
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if ! nvidia-smi -L >/dev/null 2>&1; then
@@ -29,6 +30,7 @@ for t in "${tests[@]}"; do
 done
 if [ "${1:-}" != "--quick" ]; then
     bash scripts/gpu_check_attention.sh || status=1
+    bash scripts/gpu_train_check.sh || status=1
 fi
 echo "gpu_check total: $(( $(date +%s) - start )) s, $([ $status = 0 ] && echo PASSED || echo FAILED)"
 exit $status
