@@ -517,36 +517,13 @@ lssar_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* dout, 
         __syncthreads();                   // sdS complete
 
         // dQ~ of the warp's 16 queries += dS (16 x ROWS keys) K~
-        FragA sf[RT / 2];
-        ATTN_UNROLL
-        for (int kk = 0; kk < RT / 2; kk++) { load_frag_a(sf[kk], sdS, LDS, warp * 16, kk * 16); }
-        ATTN_UNROLL
-        for (int nt = 0; nt < Tile::HTILES; nt++) {  // one n8 column of dQ at a time (registers)
-            FragC dq;
-            frag_zero(dq);
-            warp_mma_ab_ntile(dq, sf, sK, LD, nt * 8);
-            ATTN_UNROLL
-            for (int i = 0; i < 4; i++) {
-                int t = q0 + warp * 16 + frag_row(lane, i);
-                if (t < T) {
-                    atomicAdd(dqh + ((size_t)b * T + t) * C + h * HD + nt * 8 + frag_col(lane, i), dq.x[i]);
-                }
-            }
-        }
+        warp_accumulate_dq<RT, Tile::HTILES>(dqh + (size_t)b * T * C + h * HD, C, T, q0, sdS, LDS, sK, LD, warp,
+                                             lane);
     }
 
     // dk-hat (fp32, finished by lssa_normgrad_kernel) and dv (bf16) of the warp's keys
-    ATTN_UNROLL
-    for (int nt = 0; nt < Tile::HTILES; nt++) {
-        ATTN_UNROLL
-        for (int i = 0; i < 4; i++) {
-            int j = key[i / 2];
-            if (j >= T) { continue; }
-            int col = nt * 8 + frag_col(lane, i);
-            dkh[((size_t)b * T + j) * C + h * HD + col] = dk_acc[nt].x[i];
-            dqkv[((size_t)(b * T + j) * 3 + 2) * C + h * HD + col] = (floatX)dv_acc[nt].x[i];
-        }
-    }
+    warp_store_dk_dv<Tile::HTILES>(dkh + (size_t)b * T * C + h * HD, C, dqkv + ((size_t)b * T * 3 + 2) * C + h * HD,
+                                   key, T, dk_acc, dv_acc, lane);
 }
 
 // dq and dk from the gradients of the normalised vectors (LSSAR.md):

@@ -154,6 +154,46 @@ __device__ __forceinline__ void load_frags_a(FragA (&a)[KS], sptr<floatX> tile, 
     for (int kk = 0; kk < KS; kk++) { load_frag_a(a[kk], tile, ld, row0, kk * 16); }
 }
 
+// The backward's end of a key tile, shared by every variant: dQ of the warp's 16 query rows
+// (q0 + 16 warp ..) += dS (those rows of the (16 RT) x (16 RT) tile in shared) . K, one n8
+// column tile at a time, accumulated into fp32 dq_rows (row stride C) with atomics, since every
+// key tile adds to the same rows.
+template <int RT, int HTILES>
+__device__ __forceinline__ void warp_accumulate_dq(float* dq_rows, int C, int T, int q0, sptr<floatX> sdS, int lds,
+                                                   sptr<floatX> sK, int ld, int warp, int lane) {
+    FragA sf[RT / 2];
+    load_frags_a(sf, sdS, lds, warp * 16);
+    ATTN_UNROLL
+    for (int nt = 0; nt < HTILES; nt++) {  // one n8 column of dQ at a time (registers)
+        FragC dq;
+        frag_zero(dq);
+        warp_mma_ab_ntile(dq, sf, sK, ld, nt * 8);
+        ATTN_UNROLL
+        for (int i = 0; i < 4; i++) {
+            int t = q0 + warp * 16 + frag_row(lane, i);
+            if (t < T) { atomicAdd(dq_rows + (size_t)t * C + nt * 8 + frag_col(lane, i), dq.x[i]); }
+        }
+    }
+}
+
+// The warp's finished key rows key[0..1]: dk (fp32, row stride C) and dv (bf16, row stride 3C).
+template <int HTILES>
+__device__ __forceinline__ void warp_store_dk_dv(float* dk_rows, int C, floatX* dv_rows, const int (&key)[2], int T,
+                                                 const FragC (&dk_acc)[HTILES], const FragC (&dv_acc)[HTILES],
+                                                 int lane) {
+    ATTN_UNROLL
+    for (int nt = 0; nt < HTILES; nt++) {
+        ATTN_UNROLL
+        for (int i = 0; i < 4; i++) {
+            int j = key[i / 2];
+            if (j >= T) { continue; }
+            int col = nt * 8 + frag_col(lane, i);
+            dk_rows[(size_t)j * C + col] = dk_acc[nt].x[i];
+            dv_rows[(size_t)j * 3 * C + col] = (floatX)dv_acc[nt].x[i];
+        }
+    }
+}
+
 // ----------------------------------------------------------------------------
 // Row reductions over the 4 lanes of a quad (the lanes that share a fragment row).
 
