@@ -557,7 +557,8 @@ struct Trainer {
                 if (!mismatch.empty()) fail(mismatch + " (the run in " + opt.out_dir + " was started with other flags)");
                 if (!ck.train.has_loader) fail("checkpoint " + path + " holds no data loader position: cannot resume");
                 check_resume_world_size(path, ck.train.step);
-                model->set_params(ck.params);
+                // the last update applied: skipped steps leave the weights of the one before
+                model->set_params(ck.params, (int)(ck.train.step - ck.train.consecutive_skips));
                 model->set_optimizer(ck.m, ck.v);
                 train_loader.restore(ck.train.loader);
                 state = ck.train;

@@ -31,6 +31,13 @@ __global__ void adamw_kernel(floatX* params, float* master, const floatX* grads,
     if (master != nullptr) { master[i] = p; }
 }
 
+// The bf16 params an AdamW step with this seed leaves for these master weights: what a resumed
+// run restores, so that it continues bit for bit. params (n) floatX, master (n) fp32.
+__global__ void params_from_master_kernel(floatX* params, const float* master, size_t n, unsigned int seed) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { params[i] = stochastic_round_bf16(master[i], hash_index_seed((unsigned int)i, seed)); }
+}
+
 // Copies bf16 params into fp32 master weights (once, at the start of training). master, params (n)
 __global__ void init_master_weights_kernel(float* master, const floatX* params, size_t n) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -51,6 +58,14 @@ void adamw_update(floatX* params, float* master, const floatX* grads, float* m, 
     cuda_launch(adamw_kernel, dim3((unsigned int)((n + block_size - 1) / block_size)), dim3(block_size), 0, stream,
                 params, master, grads, m, v, n, lr, beta1, beta2, beta1_correction, beta2_correction, eps,
                 weight_decay, grad_scale, seed);
+    cudaCheck(cudaGetLastError());
+}
+
+// params (n) floatX = master (n) fp32 rounded as adamw_update(..., seed, ...) rounds them
+void params_from_master(floatX* params, const float* master, size_t n, unsigned int seed, cudaStream_t stream) {
+    const int block_size = 512;
+    cuda_launch(params_from_master_kernel, dim3((unsigned int)((n + block_size - 1) / block_size)), dim3(block_size),
+                0, stream, params, master, n, seed);
     cudaCheck(cudaGetLastError());
 }
 

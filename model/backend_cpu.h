@@ -17,6 +17,7 @@
 //               int step);                      grads *= grad_scale, then AdamW step `step` (1-based);
 //                                               weight decay on the matrices only
 //   void get_params(std::vector<float>&); void set_params(const std::vector<float>&);
+//   void set_params(const std::vector<float>&, int last_update_step);   (resume: the weights as that step left them)
 //                                               fp32 (master) weights, layout of model/gpt2_config.h
 //   void get_optimizer(std::vector<float>& m, std::vector<float>& v);
 //   void set_optimizer(const std::vector<float>& m, const std::vector<float>& v);
@@ -93,6 +94,8 @@ struct ModelCPU {
         check_size("set_params", in.size());
         gpt.params = in;
     }
+    // resume: the fp32 weights are the whole state on the CPU
+    void set_params(const std::vector<float>& in, int /*last_update_step*/) { set_params(in); }
     void get_optimizer(std::vector<float>& m, std::vector<float>& v) {
         if (gpt.m.empty()) {
             m.assign(num_parameters, 0.0f);

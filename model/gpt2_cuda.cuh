@@ -188,6 +188,19 @@ struct GPT2Cuda {
         cudaCheck(cudaMemcpy(params_memory, rounded.data(), num_parameters * sizeof(floatX), cudaMemcpyHostToDevice));
     }
 
+    // Resume: the master weights in, and the bf16 weights exactly as update(..., last_update_step)
+    // left them (the same stochastic rounding of the same master weights), so that a resumed run
+    // continues bit for bit. last_update_step < 1: no update yet, round to nearest.
+    void set_params(const std::vector<float>& in, int last_update_step) {
+        set_params(in);
+        if (last_update_step < 1) return;
+        for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+            params_from_master(params_memory + param_offsets[i], master_weights + param_offsets[i], param_sizes[i],
+                               hash_index_seed((unsigned int)last_update_step, (unsigned int)i), stream);
+        }
+        cudaCheck(cudaDeviceSynchronize());
+    }
+
     // AdamW moments; zeros before the first update
     void get_optimizer(std::vector<float>& m, std::vector<float>& v) {
         m.assign(num_parameters, 0.0f);
