@@ -17,7 +17,7 @@ log=build/gpu_check.log
 : > "$log"
 start=$(date +%s)
 tests=(build/test_simt_cu build/test_vendor_host_cu build/test_layers_cuda_gpu build/test_attention_cuda_gpu
-       build/test_model_cuda_gpu)
+       build/test_model_cuda_gpu build/test_distributed_gpu)
 make -j"$(nproc)" "${tests[@]}" >> "$log" 2>&1 || { echo "gpu_check: build failed, see $log"; tail -30 "$log"; exit 1; }
 echo "build: $(( $(date +%s) - start )) s"
 status=0
