@@ -103,17 +103,7 @@ softmax_forward_kernel(floatX* out, float* stats, const floatX* qkv, int T, int 
         row_sum[r] = quad_sum(row_sum[r]);
         inv[r] = 1.0f / row_sum[r];
     }
-    ATTN_UNROLL
-    for (int nt = 0; nt < Tile::HTILES; nt++) {
-        ATTN_UNROLL
-        for (int r = 0; r < 2; r++) {
-            if (row[r] >= T) { continue; }
-            int col = nt * 8 + frag_col(lane, 2 * r);
-            floatX* y = out + ((size_t)b * T + row[r]) * C + h * HD + col;
-            y[0] = (floatX)(acc[nt].x[2 * r] * inv[r]);
-            y[1] = (floatX)(acc[nt].x[2 * r + 1] * inv[r]);
-        }
-    }
+    warp_store_rows_scaled<Tile::HTILES>(out + (size_t)b * T * C + h * HD, C, row, T, acc, inv, lane);
     if (lane % 4 == 0) {
         ATTN_UNROLL
         for (int r = 0; r < 2; r++) {

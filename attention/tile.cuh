@@ -154,6 +154,23 @@ __device__ __forceinline__ void load_frags_a(FragA (&a)[KS], sptr<floatX> tile, 
     for (int kk = 0; kk < KS; kk++) { load_frag_a(a[kk], tile, ld, row0, kk * 16); }
 }
 
+// The forward's output rows of the warp, row[0..1] of its fragment rows: acc (16 x 8 HTILES)
+// scaled per row by inv, stored as bf16 into out_rows (row stride C); rows >= T are not written.
+template <int HTILES>
+__device__ __forceinline__ void warp_store_rows_scaled(floatX* out_rows, int C, const int (&row)[2], int T,
+                                                       const FragC (&acc)[HTILES], const float (&inv)[2], int lane) {
+    ATTN_UNROLL
+    for (int nt = 0; nt < HTILES; nt++) {
+        ATTN_UNROLL
+        for (int r = 0; r < 2; r++) {
+            if (row[r] >= T) { continue; }
+            floatX* y = out_rows + (size_t)row[r] * C + nt * 8 + frag_col(lane, 2 * r);
+            y[0] = (floatX)(acc[nt].x[2 * r] * inv[r]);
+            y[1] = (floatX)(acc[nt].x[2 * r + 1] * inv[r]);
+        }
+    }
+}
+
 // The backward's end of a key tile, shared by every variant: dQ of the warp's 16 query rows
 // (q0 + 16 warp ..) += dS (those rows of the (16 RT) x (16 RT) tile in shared) . K, one n8
 // column tile at a time, accumulated into fp32 dq_rows (row stride C) with atomics, since every
