@@ -13,6 +13,8 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include <cmath>
+
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -361,6 +363,51 @@ TEST_CASE("the guard skips non-finite updates, logs them, and stops with the las
     CHECK(log.find("\"skipped\":\"non-finite loss\"") != std::string::npos);
     CHECK(log.find("{\"step\":4,\"stopped\":\"non-finite loss\"}") != std::string::npos);
     CHECK(log.find("{\"step\":5,") == std::string::npos);
+}
+
+TEST_CASE("the spike guard skips the first loss that is -sl standard deviations above its running mean") {
+    // The run without the guard gives the losses; the guard's rule (train_gpt2.cu, -sl), written
+    // again here, gives each loss's distance above its running mean in running standard deviations
+    // (exact mean/variance for the first 20 losses, then exponential with weight 1/20). With -sl at
+    // half the largest distance seen after 20 losses, the guard must skip first at the first step
+    // beyond it; until that step the two runs are identical. A learning rate of 1e-9 keeps the
+    // model still, so the losses scatter around a level mean (a falling loss never rises above it).
+    TempDir dir, control;
+    Result c = run(tiny_run(control.path, "-x 40 -sk 100 -v 0 -s 0 -l 1e-9 -u 0"));
+    REQUIRE(c.code == 0);
+    CHECK(read_file(control.path + "/log.jsonl").find("skipped") == std::string::npos);
+    std::vector<std::pair<int, double>> z_of_step;  // (step, z) for the losses after the first 20
+    double mean = 0, var = 0, z_max = 0;
+    long count = 0;
+    for (const std::string& rec : loss_records(control.path + "/log.jsonl")) {
+        int step;
+        double loss;
+        if (sscanf(rec.c_str(), "{\"step\":%d,\"loss\":%lf", &step, &loss) != 2) continue;
+        if (count >= 20 && var > 0) {
+            double zs = (loss - mean) / std::sqrt(var);
+            z_of_step.push_back({step, zs});
+            z_max = std::max(z_max, zs);
+        }
+        count++;
+        double w = std::max(1.0 / count, 0.05), delta = loss - mean;
+        mean += w * delta;
+        var = (1 - w) * (var + w * delta * delta);
+    }
+    REQUIRE_MESSAGE(z_max > 0, "no loss after the first 20 is above its running mean");
+    char z[32];
+    snprintf(z, sizeof z, "%.6f", z_max / 2);
+    int predicted = 0;
+    for (auto& [step, zs] : z_of_step) {
+        if (zs > atof(z)) { predicted = step; break; }
+    }
+    Result r = run(tiny_run(dir.path, std::string("-x 40 -sk 100 -v 0 -s 0 -l 1e-9 -u 0 -sl ") + z));
+    INFO(r.output);
+    REQUIRE(r.code == 0);
+    std::string log = read_file(dir.path + "/log.jsonl");
+    size_t first = log.find("\"skipped\":\"loss spike (");
+    REQUIRE(first != std::string::npos);
+    size_t rec = log.rfind("{\"step\":", first);
+    CHECK(std::atoi(log.c_str() + rec + 8) == predicted);
 }
 
 TEST_CASE("a failed checkpoint write leaves the previous checkpoint intact") {
