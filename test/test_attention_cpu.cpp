@@ -228,11 +228,13 @@ static double stable_float32_error(const LongInputs& in, double p) {
     std::vector<float> qkv32(in.qkv.begin(), in.qkv.end()), y32(n_out);
     attention_forward(y32.data(), (float*)nullptr, qkv32.data(), 1, in.T, 1, in.hd, ATTN_LSSAR, p);
     double scale = 0, err = 0;
+    size_t nonfinite = 0;
     for (size_t i = 0; i < n_out; i++) {
-        REQUIRE(std::isfinite(y32[i]));
+        nonfinite += !std::isfinite(y32[i]);
         scale = std::max(scale, std::fabs(y64[i]));
         err = std::max(err, std::fabs((double)y32[i] - y64[i]));
     }
+    REQUIRE(nonfinite == 0);
     return err / scale;
 }
 
