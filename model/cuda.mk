@@ -8,12 +8,12 @@ GPT2_CPU_HEADERS  := model/gpt2_cpu.h $(wildcard layers/*_cpu.h)
 
 # $$(...) : the emulator's libraries are defined by test/simt/*.mk
 .SECONDEXPANSION:
-$(BUILD)/test_model_cuda: test/test_model_cuda.cu $(GPT2_CUDA_HEADERS) $(GPT2_CPU_HEADERS) $$(VENDOR_LIB) $$(SIMT_LIB) | $(BUILD)
+$(BUILD)/test_model_cuda: test/test_model_cuda.cu test/tiny_gpt2_cuda.h $(GPT2_CUDA_HEADERS) $(GPT2_CPU_HEADERS) $$(VENDOR_LIB) $$(SIMT_LIB) | $(BUILD)
 	$(CXX) $(CXXFLAGS) $(SIMT_CXXFLAGS) -x c++ $< -x none $(VENDOR_LIB) $(SIMT_LDLIBS) $(BLAS_LDLIBS) $(LDLIBS) -o $@
 
 TESTS += $(BUILD)/test_model_cuda
 
-$(BUILD)/test_model_cuda_gpu: test/test_model_cuda.cu $(GPT2_CUDA_HEADERS) $(GPT2_CPU_HEADERS) | $(BUILD)
+$(BUILD)/test_model_cuda_gpu: test/test_model_cuda.cu test/tiny_gpt2_cuda.h $(GPT2_CUDA_HEADERS) $(GPT2_CPU_HEADERS) | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) -x cu $< -o $@ $(NVCC_LDLIBS) $(BLAS_LDLIBS) -lgomp
 
 CUDA_BINS += $(BUILD)/test_model_cuda_gpu

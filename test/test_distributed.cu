@@ -42,50 +42,15 @@
 
 #include "model/distributed.h"
 #include "model/gpt2_cuda.cuh"
+#include "test/tiny_gpt2_cuda.h"
 
 constexpr double U_BF16 = 1.0 / 256;       // 2^-8: relative error of rounding to nearest bf16
 constexpr double NOISE_FACTOR = 2;         // (*) times this: reordered fp32 sums, wte's two roundings
 constexpr float LR = 1e-3f, BETA1 = 0.9f, BETA2 = 0.95f, EPS = 1e-8f, WEIGHT_DECAY = 0.1f;
 constexpr int STEPS = 3;
 
-// as test/test_model_cuda.cu: L = 2, C = 64, NH = 2 (hd = 32), V = 97 padded to 104
-static GPT2Config tiny_config(AttnKind kind, float p) {
-    GPT2Config c;
-    c.max_seq_len = 16;
-    c.vocab_size = 97;
-    c.padded_vocab_size = 104;
-    c.num_layers = 2;
-    c.num_heads = 2;
-    c.channels = 64;
-    c.attn = kind;
-    c.p = p;
-    return c;
-}
-
-// A learnable token stream: mostly next = (5 cur + 3) mod V, 1 in 8 tokens random.
-static void make_batch(int B, int T, int V, uint64_t seed, std::vector<int>& inputs, std::vector<int>& targets) {
-    Rng rng(seed);
-    inputs.clear();
-    targets.clear();
-    for (int b = 0; b < B; b++) {
-        int cur = (int)(rng.next_u64() % V);
-        std::vector<int> seq(T + 1);
-        for (int t = 0; t <= T; t++) {
-            seq[t] = cur;
-            cur = rng.next_u64() % 8 == 0 ? (int)(rng.next_u64() % V) : (5 * cur + 3) % V;
-        }
-        inputs.insert(inputs.end(), seq.begin(), seq.end() - 1);
-        targets.insert(targets.end(), seq.begin() + 1, seq.end());
-    }
-}
-
-static std::vector<float> download_bf16(const floatX* device, size_t n) {
-    std::vector<floatX> bits(n);
-    cudaCheck(cudaMemcpy(bits.data(), device, n * sizeof(floatX), cudaMemcpyDeviceToHost));
-    std::vector<float> out(n);
-    for (size_t i = 0; i < n; i++) out[i] = __bfloat162float(bits[i]);
-    return out;
-}
+// test/tiny_gpt2_cuda.h's model, as in test/test_model_cuda.cu
+static GPT2Config tiny_config(AttnKind kind, float p) { return tiny_cuda_config(kind, p, 16); }
 
 static std::string fresh_dir() {
     char templ[] = "/tmp/test_distributed_XXXXXX";
@@ -136,7 +101,9 @@ static std::vector<RankLog> run_ranks(const GPT2Config& c, int world, int B, int
             log.shard_end = dist.shard_end;
             std::vector<int> inputs, targets;
             for (int step = 1; step <= STEPS; step++) {
-                make_batch(world * B, T, c.vocab_size, 100 + step, inputs, targets);
+                TokenBatch batch = make_token_batch(world * B, T, c.vocab_size, 100 + step);
+                inputs = batch.inputs;
+                targets = batch.targets;
                 size_t row0 = (size_t)r * B * T;
                 float loss = model.forward(inputs.data() + row0, targets.data() + row0, B, T);
                 model.zero_grad();
@@ -224,9 +191,7 @@ static std::vector<RankLog> check_equivalence(AttnKind kind, float p, const std:
     gpt2_param_sizes(sizes, c);
     std::vector<char> input_row(c.padded_vocab_size, 0);
     {
-        std::vector<int> inputs, targets;
-        make_batch(2 * B, T, c.vocab_size, 101, inputs, targets);  // step 1's rows
-        for (int tok : inputs) input_row[tok] = 1;
+        for (int tok : make_token_batch(2 * B, T, c.vocab_size, 101).inputs) input_row[tok] = 1;  // step 1's rows
     }
     std::vector<double> bound(N);
     size_t outside = 0, clear = 0;

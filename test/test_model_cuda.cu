@@ -32,6 +32,7 @@
 
 #include "model/gpt2_cpu.h"
 #include "model/gpt2_cuda.cuh"
+#include "test/tiny_gpt2_cuda.h"
 
 constexpr double LOSS_RTOL = 1e-2;         // per-step loss, relative
 constexpr double GRAD_NORM_RTOL = 1e-2;    // global gradient norm, relative
@@ -54,49 +55,12 @@ constexpr double UPDATE_RTOL = 1e-5;
 // AdamW settings of the comparison (GPT-2-like): 10 steps lower the loss by ~0.4 to 0.65.
 constexpr float LR = 1e-3f, BETA1 = 0.9f, BETA2 = 0.95f, EPS = 1e-8f, WEIGHT_DECAY = 0.1f;
 
-// L = 2, C = 64, NH = 2 (hd = 32, the smallest head size of the CUDA attention kernels); V not a
-// multiple of 8, so the padded columns and rows are exercised.
-static GPT2Config tiny_config(AttnKind kind, float p) {
-    GPT2Config c;
-    c.max_seq_len = 24;
-    c.vocab_size = 97;
-    c.padded_vocab_size = 104;
-    c.num_layers = 2;
-    c.num_heads = 2;
-    c.channels = 64;
-    c.attn = kind;
-    c.p = p;
-    return c;
-}
-
-// A learnable token stream: mostly next = (5 cur + 3) mod V, with 1 in 8 tokens random.
-struct Batch {
-    std::vector<int> inputs, targets;  // (B,T) each
-};
-static Batch make_batch(int B, int T, int V, uint64_t seed) {
-    Rng rng(seed);
-    Batch batch;
-    for (int b = 0; b < B; b++) {
-        int cur = (int)(rng.next_u64() % V);
-        std::vector<int> seq(T + 1);
-        for (int t = 0; t <= T; t++) {
-            seq[t] = cur;
-            cur = rng.next_u64() % 8 == 0 ? (int)(rng.next_u64() % V) : (5 * cur + 3) % V;
-        }
-        batch.inputs.insert(batch.inputs.end(), seq.begin(), seq.end() - 1);
-        batch.targets.insert(batch.targets.end(), seq.begin() + 1, seq.end());
-    }
-    return batch;
-}
+static GPT2Config tiny_config(AttnKind kind, float p) { return tiny_cuda_config(kind, p, 24); }
 
 static float round_bf16(float x) { return __bfloat162float(__float2bfloat16(x)); }
 
 static std::vector<float> download_grads(const GPT2Cuda& model) {
-    std::vector<floatX> bits(model.num_parameters);
-    cudaCheck(cudaMemcpy(bits.data(), model.grads_memory, bits.size() * sizeof(floatX), cudaMemcpyDeviceToHost));
-    std::vector<float> g(bits.size());
-    for (size_t i = 0; i < g.size(); i++) g[i] = __bfloat162float(bits[i]);
-    return g;
+    return download_bf16(model.grads_memory, model.num_parameters);
 }
 
 static double norm2(const float* x, size_t n) {
@@ -225,7 +189,7 @@ static void compare_training(AttnKind kind, float p) {
     double envelope = 0;
     float first_loss = 0, last_loss = 0;
     for (int step = 1; step <= STEPS; step++) {
-        Batch batch = make_batch(B, T, c.vocab_size, 100 + step);
+        TokenBatch batch = make_token_batch(B, T, c.vocab_size, 100 + step);
         float loss_cpu = m.cpu.forward(batch.inputs.data(), batch.targets.data(), B, T);
         float loss_pert = m.perturbed.forward(batch.inputs.data(), batch.targets.data(), B, T);
         float loss_gpu = m.gpu.forward(batch.inputs.data(), batch.targets.data(), B, T);
@@ -274,7 +238,7 @@ TEST_CASE("first step: CUDA back end vs CPU back end, lssar p=3") {
     GPT2Config c = tiny_config(ATTN_LSSAR, 3.0f);
     const int B = 2, T = 24;
     ThreeModels m(c, 1337);
-    Batch batch = make_batch(B, T, c.vocab_size, 101);
+    TokenBatch batch = make_token_batch(B, T, c.vocab_size, 101);
     m.cpu.forward(batch.inputs.data(), batch.targets.data(), B, T);
     m.perturbed.forward(batch.inputs.data(), batch.targets.data(), B, T);
     m.gpu.forward(batch.inputs.data(), batch.targets.data(), B, T);
@@ -297,7 +261,7 @@ TEST_CASE("gradient accumulation over 2 micro-steps") {
     ThreeModels m(c, 7);
     std::vector<float> p0;
     m.gpu.get_params(p0);
-    Batch full = make_batch(2 * B, T, c.vocab_size, 99);  // rows 0..B-1: micro-batch 1, B..2B-1: 2
+    TokenBatch full = make_token_batch(2 * B, T, c.vocab_size, 99);  // rows 0..B-1: micro-batch 1, B..2B-1: 2
     size_t half = (size_t)B * T;
     float loss_cpu = m.cpu.forward(full.inputs.data(), full.targets.data(), 2 * B, T);
     m.perturbed.forward(full.inputs.data(), full.targets.data(), 2 * B, T);
@@ -339,7 +303,7 @@ TEST_CASE("AdamW update on the same gradients: grad_scale, weight decay mask, bi
     cpu.init(11);
     gpu.init(11);
     for (int step = 1; step <= 2; step++) {
-        Batch batch = make_batch(B, T, c.vocab_size, 200 + step);
+        TokenBatch batch = make_token_batch(B, T, c.vocab_size, 200 + step);
         gpu.forward(batch.inputs.data(), batch.targets.data(), B, T);
         gpu.zero_grad();
         gpu.backward(1.0f);
