@@ -15,13 +15,13 @@ $(BUILD)/tokenize: dataloader/tokenize.cpp $(DATALOADER_OBJS) | $(BUILD)
 
 CPU_BINS += $(BUILD)/tokenize
 
-$(BUILD)/test_shards: test/test_shards.cpp $(DATALOADER_OBJS) | $(BUILD)
+$(BUILD)/test_shards: test/test_shards.cpp test/temp_dir.h $(DATALOADER_OBJS) | $(BUILD)
 	$(CXX) $(CXXFLAGS) $< $(DATALOADER_OBJS) -o $@ $(LDLIBS)
 
 TESTS += $(BUILD)/test_shards
 
 # test_tokenizer runs build/tokenize, PCRE2 (an independent regex engine) and node
-$(BUILD)/test_tokenizer: test/test_tokenizer.cpp $(DATALOADER_OBJS) | $(BUILD) $(BUILD)/tokenize
+$(BUILD)/test_tokenizer: test/test_tokenizer.cpp test/temp_dir.h $(DATALOADER_OBJS) | $(BUILD) $(BUILD)/tokenize
 	$(CXX) $(CXXFLAGS) $< $(DATALOADER_OBJS) -o $@ -lpcre2-8 $(LDLIBS)
 
 TESTS += $(BUILD)/test_tokenizer

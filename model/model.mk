@@ -49,7 +49,7 @@ $(TRAIN_EMU_BINS): $(BUILD)/train_gpt2cu_emu_%: train_gpt2.cu $(TRAINER_CUDA_HEA
 
 # test_trainer runs ./train_gpt2cpu_lssar (CLI, resume, guards, checkpoint refusal) and the emulated
 # CUDA trainer (resume)
-$(BUILD)/test_trainer: test/test_trainer.cpp $(TRAINER_CPU_HEADERS) $$(TRAINER_OBJS) train_gpt2cpu_lssar $(BUILD)/loss_vs_length_cpu_lssar $(BUILD)/train_gpt2cu_emu_lssar | $(BUILD)
+$(BUILD)/test_trainer: test/test_trainer.cpp test/temp_dir.h $(TRAINER_CPU_HEADERS) $$(TRAINER_OBJS) train_gpt2cpu_lssar $(BUILD)/loss_vs_length_cpu_lssar $(BUILD)/train_gpt2cu_emu_lssar | $(BUILD)
 	$(CXX) $(CXXFLAGS) $< $(TRAINER_OBJS) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
 
 TESTS += $(BUILD)/test_trainer

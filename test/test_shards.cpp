@@ -5,6 +5,7 @@
 // dataloader.h, recomputed here from the raw token arrays.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
+#include "test/temp_dir.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -23,17 +24,7 @@
 
 // a fresh folder for this test's files, removed when the test ends
 static std::string tmp_dir() {
-    static struct TmpDir {
-        std::string path;
-        ~TmpDir() {
-            if (!path.empty() && system(("rm -rf '" + path + "'").c_str()) != 0) fprintf(stderr, "cannot remove %s\n", path.c_str());
-        }
-    } dir;
-    if (dir.path.empty()) {
-        char tmpl[] = "/tmp/test_shards_XXXXXX";
-        REQUIRE(mkdtemp(tmpl) != nullptr);
-        dir.path = tmpl;
-    }
+    static TempDir dir("test_shards");
     return dir.path;
 }
 

@@ -10,6 +10,7 @@
 // a missing one fails the test. Run from the repository root.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
+#include "test/temp_dir.h"
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
@@ -32,17 +33,7 @@
 
 // a fresh folder for this test's files, removed when the test ends
 static std::string tmp_dir() {
-    static struct TmpDir {
-        std::string path;
-        ~TmpDir() {
-            if (!path.empty() && system(("rm -rf '" + path + "'").c_str()) != 0) fprintf(stderr, "cannot remove %s\n", path.c_str());
-        }
-    } dir;
-    if (dir.path.empty()) {
-        char tmpl[] = "/tmp/test_tokenizer_XXXXXX";
-        REQUIRE(mkdtemp(tmpl) != nullptr);
-        dir.path = tmpl;
-    }
+    static TempDir dir("test_tokenizer");
     return dir.path;
 }
 

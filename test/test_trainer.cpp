@@ -12,6 +12,7 @@
 // deterministic); the one tolerance (loss versus length) is stated where it is used.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
+#include "test/temp_dir.h"
 
 #include <cmath>
 
@@ -43,19 +44,6 @@ static const int VOCAB = 512;
 
 // ----------------------------------------------------------------------------
 // helpers
-
-struct TempDir {
-    std::string path;
-    TempDir() {
-        char tmpl[] = "/tmp/test_trainer_XXXXXX";
-        REQUIRE(mkdtemp(tmpl) != nullptr);
-        path = tmpl;
-    }
-    ~TempDir() {
-        std::string cmd = "rm -rf '" + path + "'";
-        if (system(cmd.c_str()) != 0) fprintf(stderr, "could not remove %s\n", path.c_str());
-    }
-};
 
 // The shards every test trains on: a noisy periodic sequence, so the loss falls.
 static const std::string& data_dir() {
