@@ -59,6 +59,7 @@ struct Distributed {
     bool zero1 = false;
     void init(const DistConfig& c) { config = c; }
     void attach(Model&, bool) {}
+    void overlap_reduce(Model&) {}
     void reduce_grads(Model&) {}
     double grad_norm(Model& model) { return model.grad_norm(); }
     float average(float x) { return x; }
@@ -66,7 +67,15 @@ struct Distributed {
                 int step) {
         model.update(lr, beta1, beta2, eps, weight_decay, grad_scale, step);
     }
-    void gather_optimizer_state(Model&) {}
+    void gather_params(Model& model, std::vector<float>& out) { model.get_params(out); }
+    OptimizerShard optimizer_shard(Model& model) {
+        OptimizerShard s;
+        s.num_parameters = s.end = model.num_parameters;
+        model.get_optimizer(s.m, s.v);
+        return s;
+    }
+    void restore_optimizer(Model& model, const OptimizerShard& s, int) { model.set_optimizer(s.m, s.v); }
+    bool any(bool flag) { return flag; }
     void finish() {}
 };
 #endif
@@ -316,22 +325,6 @@ static void truncate_log(const std::string& path, long long step) {
         fail("cannot rewrite " + path + " (" + strerror(errno) + ")");
 }
 
-// The number of ranks that trained the run logged in log_path, as of `step`: its last "world_size"
-// record up to there (written when the run started); 1 for a log without one; 0 if there is no log.
-static int logged_world_size(const std::string& log_path, long long step) {
-    FILE* f = fopen(log_path.c_str(), "r");
-    if (!f) return 0;
-    int world = 1;
-    char line[4096];
-    while (fgets(line, sizeof line, f)) {
-        long long s;
-        int w;
-        if (sscanf(line, "{\"step\":%lld,\"world_size\":%d}", &s, &w) == 2 && s <= step) world = w;
-    }
-    fclose(f);
-    return world;
-}
-
 static std::string format_duration(double seconds) {
     char buf[32];
     long s = (long)(seconds + 0.5);
@@ -395,21 +388,6 @@ struct Trainer {
     // The mean of x over the ranks (exchanged as a float); with one rank x itself, as it was.
     double mean_over_ranks(double x) { return dist.config.world > 1 ? dist.average((float)x) : x; }
 
-    // -y 1 continues a run on as many ranks as trained it: the batch split and the data each rank
-    // reads depend on it. Rank 0 reads log.jsonl (before rewriting it); every rank learns the answer.
-    void check_resume_world_size(const std::string& checkpoint, long long step) {
-        int logged = is_main() ? logged_world_size(log_path, step) : 0;
-        if (dist.config.world > 1) logged = (int)lround(dist.average((float)logged) * dist.config.world);
-        if (logged == 0) {
-            if (is_main())
-                fprintf(stderr, "warning: no %s: cannot check the run's number of ranks\n", log_path.c_str());
-        } else if (logged != dist.config.world) {
-            fail("-y 1: " + checkpoint + " was trained on " + std::to_string(logged) + " rank(s) (" + log_path +
-                 "), this launch has " + std::to_string(dist.config.world) + ": resume with " +
-                 std::to_string(logged) + ", or start a new run from its weights (-e " + checkpoint + ")");
-        }
-    }
-
     void sample(int step) {
         // <|endoftext|> starts the context and fills the unused positions (token 0 for a smaller vocabulary)
         int eot = config.vocab_size > GPT2Tokenizer::EOT ? GPT2Tokenizer::EOT : 0;
@@ -427,30 +405,53 @@ struct Trainer {
         printf("----\n");
     }
 
-    // Every rank calls this (ZeRO-1 gathers the optimizer state); rank 0 writes.
+    // Every rank calls this: each writes its optimizer shard; once all are written, rank 0 writes
+    // the model file, which completes the checkpoint (model/checkpoint.h).
     void save_checkpoint(int step) {
-        dist.gather_optimizer_state(*model);
-        if (!is_main()) return;
-        Checkpoint ck;
-        ck.config = config;
-        state.step = step;
-        state.rng_state = rng.state;
-        state.has_loader = 1;
-        state.loader = train_loader.state();
-        ck.train = state;
-        model->get_params(ck.params);
-        model->get_optimizer(ck.m, ck.v);
         std::string path = checkpoint_path(opt.out_dir, step);
+        std::string kept = last_checkpoint.empty() ? "No earlier checkpoint of this run."
+                                                   : "The previous checkpoint " + last_checkpoint + " is intact.";
+        OptimizerShard shard = dist.optimizer_shard(*model);
+        shard.step = step;
+        std::string shard_path = optimizer_shard_path(opt.out_dir, step, dist.config.rank, dist.config.world);
+        std::string error;
         try {
-            checkpoint_write(path, ck);
+            optimizer_shard_write(shard_path, shard);
         } catch (const std::exception& e) {
-            fail(std::string(e.what()) + "; stopping. " +
-                 (last_checkpoint.empty() ? "No earlier checkpoint of this run."
-                                          : "The previous checkpoint " + last_checkpoint + " is intact."));
+            error = e.what();
+        }
+        if (dist.any(!error.empty())) {
+            remove(shard_path.c_str());
+            fail((error.empty() ? "another rank could not write its optimizer shard of step " + std::to_string(step)
+                                : error) + "; stopping. " + kept);
+        }
+        std::vector<float> params;
+        dist.gather_params(*model, params);
+        if (is_main()) {
+            Checkpoint ck;
+            ck.config = config;
+            ck.world_size = dist.config.world;
+            state.step = step;
+            state.rng_state = rng.state;
+            state.has_loader = 1;
+            state.loader = train_loader.state();
+            ck.train = state;
+            ck.params.swap(params);
+            try {
+                checkpoint_write(path, ck);
+            } catch (const std::exception& e) {
+                error = e.what();
+            }
+        }
+        if (dist.any(!error.empty())) {
+            remove(shard_path.c_str());
+            fail((error.empty() ? "rank 0 could not write " + path : error) + "; stopping. " + kept);
         }
         last_checkpoint = path;
-        checkpoint_keep_last(opt.out_dir, opt.ckpt_keep);
-        printf("wrote %s\n", path.c_str());
+        if (is_main()) {
+            checkpoint_keep_last(opt.out_dir, opt.ckpt_keep);
+            printf("wrote %s\n", path.c_str());
+        }
     }
 
     // false if the update must be skipped (reason set)
@@ -500,7 +501,7 @@ struct Trainer {
             struct stat st;
             if (stat(opt.model.c_str(), &st) != 0)
                 fail("-e " + opt.model + ": neither a depth descriptor (like d12 or d4c256h4) nor a checkpoint file");
-            checkpoint_read(opt.model, init_ck, false);
+            checkpoint_read(opt.model, init_ck);
             GPT2Config want = init_ck.config;
             want.attn = attn;
             if (opt.p_given) want.p = opt.p;
@@ -547,19 +548,25 @@ struct Trainer {
             log_path = opt.out_dir + "/log.jsonl";
         }
         bool resumed = false;
+        OptimizerShard shard;  // this rank's moments of the checkpoint resumed from
         if (opt.resume) {
             std::vector<int64_t> steps = checkpoint_steps(opt.out_dir);
             if (!steps.empty()) {
                 std::string path = checkpoint_path(opt.out_dir, steps.back());
                 Checkpoint ck;
-                checkpoint_read(path, ck, true);
+                checkpoint_read(path, ck);
                 std::string mismatch = checkpoint_config_mismatch(path, ck.config, config);
                 if (!mismatch.empty()) fail(mismatch + " (the run in " + opt.out_dir + " was started with other flags)");
                 if (!ck.train.has_loader) fail("checkpoint " + path + " holds no data loader position: cannot resume");
-                check_resume_world_size(path, ck.train.step);
+                // the batch split and the rows each rank reads depend on the number of ranks
+                if (ck.world_size != world)
+                    fail("-y 1: " + path + " was trained on " + std::to_string(ck.world_size) + " rank(s), this launch has " +
+                         std::to_string(world) + ": resume with " + std::to_string(ck.world_size) +
+                         ", or start a new run from its weights (-e " + path + ")");
+                optimizer_shard_read(optimizer_shard_path(opt.out_dir, ck.train.step, rank, world), shard,
+                                     ck.train.step, rank, world, model->num_parameters);
                 // the last update applied: skipped steps leave the weights of the one before
                 model->set_params(ck.params, (int)(ck.train.step - ck.train.consecutive_skips));
-                model->set_optimizer(ck.m, ck.v);
                 train_loader.restore(ck.train.loader);
                 state = ck.train;
                 rng.state = state.rng_state;
@@ -571,6 +578,7 @@ struct Trainer {
             }
         }
         dist.attach(*model, opt.zero1);  // every rank starts from rank 0's weights
+        if (resumed) dist.restore_optimizer(*model, shard, (int)(state.step - state.consecutive_skips));
         if (!log_path.empty() && is_main()) {
             if (resumed) truncate_log(log_path, state.step);
             log = fopen(log_path.c_str(), resumed ? "a" : "w");
@@ -627,6 +635,7 @@ struct Trainer {
             for (int micro = 0; micro < grad_accum; micro++) {
                 train_loader.next_batch(inputs.data(), targets.data());
                 loss += model->forward(inputs.data(), targets.data(), opt.B, opt.T);
+                if (micro == grad_accum - 1) dist.overlap_reduce(*model);  // all-reduce during the last backward
                 model->backward(1.0f / grad_accum);
             }
             // the same loss and norm on every rank, hence the same guard and clipping decisions

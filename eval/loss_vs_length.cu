@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
 
     try {
         Checkpoint ck;
-        checkpoint_read(ckpt_path, ck, false);
+        checkpoint_read(ckpt_path, ck);
         GPT2Config want = ck.config;
         want.attn = attn;
         std::string mismatch = checkpoint_config_mismatch(ckpt_path, ck.config, want);

@@ -69,31 +69,19 @@ static void write_all(int fd, const void* data, size_t n, const std::string& tmp
     }
 }
 
-void checkpoint_write(const std::string& path, const Checkpoint& ck) {
-    std::string err = gpt2_config_error(ck.config);
-    if (!err.empty()) throw std::invalid_argument("checkpoint " + path + ": " + err);
-    size_t n = ck.params.size();
-    if (ck.m.size() != n || ck.v.size() != n)
-        throw std::invalid_argument("checkpoint " + path + ": params, m and v must have the same length");
-    CheckpointHeader h;
-    memset((void*)&h, 0, sizeof h);
-    h.magic = CHECKPOINT_MAGIC;
-    h.version = CHECKPOINT_VERSION;
-    config_to_header(h, ck.config);
-    h.num_parameters = n;
-    h.train = ck.train;
-    uint64_t sum = checkpoint_checksum(ck.params.data(), n * sizeof(float));
-    sum = checkpoint_checksum(ck.m.data(), n * sizeof(float), sum);
-    h.payload_checksum = checkpoint_checksum(ck.v.data(), n * sizeof(float), sum);
+// a piece of a file's contents
+struct Bytes {
+    const void* data;
+    size_t size;
+};
 
+// Writes the pieces to path atomically: path.tmp, fsync, rename, fsync of the directory.
+static void write_file_atomic(const std::string& path, const std::vector<Bytes>& pieces) {
     std::string tmp = path + ".tmp";
     int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) throw std::runtime_error(sys_error("creating", tmp));
     try {
-        write_all(fd, &h, sizeof h, tmp);
-        write_all(fd, ck.params.data(), n * sizeof(float), tmp);
-        write_all(fd, ck.m.data(), n * sizeof(float), tmp);
-        write_all(fd, ck.v.data(), n * sizeof(float), tmp);
+        for (const Bytes& b : pieces) write_all(fd, b.data, b.size, tmp);
         if (fsync(fd) != 0) throw std::runtime_error(sys_error("fsync of", tmp));
     } catch (...) {
         close(fd);
@@ -117,6 +105,40 @@ void checkpoint_write(const std::string& path, const Checkpoint& ck) {
         fsync(dfd);
         close(dfd);
     }
+}
+
+// size of the file at path; throws if it cannot be opened
+static uint64_t file_size(const std::string& path) {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) throw std::runtime_error(sys_error("opening", path));
+    return (uint64_t)st.st_size;
+}
+
+// reads count floats at byte offset of path into out, or throws
+static void read_floats(const std::string& path, uint64_t offset, float* out, size_t count) {
+    FILE* f = fopen(path.c_str(), "rb");
+    if (!f) throw std::runtime_error(sys_error("opening", path));
+    bool ok = fseek(f, (long)offset, SEEK_SET) == 0 && fread(out, sizeof(float), count, f) == count;
+    fclose(f);
+    if (!ok) throw std::runtime_error("checkpoint " + path + ": truncated while reading (the file changed?)");
+}
+
+void checkpoint_write(const std::string& path, const Checkpoint& ck) {
+    std::string err = gpt2_config_error(ck.config);
+    if (!err.empty()) throw std::invalid_argument("checkpoint " + path + ": " + err);
+    if (ck.world_size < 1)
+        throw std::invalid_argument("checkpoint " + path + ": world size " + std::to_string(ck.world_size) + " < 1");
+    size_t n = ck.params.size();
+    CheckpointHeader h;
+    memset((void*)&h, 0, sizeof h);
+    h.magic = CHECKPOINT_MAGIC;
+    h.version = CHECKPOINT_VERSION;
+    config_to_header(h, ck.config);
+    h.world_size = ck.world_size;
+    h.num_parameters = n;
+    h.train = ck.train;
+    h.payload_checksum = checkpoint_checksum(ck.params.data(), n * sizeof(float));
+    write_file_atomic(path, {{&h, sizeof h}, {ck.params.data(), n * sizeof(float)}});
 }
 
 CheckpointHeader checkpoint_read_header(const std::string& path, GPT2Config* config) {
@@ -144,13 +166,15 @@ CheckpointHeader checkpoint_read_header(const std::string& path, GPT2Config* con
     GPT2Config c = config_from_header(h);
     std::string err = gpt2_config_error(c);
     if (!err.empty()) throw std::runtime_error("checkpoint " + path + ": corrupt header: " + err);
+    if (h.world_size < 1)
+        throw std::runtime_error("checkpoint " + path + ": corrupt header: world size " + std::to_string(h.world_size));
     size_t sizes[NUM_PARAM_TENSORS], n = 0;
     gpt2_param_sizes(sizes, c);
     for (size_t s : sizes) n += s;
     if (h.num_parameters != n)
         throw std::runtime_error("checkpoint " + path + ": corrupt header: " + std::to_string(h.num_parameters) +
                                  " parameters, its config has " + std::to_string(n));
-    uint64_t expected = sizeof h + 3 * n * sizeof(float);
+    uint64_t expected = sizeof h + n * sizeof(float);
     if ((uint64_t)st.st_size != expected)
         throw std::runtime_error("checkpoint " + path + ": " +
                                  ((uint64_t)st.st_size < expected ? "truncated: " : "trailing bytes: ") +
@@ -160,30 +184,93 @@ CheckpointHeader checkpoint_read_header(const std::string& path, GPT2Config* con
     return h;
 }
 
-void checkpoint_read(const std::string& path, Checkpoint& ck, bool with_optimizer) {
+void checkpoint_read(const std::string& path, Checkpoint& ck) {
     CheckpointHeader h = checkpoint_read_header(path, &ck.config);
     ck.train = h.train;
+    ck.world_size = h.world_size;
     size_t n = h.num_parameters;
-    FILE* f = fopen(path.c_str(), "rb");
-    if (!f) throw std::runtime_error(sys_error("opening", path));
     ck.params.resize(n);
-    std::vector<float> m(n), v(n);
-    bool ok = fseek(f, (long)sizeof h, SEEK_SET) == 0 && fread(ck.params.data(), sizeof(float), n, f) == n &&
-              fread(m.data(), sizeof(float), n, f) == n && fread(v.data(), sizeof(float), n, f) == n;
-    fclose(f);
-    if (!ok) throw std::runtime_error("checkpoint " + path + ": truncated while reading (the file changed?)");
-    uint64_t sum = checkpoint_checksum(ck.params.data(), n * sizeof(float));
-    sum = checkpoint_checksum(m.data(), n * sizeof(float), sum);
-    sum = checkpoint_checksum(v.data(), n * sizeof(float), sum);
-    if (sum != h.payload_checksum)
-        throw std::runtime_error("checkpoint " + path + ": checksum mismatch: the weights or moments are corrupt");
-    if (with_optimizer) {
-        ck.m.swap(m);
-        ck.v.swap(v);
-    } else {
-        ck.m.clear();
-        ck.v.clear();
+    read_floats(path, sizeof h, ck.params.data(), n);
+    if (checkpoint_checksum(ck.params.data(), n * sizeof(float)) != h.payload_checksum)
+        throw std::runtime_error("checkpoint " + path + ": checksum mismatch: the weights are corrupt");
+}
+
+// ----------------------------------------------------------------------------
+// optimizer shards
+
+std::string optimizer_shard_path(const std::string& dir, int64_t step, int rank, int world) {
+    char name[96];
+    snprintf(name, sizeof name, "/ckpt_%08lld_adamw_%dof%d.bin", (long long)step, rank, world);
+    return dir + name;
+}
+
+void optimizer_shard_write(const std::string& path, const OptimizerShard& s) {
+    size_t len = s.end - s.begin;
+    if (s.begin > s.end || s.end > s.num_parameters || s.m.size() != len || s.v.size() != len)
+        throw std::invalid_argument("optimizer shard " + path + ": m and v must hold the parameters [begin, end)");
+    OptimizerShardHeader h;
+    memset((void*)&h, 0, sizeof h);
+    h.magic = OPTIMIZER_SHARD_MAGIC;
+    h.version = CHECKPOINT_VERSION;
+    h.step = s.step;
+    h.rank = s.rank;
+    h.world_size = s.world_size;
+    h.num_parameters = s.num_parameters;
+    h.begin = s.begin;
+    h.end = s.end;
+    uint64_t sum = checkpoint_checksum(s.m.data(), len * sizeof(float));
+    h.payload_checksum = checkpoint_checksum(s.v.data(), len * sizeof(float), sum);
+    write_file_atomic(path, {{&h, sizeof h}, {s.m.data(), len * sizeof(float)}, {s.v.data(), len * sizeof(float)}});
+}
+
+void optimizer_shard_read(const std::string& path, OptimizerShard& s, int64_t step, int rank, int world,
+                          size_t num_parameters) {
+    const std::string where = "optimizer shard " + path + ": ";
+    FILE* f = fopen(path.c_str(), "rb");
+    if (!f) {
+        throw std::runtime_error(sys_error("opening", path) + "; rank " + std::to_string(rank) +
+                                 " writes it with the model file of step " + std::to_string(step) +
+                                 ": an incomplete checkpoint (remove it to resume from the one before)");
     }
+    OptimizerShardHeader h;
+    memset((void*)&h, 0, sizeof h);
+    size_t got = fread(&h, 1, sizeof h, f);
+    fclose(f);
+    if (got >= 4 && h.magic != OPTIMIZER_SHARD_MAGIC) throw std::runtime_error(where + "bad magic: not an optimizer shard");
+    if (got < sizeof h) throw std::runtime_error(where + "truncated: shorter than its 256-byte header");
+    if (h.version != CHECKPOINT_VERSION)
+        throw std::runtime_error(where + "version " + std::to_string(h.version) + ", this build reads version " +
+                                 std::to_string(CHECKPOINT_VERSION));
+    size_t begin, end;
+    param_shard_range(num_parameters, world, rank, &begin, &end);
+    if (h.step != step || h.rank != rank || h.world_size != world || h.num_parameters != num_parameters ||
+        h.begin != begin || h.end != end) {
+        char msg[320];
+        snprintf(msg, sizeof msg,
+                 "holds step %lld, rank %d of %d, parameters [%llu, %llu) of %llu; expected step %lld, rank %d of %d, "
+                 "[%zu, %zu) of %zu (a file of another run or step?)",
+                 (long long)h.step, h.rank, h.world_size, (unsigned long long)h.begin, (unsigned long long)h.end,
+                 (unsigned long long)h.num_parameters, (long long)step, rank, world, begin, end, num_parameters);
+        throw std::runtime_error(where + msg);
+    }
+    size_t len = end - begin;
+    uint64_t expected = sizeof h + 2 * len * sizeof(float), size = file_size(path);
+    if (size != expected)
+        throw std::runtime_error(where + (size < expected ? "truncated: " : "trailing bytes: ") +
+                                 std::to_string(size) + " bytes, expected " + std::to_string(expected));
+    s.step = step;
+    s.rank = rank;
+    s.world_size = world;
+    s.num_parameters = num_parameters;
+    s.begin = begin;
+    s.end = end;
+    s.m.resize(len);
+    s.v.resize(len);
+    read_floats(path, sizeof h, s.m.data(), len);
+    read_floats(path, sizeof h + len * sizeof(float), s.v.data(), len);
+    uint64_t sum = checkpoint_checksum(s.m.data(), len * sizeof(float));
+    if (checkpoint_checksum(s.v.data(), len * sizeof(float), sum) != h.payload_checksum)
+        throw std::runtime_error(where + "checksum mismatch: the moments are corrupt");
 }
 
 std::string checkpoint_config_mismatch(const std::string& path, const GPT2Config& have, const GPT2Config& want,
@@ -250,7 +337,15 @@ void checkpoint_keep_last(const std::string& dir, int keep) {
     if (keep <= 0) return;
     std::vector<int64_t> steps = checkpoint_steps(dir);
     for (size_t i = 0; i + keep < steps.size(); i++) {
-        std::string path = checkpoint_path(dir, steps[i]);
-        if (unlink(path.c_str()) != 0) fprintf(stderr, "warning: cannot remove old %s (%s)\n", path.c_str(), strerror(errno));
+        std::vector<std::string> paths = {checkpoint_path(dir, steps[i])};  // the model file first
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "ckpt_%08lld_adamw_", (long long)steps[i]);
+        if (DIR* d = opendir(dir.c_str())) {
+            while (struct dirent* e = readdir(d))
+                if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) paths.push_back(dir + "/" + e->d_name);
+            closedir(d);
+        }
+        for (const std::string& path : paths)
+            if (unlink(path.c_str()) != 0) fprintf(stderr, "warning: cannot remove old %s (%s)\n", path.c_str(), strerror(errno));
     }
 }

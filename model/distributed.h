@@ -8,12 +8,15 @@
 //   GPT2Cuda model(config); model.init(seed);
 //   dist.attach(model, zero1);                // ZeRO-1 padding; every rank gets rank 0's weights
 //   loader.init(pattern, B, T, cfg.rank, cfg.world, ...);
-//   each step: forward/backward over the micro-batches (loss_scale 1/accumulation), then
+//   each step: forward/backward over the micro-batches (loss_scale 1/accumulation), with
+//     dist.overlap_reduce(model) before the last backward, then
 //     dist.reduce_grads(model);               // gradient of the mean loss over every rank's rows
 //     double norm = dist.grad_norm(model);    // its global norm (the same on every rank)
 //     dist.update(model, lr, ..., grad_scale, step);
 //     float mean_loss = dist.average(loss);   // for the log
-//   before a checkpoint (every rank): dist.gather_optimizer_state(model); then rank 0 writes it
+//   checkpoint (every rank): dist.optimizer_shard(model) -> its own optimizer file;
+//     dist.gather_params(model, params) -> rank 0 writes the model file (model/checkpoint.h)
+//   resume: model.set_params(params, step); dist.attach(...); dist.restore_optimizer(model, shard, step)
 //   dist.finish();
 //
 // Environment (dist_config_from_env):
@@ -31,16 +34,28 @@
 // earlier or concurrent run from being taken for this run's. Rank 0 removes it once the
 // communicator is up (every rank has read it by then).
 //
+// Overlap: without ZeRO-1, overlap_reduce() has the last micro-step's backward hand each layer's
+// gradients, as soon as they are complete, to an all-reduce on a communication stream, so the
+// traffic of layers L-1..1 hides behind the backward of the layers below; reduce_grads() then
+// adds wte and the final layernorm and waits. The average of each element is the same as one
+// all-reduce of the whole buffer. ZeRO-1's reduce-scatter keeps one call after the backward: its
+// shards are contiguous ranges of the whole buffer, which cut across the layers.
+//
 // Gradients are reduced in bf16, as they are stored (llm.c's choice): half the traffic of fp32,
 // and NCCL adds in fp32 and rounds each partial sum once to bf16, so a ring over n GPUs adds at
 // most n-1 roundings of 2^-9, the order of those already in each rank's bf16 gradient.
 //
-// ZeRO-1 (attach(model, true)): rank r owns the parameters [r S, (r+1) S) (S = model.shard_size).
-// reduce_grads reduce-scatters the gradients (each rank gets the average of its shard only),
-// grad_norm all-reduces the shards' squared norms, update runs AdamW on the shard alone and
-// all-gathers the bf16 weights. Outside its shard a rank's master weights and moments are stale;
-// gather_optimizer_state all-gathers them before a checkpoint. (The buffers stay full-sized, so
-// checkpoints are unchanged; what is saved is the optimizer's compute and a reduce's traffic.)
+// ZeRO-1 (attach(model, true)): rank r owns the parameters [r S, (r+1) S) (S = model.shard_size,
+// param_shard_range). reduce_grads reduce-scatters the gradients (each rank gets the average of
+// its shard only), grad_norm all-reduces the shards' squared norms, update runs AdamW on the shard
+// alone and all-gathers the bf16 weights. A rank keeps the fp32 master weights and AdamW moments
+// of its shard only (model.shard_state): 12 bytes per parameter become 12/W, 1.3 GB of the 1.5 GB
+// of GPT-2 124M on 8 GPUs. A checkpoint gathers the master weights for rank 0's model file once.
+//
+// Checkpoints (model/checkpoint.h): every rank writes the moments of its shard of the same
+// partition (param_shard_range, with or without ZeRO-1) to its own file; rank 0 writes the fp32
+// weights. A resume reads them back on as many ranks; without ZeRO-1 the ranks then broadcast
+// their shards' moments to each other.
 //
 // Timeouts: a rank that dies or stops calling collectives must not hang the others. On the GPU the
 // communicator is non-blocking (ncclCommInitRankConfig, blocking = 0) and every collective is
@@ -64,10 +79,12 @@
 #include <string>
 #include <thread>
 #include <unistd.h>
+#include <vector>
 
 #include "layers/cuda_common.cuh"
 #include "layers/global_norm.cuh"
 #include "layers/nccl_common.cuh"
+#include "model/checkpoint.h"
 #include "model/gpt2_cuda.cuh"
 
 struct DistConfig {
@@ -256,6 +273,9 @@ struct Distributed {
     size_t shard_begin = 0;      // this rank's parameters under ZeRO-1: [shard_begin, shard_end)
     size_t shard_end = 0;        // (clipped to num_parameters; the whole model without ZeRO-1)
     float* scalar = nullptr;     // (1) device: average()'s value
+    cudaStream_t comm_stream = nullptr;  // the overlapped all-reduces (world > 1)
+    cudaEvent_t grads_ready = nullptr;   // recorded on the model's stream when a layer's gradients are done
+    bool overlapping = false;            // this step's layers are being all-reduced during the backward
 
     Distributed() = default;
     Distributed(const Distributed&) = delete;
@@ -288,6 +308,9 @@ struct Distributed {
         check(ncclCommInitRank(&comm, c.world, id, c.rank), "ncclCommInitRank");
 #endif
         if (c.rank == 0) remove(nccl_id_path(c).c_str());  // every rank has joined, so has read it
+        // non-blocking: the legacy default stream, the model's, must not wait for it
+        cudaCheck(cudaStreamCreateWithFlags(&comm_stream, cudaStreamNonBlocking));
+        cudaCheck(cudaEventCreateWithFlags(&grads_ready, cudaEventDisableTiming));
     }
 
     // Prepares the model for this run: ZeRO-1's equal shards, and rank 0's weights on every rank
@@ -308,6 +331,7 @@ struct Distributed {
         check(ncclBroadcast(model.params_memory, model.params_memory, model.num_parameters, ncclBfloat16, 0, comm,
                             model.stream), "ncclBroadcast(params)");
         wait_stream(model.stream, "ncclBroadcast(weights)");
+        if (zero1) model.shard_state(shard_begin, shard_end, model.shard_size);
     }
 
     // After the last backward of a step. Each rank holds the gradient of the mean loss over its
@@ -315,6 +339,13 @@ struct Distributed {
     // rows (all of it, or under ZeRO-1 its shard).
     void reduce_grads(GPT2Cuda& model) {
         if (config.world == 1) return;
+        if (overlapping) {  // the layers are on their way: add wte and lnf, then wait for all
+            model.on_layer_backward = nullptr;
+            overlapping = false;
+            all_reduce_after_backward(model, [](int i) { return !param_tensor_per_layer(i); }, 0);
+            wait_stream(comm_stream, "ncclAllReduce(grads)");
+            return;
+        }
         if (zero1) {
             // in place: rank r's shard of the padded buffer receives the reduced shard
             check(ncclReduceScatter(model.grads_memory, model.grads_memory + (size_t)config.rank * model.shard_size,
@@ -326,6 +357,36 @@ struct Distributed {
                                 comm, model.stream), "ncclAllReduce(grads)");
             wait_stream(model.stream, "ncclAllReduce(grads)");
         }
+    }
+
+    // Before the last backward of a step, without ZeRO-1: its layers' gradients are all-reduced
+    // on comm_stream as the backward completes them (see the top of this file).
+    void overlap_reduce(GPT2Cuda& model) {
+        if (config.world == 1 || zero1) return;
+        overlapping = true;
+        model.on_layer_backward = [this, &model](int layer) {
+            all_reduce_after_backward(model, param_tensor_per_layer, layer);
+        };
+    }
+
+    // On comm_stream, once the model's stream has got this far: the average over the ranks of
+    // layer `layer`'s slice of every tensor for which take(tensor) holds (a tensor with no layers:
+    // all of it).
+    template <class Take> void all_reduce_after_backward(GPT2Cuda& model, Take take, int layer) {
+        cudaCheck(cudaEventRecord(grads_ready, model.stream));
+        cudaCheck(cudaStreamWaitEvent(comm_stream, grads_ready, 0));
+        check(ncclGroupStart(), "ncclGroupStart");
+        for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+            if (!take(i)) continue;
+            size_t n = model.param_sizes[i], offset = 0;
+            if (param_tensor_per_layer(i)) {
+                n /= model.config.num_layers;
+                offset = (size_t)layer * n;
+            }
+            floatX* g = model.grad(i) + offset;
+            check(ncclAllReduce(g, g, n, ncclBfloat16, ncclAvg, comm, comm_stream), "ncclAllReduce(grads)");
+        }
+        check(ncclGroupEnd(), "ncclGroupEnd(grads)");
     }
 
     // Norm of the averaged gradient (after reduce_grads), the same on every rank.
@@ -359,19 +420,69 @@ struct Distributed {
         wait_stream(model.stream, "ncclAllGather(params)");
     }
 
-    // Under ZeRO-1, every rank gets every shard's master weights and moments (before a checkpoint,
-    // or anything else that reads them whole); without it, they are already whole.
-    void gather_optimizer_state(GPT2Cuda& model) {
-        if (!zero1) return;
-        model.ensure_optimizer();
-        size_t offset = (size_t)config.rank * model.shard_size;
-        float* buffers[3] = {model.master_weights, model.m_memory, model.v_memory};
-        for (float* b : buffers) {
-            check(ncclAllGather(b + offset, b, model.shard_size, ncclFloat32, comm, model.stream),
-                  "ncclAllGather(optimizer state)");
+    // The fp32 weights of every parameter into out (every rank calls it: under ZeRO-1 the shards'
+    // master weights are all-gathered through a temporary buffer).
+    void gather_params(GPT2Cuda& model, std::vector<float>& out) {
+        if (!zero1) {
+            model.get_params(out);
+            return;
         }
-        wait_stream(model.stream, "ncclAllGather(optimizer state)");
+        float* whole = nullptr;
+        cudaCheck(cudaMalloc(&whole, model.shard_size * config.world * sizeof(float)));
+        check(ncclAllGather(model.master_weights, whole, model.shard_size, ncclFloat32, comm, model.stream),
+              "ncclAllGather(master weights)");
+        wait_stream(model.stream, "ncclAllGather(master weights)");
+        out.resize(model.num_parameters);
+        cudaCheck(cudaMemcpy(out.data(), whole, model.num_parameters * sizeof(float), cudaMemcpyDeviceToHost));
+        cudaCheck(cudaFree(whole));
     }
+
+    // This rank's part of a checkpoint's optimizer state: the moments of its shard of
+    // param_shard_range(num_parameters, world, rank) (step left to the caller).
+    OptimizerShard optimizer_shard(GPT2Cuda& model) {
+        OptimizerShard s;
+        s.rank = config.rank;
+        s.world_size = config.world;
+        s.num_parameters = model.num_parameters;
+        param_shard_range(model.num_parameters, config.world, config.rank, &s.begin, &s.end);
+        model.get_optimizer(s.m, s.v);  // the shard under ZeRO-1, else every parameter
+        if (!zero1 && config.world > 1) {
+            s.m = std::vector<float>(s.m.begin() + s.begin, s.m.begin() + s.end);
+            s.v = std::vector<float>(s.v.begin() + s.begin, s.v.begin() + s.end);
+        }
+        return s;
+    }
+
+    // Resume, after attach(): this rank's optimizer shard (optimizer_shard_read) into the model.
+    // Without ZeRO-1 every rank needs every moment: each broadcasts its shard to the others. Under
+    // ZeRO-1 the bf16 weights are rounded again as the shard's last update rounded them
+    // (model.round_params) and gathered.
+    void restore_optimizer(GPT2Cuda& model, const OptimizerShard& s, int last_update_step) {
+        if (zero1) {
+            model.set_optimizer(s.m, s.v);
+            model.round_params(last_update_step);
+            check(ncclAllGather(model.params_memory + (size_t)config.rank * model.shard_size, model.params_memory,
+                                model.shard_size, ncclBfloat16, comm, model.stream), "ncclAllGather(params)");
+            wait_stream(model.stream, "ncclAllGather(params)");
+            return;
+        }
+        std::vector<float> m(model.num_parameters, 0.0f), v(model.num_parameters, 0.0f);
+        std::copy(s.m.begin(), s.m.end(), m.begin() + s.begin);
+        std::copy(s.v.begin(), s.v.end(), v.begin() + s.begin);
+        model.set_optimizer(m, v);
+        if (config.world == 1) return;
+        for (int r = 0; r < config.world; r++) {
+            size_t begin, end;
+            param_shard_range(model.num_parameters, config.world, r, &begin, &end);
+            for (float* b : {model.m_memory, model.v_memory})
+                check(ncclBroadcast(b + begin, b + begin, end - begin, ncclFloat32, r, comm, model.stream),
+                      "ncclBroadcast(optimizer shard)");
+        }
+        wait_stream(model.stream, "ncclBroadcast(optimizer shards)");
+    }
+
+    // true on every rank if flag is true on any (e.g. a failed write, so that all ranks stop together)
+    bool any(bool flag) { return config.world == 1 ? flag : average(flag ? 1.0f : 0.0f) > 0.0f; }
 
     // The mean of x over the ranks (e.g. the step's loss, for the log).
     float average(float x) {
@@ -402,6 +513,10 @@ struct Distributed {
         comm = nullptr;
         if (scalar != nullptr) cudaFree(scalar);
         scalar = nullptr;
+        if (comm_stream != nullptr) cudaStreamDestroy(comm_stream);
+        comm_stream = nullptr;
+        if (grads_ready != nullptr) cudaEventDestroy(grads_ready);
+        grads_ready = nullptr;
     }
 
     // ------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 // GPT-2 + RoPE model configuration, shared by the CPU and CUDA back ends and the checkpoints.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -94,9 +95,27 @@ inline void gpt2_param_sizes(size_t sizes[NUM_PARAM_TENSORS], const GPT2Config& 
     sizes[P_LNFB] = C;
 }
 
+// Tensors with one slice per layer (layer l's: the l-th of num_layers equal parts); the others
+// (wte, lnfw, lnfb) belong to no layer.
+inline bool param_tensor_per_layer(int i) { return i != P_WTE && i != P_LNFW && i != P_LNFB; }
+
 // Weight decay applies to the matrices only, not to biases and layernorm parameters.
 inline bool param_tensor_decays(int i) {
     return i == P_WTE || i == P_QKVW || i == P_ATTPROJW || i == P_FCW || i == P_FCPROJW;
+}
+
+// Data-parallel shards of the parameter buffer (ZeRO-1 and the optimizer files of a checkpoint):
+// num_parameters / shards rounded up to a multiple of 8 (every shard starts 16-byte aligned for
+// the 128-bit kernels); shard r is [r * size, (r + 1) * size) clipped to num_parameters.
+inline size_t param_shard_size(size_t num_parameters, int shards) {
+    size_t per = (num_parameters + shards - 1) / shards;
+    return (per + 7) / 8 * 8;
+}
+
+inline void param_shard_range(size_t num_parameters, int shards, int rank, size_t* begin, size_t* end) {
+    size_t per = param_shard_size(num_parameters, shards);
+    *begin = std::min(num_parameters, (size_t)rank * per);
+    *end = std::min(num_parameters, *begin + per);
 }
 
 // GPT-2 initialisation of the whole parameter buffer (both back ends call this, so they start

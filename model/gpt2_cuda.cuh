@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -106,16 +107,19 @@ struct GPT2Cuda {
     size_t param_sizes[NUM_PARAM_TENSORS];
     size_t param_offsets[NUM_PARAM_TENSORS];
     size_t num_parameters = 0;
-    // elements of each of the five parameter-sized buffers below: num_parameters, or more after
-    // reserve_shards(), which pads them to shards x shard_size (the tail stays 0) for ZeRO-1
+    // elements of params_memory and grads_memory: num_parameters, or more after reserve_shards(),
+    // which pads them to shards x shard_size (the tail stays 0) for ZeRO-1
     size_t num_allocated = 0;
     size_t shard_size = 0;            // elements per shard after reserve_shards(), else 0
+    // the optimizer state (master weights, moments) covers the parameters [state_begin, state_end):
+    // all of them, or after shard_state() a ZeRO-1 shard; its buffers hold state_allocated elements
+    size_t state_begin = 0, state_end = 0, state_allocated = 0;
     cudaStream_t stream = 0;
-    // device, (num_parameters) each, in the layout of model/gpt2_config.h
-    floatX* params_memory = nullptr;  // bf16 weights the kernels read
-    floatX* grads_memory = nullptr;   // bf16 gradients
-    float* master_weights = nullptr;  // fp32 weights AdamW updates
-    float* m_memory = nullptr;        // fp32 AdamW moments, allocated at the first update
+    // device, in the layout of model/gpt2_config.h
+    floatX* params_memory = nullptr;  // (num_allocated) bf16 weights the kernels read
+    floatX* grads_memory = nullptr;   // (num_allocated) bf16 gradients
+    float* master_weights = nullptr;  // (state_allocated) fp32 weights AdamW updates, from state_begin
+    float* m_memory = nullptr;        // (state_allocated) fp32 AdamW moments, allocated at the first update
     float* v_memory = nullptr;
     float* norm_partials = nullptr;   // (GLOBAL_NORM_BLOCKS + 1): slots, then the aggregate
     // RoPE table for up to rope_len positions
@@ -128,6 +132,9 @@ struct GPT2Cuda {
     std::vector<int> inputs_host;     // (B,T) of the last forward: the encoder backward sorts them on the host
     bool have_targets = false;
     bool logits_intact = false;       // false once the backward has replaced them by dlogits
+    // if set, backward() calls it with l once layer l's parameter gradients are complete on
+    // `stream` (data parallelism starts reducing them while the backward goes on)
+    std::function<void(int)> on_layer_backward;
 
     explicit GPT2Cuda(const GPT2Config& c) : config(c) {
         std::string err = gpt2_cuda_config_error(c);
@@ -138,6 +145,7 @@ struct GPT2Cuda {
             num_parameters += param_sizes[i];
         }
         num_allocated = num_parameters;
+        state_end = state_allocated = num_parameters;
         cublaslt_setup();
         cudaCheck(cudaMalloc(&params_memory, num_parameters * sizeof(floatX)));
         cudaCheck(cudaMalloc(&grads_memory, num_parameters * sizeof(floatX)));
@@ -174,48 +182,68 @@ struct GPT2Cuda {
     // ------------------------------------------------------------------------
     // parameters and optimizer state on the host (fp32, layout of model/gpt2_config.h)
 
+    // The fp32 weights; the optimizer state must be whole (under ZeRO-1: Distributed::gather_params).
     void get_params(std::vector<float>& out) {
+        if (state_begin != 0 || state_end != num_parameters) {
+            throw std::logic_error("get_params: this model holds the master weights of [" + std::to_string(state_begin) +
+                                   ", " + std::to_string(state_end) + ") only (ZeRO-1): gather them across the ranks");
+        }
         out.resize(num_parameters);
         cudaCheck(cudaMemcpy(out.data(), master_weights, num_parameters * sizeof(float), cudaMemcpyDeviceToHost));
     }
 
-    // master weights = in; the bf16 weights = in rounded to nearest
+    // master weights = in (their range [state_begin, state_end)); the bf16 weights = in rounded to nearest
     void set_params(const std::vector<float>& in) {
         check_size("set_params", "params", in.size());
-        cudaCheck(cudaMemcpy(master_weights, in.data(), num_parameters * sizeof(float), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(master_weights, in.data() + state_begin, (state_end - state_begin) * sizeof(float),
+                             cudaMemcpyHostToDevice));
         std::vector<floatX> rounded(num_parameters);
         for (size_t i = 0; i < num_parameters; i++) rounded[i] = __float2bfloat16(in[i]);
         cudaCheck(cudaMemcpy(params_memory, rounded.data(), num_parameters * sizeof(floatX), cudaMemcpyHostToDevice));
     }
 
     // Resume: the master weights in, and the bf16 weights exactly as update(..., last_update_step)
-    // left them (the same stochastic rounding of the same master weights), so that a resumed run
-    // continues bit for bit. last_update_step < 1: no update yet, round to nearest.
+    // left them, so that a resumed run continues bit for bit.
     void set_params(const std::vector<float>& in, int last_update_step) {
         set_params(in);
-        if (last_update_step < 1) return;
+        round_params(last_update_step);
+    }
+
+    // The bf16 weights of [state_begin, state_end) from the master weights, with the stochastic
+    // rounding of update_range(..., step, state_begin, state_end) (the same seeds and cuts).
+    // step < 1: no update yet, they stay rounded to nearest.
+    void round_params(int step) {
+        if (step < 1) return;
         for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-            params_from_master(params_memory + param_offsets[i], master_weights + param_offsets[i], param_sizes[i],
-                               hash_index_seed((unsigned int)last_update_step, (unsigned int)i), stream);
+            size_t first = std::max(param_offsets[i], state_begin);
+            size_t last = std::min(param_offsets[i] + param_sizes[i], state_end);
+            if (first >= last) continue;
+            params_from_master(params_memory + first, master_weights + (first - state_begin), last - first,
+                               hash_index_seed((unsigned int)step, (unsigned int)i), stream);
         }
         cudaCheck(cudaDeviceSynchronize());
     }
 
-    // AdamW moments; zeros before the first update
+    // AdamW moments of [state_begin, state_end); zeros before the first update
     void get_optimizer(std::vector<float>& m, std::vector<float>& v) {
-        m.assign(num_parameters, 0.0f);
-        v.assign(num_parameters, 0.0f);
+        size_t n = state_end - state_begin;
+        m.assign(n, 0.0f);
+        v.assign(n, 0.0f);
         if (m_memory == nullptr) return;
-        cudaCheck(cudaMemcpy(m.data(), m_memory, num_parameters * sizeof(float), cudaMemcpyDeviceToHost));
-        cudaCheck(cudaMemcpy(v.data(), v_memory, num_parameters * sizeof(float), cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(m.data(), m_memory, n * sizeof(float), cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(v.data(), v_memory, n * sizeof(float), cudaMemcpyDeviceToHost));
     }
 
     void set_optimizer(const std::vector<float>& m, const std::vector<float>& v) {
-        check_size("set_optimizer", "m", m.size());
-        check_size("set_optimizer", "v", v.size());
+        size_t n = state_end - state_begin;
+        if (m.size() != n || v.size() != n) {
+            throw std::invalid_argument("set_optimizer: m and v have " + std::to_string(m.size()) + " and " +
+                                        std::to_string(v.size()) + " values, this model's optimizer state covers " +
+                                        std::to_string(n) + " parameters (a checkpoint of another config?)");
+        }
         ensure_optimizer();
-        cudaCheck(cudaMemcpy(m_memory, m.data(), num_parameters * sizeof(float), cudaMemcpyHostToDevice));
-        cudaCheck(cudaMemcpy(v_memory, v.data(), num_parameters * sizeof(float), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(m_memory, m.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(v_memory, v.data(), n * sizeof(float), cudaMemcpyHostToDevice));
     }
 
     // ------------------------------------------------------------------------
@@ -360,9 +388,10 @@ struct GPT2Cuda {
             layernorm_backward(a.dresidual, grad(P_LN1W) + l * C, grad(P_LN1B) + l * C, a.scratch, a.dbtc, residual,
                                param(P_LN1W) + l * C, a.ln1_mean + ol, a.ln1_rstd + ol, BT, C,
                                stream);  // dresidual = d (this layer's input)
+            if (on_layer_backward) on_layer_backward(l);
         }
         encoder_backward(grad(P_WTE), a.encoder_workspace, a.dresidual, inputs_host.data(), B, T, C, stream);
-        cudaCheck(cudaDeviceSynchronize());
+        cudaCheck(cudaStreamSynchronize(stream));  // not the device: reductions may still run on another stream
     }
 
     // sqrt of the sum of squares of every parameter gradient (fp32 sums of the bf16 gradients)
@@ -389,9 +418,10 @@ struct GPT2Cuda {
     void update_range(float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int step,
                       size_t begin, size_t end) {
         if (step < 1) throw std::invalid_argument("update: step = " + std::to_string(step) + " must be >= 1");
-        if (begin > end || end > num_parameters) {
+        if (begin > end || begin < state_begin || end > state_end) {
             throw std::out_of_range("update_range: [" + std::to_string(begin) + ", " + std::to_string(end) +
-                                    ") is not inside the model's " + std::to_string(num_parameters) + " parameters");
+                                    ") is not inside the parameters [" + std::to_string(state_begin) + ", " +
+                                    std::to_string(state_end) + ") whose optimizer state this model holds");
         }
         ensure_optimizer();
         for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
@@ -399,33 +429,55 @@ struct GPT2Cuda {
             size_t last = std::min(param_offsets[i] + param_sizes[i], end);
             if (first >= last) continue;
             unsigned int seed = hash_index_seed((unsigned int)step, (unsigned int)i);
-            adamw_update(params_memory + first, master_weights + first, grads_memory + first, m_memory + first,
-                         v_memory + first, last - first, lr, beta1, beta2, eps,
+            size_t local = first - state_begin;  // index into the optimizer state
+            adamw_update(params_memory + first, master_weights + local, grads_memory + first, m_memory + local,
+                         v_memory + local, last - first, lr, beta1, beta2, eps,
                          param_tensor_decays(i) ? weight_decay : 0.0f, grad_scale, step, seed, stream);
         }
         cudaCheck(cudaDeviceSynchronize());
     }
 
-    // Pads the parameter, gradient, master weight and moment buffers to shards x shard_size
-    // elements (shard_size: num_parameters / shards rounded up to a multiple of 8, so that every
-    // shard starts 16-byte aligned for the 128-bit kernels), keeping their values; the padding is
-    // 0 and no kernel writes it. NCCL's reduce-scatter and all-gather need equal shards.
+    // Pads the parameter and gradient buffers to shards x shard_size elements (param_shard_size),
+    // keeping their values; the padding is 0 and no kernel writes it. NCCL's reduce-scatter and
+    // all-gather need equal shards.
     void reserve_shards(int shards) {
         if (shards < 1) throw std::invalid_argument("reserve_shards: shards = " + std::to_string(shards) + " must be >= 1");
-        size_t per = (num_parameters + shards - 1) / shards;
-        per = (per + 7) / 8 * 8;
+        size_t per = param_shard_size(num_parameters, shards);
         size_t total = per * shards;
         if (total > num_allocated) {
             grow(params_memory, total);
             grow(grads_memory, total);
-            grow(master_weights, total);
-            if (m_memory != nullptr) {
-                grow(m_memory, total);
-                grow(v_memory, total);
-            }
             num_allocated = total;
         }
         shard_size = per;
+    }
+
+    // ZeRO-1: from now on the master weights and moments cover [begin, end) only, in buffers of
+    // `allocated` >= end - begin elements (padded with 0: a shard_size slot of an all-gather).
+    // The optimizer state must be whole before.
+    void shard_state(size_t begin, size_t end, size_t allocated) {
+        if (state_begin != 0 || state_end != num_parameters || begin > end || end > num_parameters ||
+            allocated < end - begin) {
+            throw std::invalid_argument("shard_state: [" + std::to_string(begin) + ", " + std::to_string(end) +
+                                        ") in " + std::to_string(allocated) + " elements of a model whose state covers [" +
+                                        std::to_string(state_begin) + ", " + std::to_string(state_end) + ")");
+        }
+        float* buffers[3] = {master_weights, m_memory, v_memory};
+        for (float*& b : buffers) {
+            if (b == nullptr) continue;
+            float* part = nullptr;
+            cudaCheck(cudaMalloc(&part, allocated * sizeof(float)));
+            cudaCheck(cudaMemset(part, 0, allocated * sizeof(float)));
+            cudaCheck(cudaMemcpy(part, b + begin, (end - begin) * sizeof(float), cudaMemcpyDeviceToDevice));
+            cudaCheck(cudaFree(b));
+            b = part;
+        }
+        master_weights = buffers[0];
+        m_memory = buffers[1];
+        v_memory = buffers[2];
+        state_begin = begin;
+        state_end = end;
+        state_allocated = allocated;
     }
 
     // buffer of num_allocated elements -> n >= num_allocated, the same values, 0 after them
@@ -451,10 +503,10 @@ struct GPT2Cuda {
 
     void ensure_optimizer() {
         if (m_memory != nullptr) return;
-        cudaCheck(cudaMalloc(&m_memory, num_allocated * sizeof(float)));
-        cudaCheck(cudaMalloc(&v_memory, num_allocated * sizeof(float)));
-        cudaCheck(cudaMemset(m_memory, 0, num_allocated * sizeof(float)));
-        cudaCheck(cudaMemset(v_memory, 0, num_allocated * sizeof(float)));
+        cudaCheck(cudaMalloc(&m_memory, state_allocated * sizeof(float)));
+        cudaCheck(cudaMalloc(&v_memory, state_allocated * sizeof(float)));
+        cudaCheck(cudaMemset(m_memory, 0, state_allocated * sizeof(float)));
+        cudaCheck(cudaMemset(v_memory, 0, state_allocated * sizeof(float)));
     }
 
     // RoPE's cos/sin table covers at least len positions

@@ -33,6 +33,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <sys/stat.h>
@@ -40,6 +41,7 @@
 #include <thread>
 #include <vector>
 
+#include "model/checkpoint.h"
 #include "model/distributed.h"
 #include "model/gpt2_cuda.cuh"
 #include "test/tiny_gpt2_cuda.h"
@@ -114,13 +116,9 @@ static std::vector<RankLog> run_ranks(const GPT2Config& c, int world, int B, int
                 log.norms.push_back(dist.grad_norm(model));
                 dist.update(model, LR, BETA1, BETA2, EPS, WEIGHT_DECAY, 1.0f, step);
                 log.losses.push_back(dist.average(loss));
-                if (step == 1) {
-                    dist.gather_optimizer_state(model);
-                    model.get_params(log.master_after_1);
-                }
+                if (step == 1) dist.gather_params(model, log.master_after_1);
             }
-            dist.gather_optimizer_state(model);
-            model.get_params(log.master_final);
+            dist.gather_params(model, log.master_final);
             log.bf16_final = download_bf16(model.params_memory, model.num_parameters);
             dist.finish();
         } catch (const std::exception& e) {
@@ -308,6 +306,139 @@ static void equivalence(AttnKind kind, float p) {
 
 TEST_CASE("2 ranks x B == 1 rank x 2B, with and without ZeRO-1: softmax") { equivalence(ATTN_SOFTMAX, 0.0f); }
 TEST_CASE("2 ranks x B == 1 rank x 2B, with and without ZeRO-1: lssar p=15") { equivalence(ATTN_LSSAR, 15.0f); }
+
+// ----------------------------------------------------------------------------
+// checkpoints of a data-parallel run: every rank its optimizer shard, rank 0 the model file
+#if !defined(__CUDACC__)  // bit for bit needs the emulator's fixed order of fp32 atomics
+
+// One training step of rank r of world on its rows of the step's batch (as run_ranks); with
+// overlap, the gradients are all-reduced layer by layer during the backward.
+static void train_step(Distributed& dist, GPT2Cuda& model, const GPT2Config& c, int r, int world, int B, int T,
+                       int step, bool overlap) {
+    TokenBatch batch = make_token_batch(world * B, T, c.vocab_size, 100 + step);
+    size_t row0 = (size_t)r * B * T;
+    model.forward(batch.inputs.data() + row0, batch.targets.data() + row0, B, T);
+    model.zero_grad();
+    if (overlap) dist.overlap_reduce(model);
+    model.backward(1.0f);
+    dist.reduce_grads(model);
+    dist.grad_norm(model);
+    dist.update(model, LR, BETA1, BETA2, EPS, WEIGHT_DECAY, 1.0f, step);
+}
+
+// world ranks train STEPS steps; with save_at > 0 they checkpoint after step save_at as the
+// trainer does, drop their models and communicators, and resume from the files on fresh ones.
+static std::vector<RankLog> run_with_checkpoint(const GPT2Config& c, int world, bool zero1, int save_at,
+                                                bool overlap = false) {
+    const int B = 2, T = 16;
+    std::vector<RankLog> logs(world);
+    std::string dir = fresh_dir(), run_ids[2] = {fresh_run_id(), fresh_run_id()};
+    cublaslt_setup();
+    auto rank_main = [&](int r) {
+        RankLog& log = logs[r];
+        try {
+            DistConfig cfg;
+            cfg.rank = cfg.local_rank = r;
+            cfg.world = world;
+            cfg.id_dir = dir;
+            cfg.timeout_s = 60;
+            cfg.run_id = run_ids[0];
+            auto dist = std::make_unique<Distributed>();
+            dist->init(cfg);
+            auto model = std::make_unique<GPT2Cuda>(c);
+            model->init(1337);
+            dist->attach(*model, zero1);
+            if (zero1) {  // the optimizer state of this rank's shard only
+                CHECK(model->state_allocated == model->shard_size);
+                CHECK(model->shard_size < model->num_parameters / 2 + 8);
+                std::vector<float> whole;
+                CHECK_THROWS_AS(model->get_params(whole), std::logic_error);
+            }
+            int first_steps = save_at > 0 ? save_at : STEPS;
+            for (int step = 1; step <= first_steps; step++) train_step(*dist, *model, c, r, world, B, T, step, overlap);
+            if (save_at > 0) {
+                OptimizerShard shard = dist->optimizer_shard(*model);
+                shard.step = save_at;
+                optimizer_shard_write(optimizer_shard_path(dir, save_at, r, world), shard);
+                std::vector<float> params;
+                dist->gather_params(*model, params);
+                if (r == 0) {
+                    Checkpoint ck;
+                    ck.config = c;
+                    ck.world_size = world;
+                    ck.train.step = save_at;
+                    ck.params = params;
+                    checkpoint_write(checkpoint_path(dir, save_at), ck);
+                }
+                dist->average(0.0f);  // the model file is written before anyone reads it
+                dist.reset();
+                model.reset();
+                // resume, as train_gpt2.cu's setup() does
+                cfg.run_id = run_ids[1];
+                dist = std::make_unique<Distributed>();
+                dist->init(cfg);
+                model = std::make_unique<GPT2Cuda>(c);
+                Checkpoint ck;
+                checkpoint_read(checkpoint_path(dir, save_at), ck);
+                REQUIRE(ck.world_size == world);
+                model->set_params(ck.params, save_at);
+                dist->attach(*model, zero1);
+                OptimizerShard mine;
+                optimizer_shard_read(optimizer_shard_path(dir, save_at, r, world), mine, save_at, r, world,
+                                     model->num_parameters);
+                dist->restore_optimizer(*model, mine, save_at);
+                for (int step = save_at + 1; step <= STEPS; step++) train_step(*dist, *model, c, r, world, B, T, step, overlap);
+            }
+            dist->gather_params(*model, log.master_final);
+            log.bf16_final = download_bf16(model->params_memory, model->num_parameters);
+            dist->finish();
+        } catch (const std::exception& e) {
+            log.error = e.what();
+        }
+    };
+    std::vector<std::thread> threads;
+    for (int r = 0; r < world; r++) threads.emplace_back(rank_main, r);
+    for (std::thread& t : threads) t.join();
+    for (int r = 0; r < world; r++) REQUIRE_MESSAGE(logs[r].error.empty(), "rank " << r << ": " << logs[r].error);
+    std::string cleanup = "rm -rf " + dir;
+    CHECK(system(cleanup.c_str()) == 0);
+    return logs;
+}
+
+// Bit for bit needs a fixed order of the attention backward's fp32 atomics: one emulator thread
+// per kernel. (On a GPU the atomics' order varies from run to run.)
+TEST_CASE("2 ranks resume from their own optimizer shards bit for bit, with and without ZeRO-1") {
+    simt::set_block_threads(1);
+    GPT2Config c = tiny_config(ATTN_LSSAR, 15.0f);
+    for (bool zero1 : {false, true}) {
+        CAPTURE(zero1);
+        std::vector<RankLog> straight = run_with_checkpoint(c, 2, zero1, 0);
+        std::vector<RankLog> resumed = run_with_checkpoint(c, 2, zero1, 2);
+        for (int r = 0; r < 2; r++) {
+            CHECK(resumed[r].master_final == straight[r].master_final);
+            CHECK(resumed[r].bf16_final == straight[r].bf16_final);
+        }
+        CHECK(straight[0].master_final == straight[1].master_final);
+    }
+    simt::set_block_threads(0);
+}
+
+// Each element's average is the same whether its layer is reduced alone during the backward or
+// the whole buffer after it. (The overlap hook is called: without it the gradients would not be
+// averaged at all, and the weights would differ between the ranks.)
+TEST_CASE("the all-reduce overlapped with the backward gives the same weights bit for bit") {
+    simt::set_block_threads(1);
+    GPT2Config c = tiny_config(ATTN_SOFTMAX, 0.0f);
+    std::vector<RankLog> after = run_with_checkpoint(c, 2, false, 0, false);
+    std::vector<RankLog> during = run_with_checkpoint(c, 2, false, 0, true);
+    for (int r = 0; r < 2; r++) {
+        CHECK(during[r].master_final == after[r].master_final);
+        CHECK(during[r].bf16_final == after[r].bf16_final);
+    }
+    CHECK(during[0].master_final == during[1].master_final);
+    simt::set_block_threads(0);
+}
+#endif
 
 TEST_CASE("a rank that stops calling collectives makes the other fail, not hang") {
 #if !defined(__CUDACC__)

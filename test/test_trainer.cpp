@@ -139,6 +139,9 @@ TEST_CASE("a run stopped with -xi and resumed with -y 1 ends bit for bit where t
     std::string ck_a = read_file(a.path + "/ckpt_00000012.bin"), ck_b = read_file(b.path + "/ckpt_00000012.bin");
     REQUIRE(ck_a.size() > CHECKPOINT_HEADER_BYTES);
     CHECK(ck_a == ck_b);
+    std::string opt_a = read_file(optimizer_shard_path(a.path, 12, 0, 1));
+    REQUIRE(opt_a.size() > OPTIMIZER_SHARD_HEADER_BYTES);
+    CHECK(opt_a == read_file(optimizer_shard_path(b.path, 12, 0, 1)));
     CHECK(read_file(a.path + "/ckpt_00000006.bin") == read_file(b.path + "/ckpt_00000006.bin"));
     // the logs: every training loss and gradient norm (printed with 9 digits) and validation loss
     std::vector<std::string> la = loss_records(a.path + "/log.jsonl"), lb = loss_records(b.path + "/log.jsonl");
@@ -175,6 +178,9 @@ TEST_CASE("the CUDA back end (emulated) resumes bit for bit too") {
     std::string ck_a = read_file(a.path + "/ckpt_00000006.bin"), ck_b = read_file(b.path + "/ckpt_00000006.bin");
     REQUIRE(ck_a.size() > CHECKPOINT_HEADER_BYTES);
     CHECK(ck_a == ck_b);
+    std::string opt_a = read_file(optimizer_shard_path(a.path, 6, 0, 1));
+    REQUIRE(opt_a.size() > OPTIMIZER_SHARD_HEADER_BYTES);
+    CHECK(opt_a == read_file(optimizer_shard_path(b.path, 6, 0, 1)));
     CHECK(loss_records(a.path + "/log.jsonl") == loss_records(b.path + "/log.jsonl"));
     unsetenv("SIMT_THREADS");
 }
@@ -226,8 +232,12 @@ TEST_CASE("a killed run resumes from its newest checkpoint and ends bit for bit 
     std::string ck_ref = read_file(ref.path + "/ckpt_00000200.bin");
     REQUIRE(ck_ref.size() > CHECKPOINT_HEADER_BYTES);
     CHECK(ck_ref == read_file(killed.path + "/ckpt_00000200.bin"));
+    CHECK(read_file(optimizer_shard_path(ref.path, 200, 0, 1)) == read_file(optimizer_shard_path(killed.path, 200, 0, 1)));
     CHECK(loss_records(ref.path + "/log.jsonl") == loss_records(killed.path + "/log.jsonl"));
     CHECK(checkpoint_steps(ref.path) == std::vector<int64_t>{180, 190, 200});
+    // -nk 3 removed the older model files and their optimizer shards
+    CHECK(!exists(optimizer_shard_path(ref.path, 170, 0, 1)));
+    CHECK(exists(optimizer_shard_path(ref.path, 180, 0, 1)));
 }
 
 // ----------------------------------------------------------------------------
@@ -312,6 +322,7 @@ TEST_CASE("checkpoints of another variant or config, with a wrong magic, truncat
         std::string dir = work.path + "/run";
         mkdir(dir.c_str(), 0755);
         write_file(dir + "/ckpt_00000002.bin", bytes);
+        write_file(optimizer_shard_path(dir, 2, 0, 1), read_file(optimizer_shard_path(good.dir.path, 2, 0, 1)));
         auto resume = [&](const std::string& model, int T) {
             return run(std::string(TRAINER) + " -i " + d + "/train_*.bin -j '' -b 4 -t " + std::to_string(T) +
                        " -x 4 -v 0 -s 0 -y 1 -o " + dir + " -e " + model);
@@ -324,6 +335,60 @@ TEST_CASE("checkpoints of another variant or config, with a wrong magic, truncat
         INFO(same.output);
         CHECK(same.code == 0);
         CHECK(same.output.find("resumed from") != std::string::npos);
+    }
+}
+
+TEST_CASE("a resume refuses another number of ranks and a missing, foreign or corrupt optimizer shard") {
+    GoodCheckpoint good;
+    TempDir work;
+    const std::string d = data_dir();
+    std::string model_bytes = read_file(good.path), shard_bytes = read_file(optimizer_shard_path(good.dir.path, 2, 0, 1));
+    // a run dir holding the good checkpoint's model file and the given shard files
+    auto run_dir = [&](const std::string& name, const std::string& model, const std::vector<std::pair<std::string, std::string>>& shards) {
+        std::string dir = work.path + "/" + name;
+        mkdir(dir.c_str(), 0755);
+        write_file(dir + "/ckpt_00000002.bin", model);
+        for (auto& [file, bytes] : shards) write_file(dir + "/" + file, bytes);
+        return dir;
+    };
+    auto resume = [&](const std::string& dir) {
+        return run(std::string(TRAINER) + " -i " + d + "/train_*.bin -j '' -b 4 -t 16 -x 4 -v 0 -s 0 -y 1 -o " + dir +
+                   " -e d2c32h2v512");
+    };
+    const std::string shard_name = "ckpt_00000002_adamw_0of1.bin";
+
+    SUBCASE("trained on 2 ranks") {
+        Checkpoint ck;
+        checkpoint_read(good.path, ck);
+        ck.world_size = 2;
+        std::string two = work.path + "/two.bin";
+        checkpoint_write(two, ck);
+        std::string dir = run_dir("two", read_file(two), {{shard_name, shard_bytes}});
+        check_refused(resume(dir), {dir + "/ckpt_00000002.bin", "trained on 2 rank(s), this launch has 1",
+                                    "resume with 2"});
+    }
+    SUBCASE("missing shard") {
+        std::string dir = run_dir("missing", model_bytes, {});
+        check_refused(resume(dir), {dir + "/" + shard_name, "incomplete checkpoint"});
+    }
+    SUBCASE("a shard of another step") {
+        Checkpoint ck;
+        checkpoint_read(good.path, ck);
+        OptimizerShard s;
+        optimizer_shard_read(optimizer_shard_path(good.dir.path, 2, 0, 1), s, 2, 0, 1, ck.params.size());
+        s.step = 1;
+        std::string other = work.path + "/step1.bin";
+        optimizer_shard_write(other, s);
+        std::string dir = run_dir("step", model_bytes, {{shard_name, read_file(other)}});
+        check_refused(resume(dir), {dir + "/" + shard_name, "holds step 1", "expected step 2"});
+    }
+    SUBCASE("truncated or corrupt shard") {
+        std::string dir = run_dir("truncated", model_bytes, {{shard_name, shard_bytes.substr(0, shard_bytes.size() - 8)}});
+        check_refused(resume(dir), {dir + "/" + shard_name, "truncated"});
+        std::string flipped = shard_bytes;
+        flipped[OPTIMIZER_SHARD_HEADER_BYTES + 100] ^= 0x10;
+        dir = run_dir("corrupt", model_bytes, {{shard_name, flipped}});
+        check_refused(resume(dir), {dir + "/" + shard_name, "checksum"});
     }
 }
 
@@ -435,11 +500,15 @@ TEST_CASE("a failed checkpoint write leaves the previous checkpoint intact") {
         INFO(r.output);
         CHECK(r.code == 1);
         CHECK(r.output.find("resumed from " + good.path) != std::string::npos);
-        CHECK(r.output.find(good.dir.path + "/ckpt_00000004.bin.tmp") != std::string::npos);
+        // the optimizer shard, written first, is the write that fails
+        std::string shard4 = optimizer_shard_path(good.dir.path, 4, 0, 1);
+        CHECK(r.output.find(shard4 + ".tmp") != std::string::npos);
         CHECK(r.output.find("The previous checkpoint " + good.path + " is intact") != std::string::npos);
         CHECK(read_file(good.path) == before);
         CHECK(checkpoint_steps(good.dir.path) == std::vector<int64_t>{2});
-        CHECK(!exists(good.dir.path + "/ckpt_00000004.bin.tmp"));
+        CHECK(!exists(shard4 + ".tmp"));
+        CHECK(!exists(shard4));
+        CHECK(!exists(good.dir.path + "/ckpt_00000004.bin"));
     }
 }
 

@@ -691,10 +691,32 @@ struct Executor {
     }
 };
 
+// Executors are never destroyed (fibers must not be torn down at thread exit): a thread that
+// ends hands its executor, fibers and stacks to the next new thread, so that programs starting
+// many short-lived threads (one per emulated rank, say) keep a bounded number of stack mappings.
+static std::mutex g_spare_mutex;
+static std::vector<Executor*> g_spare_executors;
+
+struct ExecutorLease {
+    Executor* e = nullptr;
+    ~ExecutorLease() {
+        if (!e) return;
+        std::lock_guard<std::mutex> lock(g_spare_mutex);
+        g_spare_executors.push_back(e);
+    }
+};
+
 static Executor& executor() {
-    static thread_local Executor* e = nullptr;
-    if (!e) e = new Executor();  // kept until exit: fibers must not be torn down at thread exit
-    return *e;
+    static thread_local ExecutorLease lease;
+    if (!lease.e) {
+        std::lock_guard<std::mutex> lock(g_spare_mutex);
+        if (!g_spare_executors.empty()) {
+            lease.e = g_spare_executors.back();
+            g_spare_executors.pop_back();
+        }
+    }
+    if (!lease.e) lease.e = new Executor();
+    return *lease.e;
 }
 
 // Executor of the running kernel thread; fails (and aborts the process) in host code.
