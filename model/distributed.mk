@@ -8,7 +8,7 @@ $(BUILD)/test_distributed: test/test_distributed.cu $(DISTRIBUTED_HEADERS) $$(GP
 	$(CXX) $(CXXFLAGS) $(SIMT_CXXFLAGS) -x c++ $< -x none $(CHECKPOINT_OBJ) $(VENDOR_LIB) $(SIMT_LDLIBS) $(BLAS_LDLIBS) $(LDLIBS) -o $@
 
 $(BUILD)/test_distributed_gpu: test/test_distributed.cu $(DISTRIBUTED_HEADERS) $$(GPT2_CUDA_HEADERS) $$(CHECKPOINT_OBJ) | $(BUILD)
-	$(NVCC) $(NVCCFLAGS) -x cu $< -x none $(CHECKPOINT_OBJ) -o $@ $(NVCC_LDLIBS) -lgomp
+	$(NVCC) $(NVCCFLAGS) $< $(CHECKPOINT_OBJ) -o $@ $(NVCC_LDLIBS) -lgomp
 
 CUDA_BINS += $(BUILD)/test_distributed_gpu
 TESTS += $(BUILD)/test_distributed
