@@ -1,7 +1,8 @@
 # Attention (Softmax, LSSA, LSSAR): CUDA kernels, their emulated test, dev benchmarks.
 #   make build/test_attention_cuda      emulated test (SIMT), part of make test
 #   make build/test_attention_cuda_gpu  the same test under nvcc, for a GPU (make cuda)
-#   make build/attention_forward build/attention_backward   dev benchmarks (nvcc)
+#   make build/attention_forward build/attention_backward   dev benchmarks (nvcc; with cuDNN's flash
+#                                       attention as a baseline where cuDNN is installed)
 # The trainer takes the variant from ATTN_NVCCFLAGS (-DATTN_VARIANT=0|1|2 for softmax|lssa|lssar).
 
 ATTN_VARIANT_softmax := 0
@@ -21,8 +22,21 @@ CUDA_BINS += $(BUILD)/test_attention_cuda_gpu $(BUILD)/attention_forward $(BUILD
 $(BUILD)/test_attention_cuda_gpu: test/test_attention_cuda.cu $(ATTN_CUDA_HEADERS) | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) -x cu test/test_attention_cuda.cu -o $@
 
-$(BUILD)/attention_forward: dev/attention_forward.cu $(ATTN_CUDA_HEADERS) | $(BUILD)
-	$(NVCC) $(NVCCFLAGS) -lineinfo -x cu dev/attention_forward.cu -o $@
+# cuDNN's flash attention joins the dev benchmarks as a baseline (dev/attention_cudnn.h) where cuDNN's
+# header and library are both found; CUDNN_DIR points elsewhere (its include/ and lib64/ or lib/).
+CUDNN_DIR ?= /usr/local/cuda
+CUDNN_HEADER := $(firstword $(wildcard $(CUDNN_DIR)/include/cudnn.h /usr/include/cudnn.h \
+                                       /usr/include/x86_64-linux-gnu/cudnn.h))
+CUDNN_LIBRARY := $(firstword $(wildcard $(CUDNN_DIR)/lib64/libcudnn.so $(CUDNN_DIR)/lib/libcudnn.so \
+                                        /usr/lib/x86_64-linux-gnu/libcudnn.so))
+ifneq ($(and $(CUDNN_HEADER),$(CUDNN_LIBRARY)),)
+ATTN_DEV_CUDNN_FLAGS := -DATTN_DEV_CUDNN -I$(dir $(CUDNN_HEADER))
+ATTN_DEV_CUDNN_LIBS  := -L$(dir $(CUDNN_LIBRARY)) -Xlinker -rpath=$(dir $(CUDNN_LIBRARY)) -lcudnn
+endif
 
-$(BUILD)/attention_backward: dev/attention_backward.cu $(ATTN_CUDA_HEADERS) | $(BUILD)
-	$(NVCC) $(NVCCFLAGS) -lineinfo -x cu dev/attention_backward.cu -o $@
+$(BUILD)/attention_forward: dev/attention_forward.cu dev/attention_cudnn.h $(ATTN_CUDA_HEADERS) | $(BUILD)
+	$(NVCC) $(NVCCFLAGS) $(ATTN_DEV_CUDNN_FLAGS) -lineinfo -x cu dev/attention_forward.cu -o $@ $(ATTN_DEV_CUDNN_LIBS)
+
+$(BUILD)/attention_backward: dev/attention_backward.cu dev/attention_forward.cu dev/attention_cudnn.h \
+                             $(ATTN_CUDA_HEADERS) | $(BUILD)
+	$(NVCC) $(NVCCFLAGS) $(ATTN_DEV_CUDNN_FLAGS) -lineinfo -x cu dev/attention_backward.cu -o $@ $(ATTN_DEV_CUDNN_LIBS)

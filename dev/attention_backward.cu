@@ -9,6 +9,10 @@ Run:      ./build/attention_backward [variant] [-p P] [-hd HD] [-nh NH] [-tokens
 
 FLOP/s count the nominal causal work of softmax attention: forward 2 B NH T^2 hd, backward 2.5x
 that (five matmuls instead of two), for every variant, so ratios between variants are time ratios.
+
+Where cuDNN is installed (ATTN_DEV_CUDNN) the benchmark adds cuDNN's flash attention as a row
+"cudnn" (its dq, dk, dv checked against the softmax kernel's before it is timed) and a line of
+forward+backward ratios per T: softmax/cuDNN and lssar/softmax.
 */
 #define ATTN_DEV_NO_MAIN
 #include "dev/attention_forward.cu"
@@ -57,6 +61,55 @@ static void validate_backward(const DevOptions& o) {
     for (void* p : {(void*)d_qkv, (void*)d_dout, (void*)d_out, (void*)d_dqkv, (void*)d_stats, scratch}) cudaCheck(cudaFree(p));
 }
 
+#ifdef ATTN_DEV_CUDNN
+// cuDNN forward + backward at this shape: dq, dk, dv checked against the softmax kernel's (still in
+// d_dqkv from its timing runs), then the backward and forward+backward timed.
+static DevCudnnResult dev_cudnn_backward(const floatX* d_qkv, const floatX* d_dout, const floatX* d_dqkv, int B,
+                                         int T, int NH, int hd) {
+    DevCudnnResult r;
+    size_t rows = (size_t)B * NH * T, C = (size_t)NH * hd;
+    floatX *c_out, *c_dqkv;
+    float* c_stats;
+    cudaCheck(cudaMalloc(&c_out, (size_t)B * T * C * sizeof(floatX)));
+    cudaCheck(cudaMalloc(&c_dqkv, (size_t)B * T * 3 * C * sizeof(floatX)));
+    cudaCheck(cudaMalloc(&c_stats, rows * sizeof(float)));
+    auto fwd = [&]() { return cudnn_attention_forward(c_out, c_stats, d_qkv, B, T, NH, hd); };
+    auto bwd = [&]() { return cudnn_attention_backward(c_dqkv, d_dout, d_qkv, c_out, c_stats, B, T, NH, hd); };
+    if (!fwd() || !bwd()) {
+        r.note = "not run: " + cudnn_attention_error();
+    } else {
+        cudaCheck(cudaDeviceSynchronize());
+        size_t n = (size_t)B * T * 3 * C;
+        std::vector<float> dqkv = dev_download_bf16(c_dqkv, n), ref = dev_download_bf16(d_dqkv, n);
+        // each kernel is within 1/32 of max|d| of the exact gradient (bf16 P and dS operands; the
+        // bound dev -check and test/test_attention_cuda.cu hold the softmax kernel to), so the two
+        // differ by at most 2/32; a wrong scale, mask or D is off by O(1)
+        const char* names[3] = {"dq", "dk", "dv"};
+        bool ok = true;
+        std::string note = "check vs softmax kernel:";
+        for (int part = 0; part < 3; part++) {
+            double err = dev_part_rel_err(dqkv, ref, B * T, (int)C, part);
+            ok &= err <= 2.0 / 32;
+            char buf[48];
+            snprintf(buf, sizeof(buf), " %s %.2e", names[part], err);
+            note += buf;
+        }
+        r.note = note + " (<= 6.25e-02) " + (ok ? "OK" : "FAIL") + "; forward " +
+                 cudnn_attention_plan_info(false, B, T, NH, hd) + "; backward " +
+                 cudnn_attention_plan_info(true, B, T, NH, hd);
+        if (ok) {
+            r.ms = dev_time_ms([&]() { bwd(); });
+            r.total_ms = dev_time_ms([&]() { fwd(); bwd(); });
+            r.timed = true;
+        } else {
+            dev_cudnn_check_failed() = true;
+        }
+    }
+    for (void* p : {(void*)c_out, (void*)c_dqkv, (void*)c_stats}) cudaCheck(cudaFree(p));
+    return r;
+}
+#endif
+
 static void bench_backward(const DevOptions& o) {
     printf("\nbackward and forward+backward, hd=%d NH=%d, B*T=%d, p=%g  (ms; TFLOP/s at 2.5 resp. 3.5 x 2 B NH T^2 hd)\n",
            o.hd, o.nh, o.tokens, o.p);
@@ -77,6 +130,10 @@ static void bench_backward(const DevOptions& o) {
         cudaCheck(cudaMalloc(&scratch, attention_scratch_bytes(B, T, NH, hd)));
         double fwd_flops = dev_forward_flops(B, NH, T, hd), bwd_flops = 2.5 * fwd_flops;
         float softmax_total = 0;
+#ifdef ATTN_DEV_CUDNN
+        DevCudnnResult cudnn;
+        float lssar_total = 0;
+#endif
         for (AttnKind kind : {ATTN_SOFTMAX, ATTN_LSSA, ATTN_LSSAR}) {
             bool wanted = kind == ATTN_SOFTMAX;
             for (AttnKind k : o.kinds) wanted |= k == kind;
@@ -91,10 +148,25 @@ static void bench_backward(const DevOptions& o) {
             float bwd_ms = dev_time_ms(bwd);
             float total_ms = dev_time_ms([&]() { fwd(); bwd(); });
             if (kind == ATTN_SOFTMAX) softmax_total = total_ms;
+#ifdef ATTN_DEV_CUDNN
+            if (kind == ATTN_SOFTMAX) cudnn = dev_cudnn_backward(d_qkv, d_dout, d_dqkv, B, T, NH, hd);
+            if (kind == ATTN_LSSAR) lssar_total = total_ms;
+#endif
             printf("%6d %3d  %-10s %9.3f %8.1f %11.3f %8.1f %10.2f\n", T, B, attn_kind_name(kind), bwd_ms,
                    bwd_flops / bwd_ms * 1e-9, total_ms, (fwd_flops + bwd_flops) / total_ms * 1e-9,
                    total_ms / softmax_total);
         }
+#ifdef ATTN_DEV_CUDNN
+        if (cudnn.timed) {
+            printf("%6d %3d  %-10s %9.3f %8.1f %11.3f %8.1f %10.2f\n", T, B, "cudnn", cudnn.ms,
+                   bwd_flops / cudnn.ms * 1e-9, cudnn.total_ms, (fwd_flops + bwd_flops) / cudnn.total_ms * 1e-9,
+                   cudnn.total_ms / softmax_total);
+        }
+        printf("cudnn  T=%d: %s\n", T, cudnn.note.c_str());
+        printf("ratios T=%d forward+backward: softmax/cuDNN %s  lssar/softmax %s\n", T,
+               dev_ratio(softmax_total, cudnn.timed ? cudnn.total_ms : 0).c_str(),
+               dev_ratio(lssar_total, softmax_total).c_str());
+#endif
         for (void* p : {(void*)d_qkv, (void*)d_dout, (void*)d_out, (void*)d_dqkv, (void*)d_stats, scratch}) cudaCheck(cudaFree(p));
     }
 }
@@ -103,5 +175,9 @@ int main(int argc, char** argv) {
     DevOptions o = dev_parse_args(argc, argv, "attention_backward");
     if (o.check) validate_backward(o);
     if (o.bench) bench_backward(o);
+#ifdef ATTN_DEV_CUDNN
+    cudnn_attention_free();
+    if (dev_cudnn_check_failed()) return EXIT_FAILURE;
+#endif
     return 0;
 }

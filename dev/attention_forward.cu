@@ -15,6 +15,11 @@ FLOP/s count the nominal causal attention work of softmax for every variant (two
 half of the T x T scores: 2 B NH T^2 hd), so the TFLOP/s ratio between variants is the inverse
 time ratio.
 
+Where cuDNN is installed the nvcc build defines ATTN_DEV_CUDNN (attention/attention.mk) and the
+benchmark adds cuDNN's flash attention (dev/attention_cudnn.h) as a row "cudnn", checked against
+the softmax kernel on the same inputs before it is timed, and a line of ratios per T:
+softmax/cuDNN and lssar/softmax (times).
+
 dev/attention_backward.cu includes this file for its helpers (ATTN_DEV_NO_MAIN).
 */
 #include <algorithm>
@@ -132,6 +137,96 @@ template <class F> float dev_time_ms(F fn, int reps = 10) {
 inline double dev_forward_flops(int B, int NH, int T, int hd) { return 2.0 * B * NH * (double)T * T * hd; }
 
 // ----------------------------------------------------------------------------
+// cuDNN's flash attention as a baseline (dev/attention_cudnn.h, built where cuDNN is installed).
+// Before it is timed at a shape, its output is checked against the project's softmax kernel on
+// the same inputs, so a wrong graph never reports a time.
+
+#ifdef ATTN_DEV_CUDNN
+#include "dev/attention_cudnn.h"
+
+struct DevCudnnResult {
+    bool timed = false;        // checked against the softmax kernel, then timed
+    std::string note;          // the check's errors, or why cuDNN did not run
+    float ms = 0, total_ms = 0;  // forward: ms; backward: backward ms and forward+backward ms
+};
+inline bool& dev_cudnn_check_failed() {  // a check failed: the program exits with status 1
+    static bool failed = false;
+    return failed;
+}
+
+inline std::vector<float> dev_download_f32(const float* d, size_t n) {
+    std::vector<float> h(n);
+    cudaCheck(cudaMemcpy(h.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost));
+    return h;
+}
+
+// max|a - ref| / max|ref| over part `part` (0 q, 1 k, 2 v) of two (B*T, 3, C) tensors
+inline double dev_part_rel_err(const std::vector<float>& a, const std::vector<float>& ref, int BT, int C, int part) {
+    std::vector<float> a_part;
+    std::vector<double> ref_part;
+    for (int bt = 0; bt < BT; bt++)
+        for (int c = 0; c < C; c++) {
+            a_part.push_back(a[((size_t)bt * 3 + part) * C + c]);
+            ref_part.push_back(ref[((size_t)bt * 3 + part) * C + c]);
+        }
+    return dev_rel_err(a_part, ref_part);
+}
+
+// cuDNN forward at this shape: checked against the softmax kernel's out and stats (still in
+// d_out, d_stats from its timing runs), then timed.
+inline DevCudnnResult dev_cudnn_forward(const floatX* d_qkv, const floatX* d_out, const float* d_stats, int B, int T,
+                                        int NH, int hd) {
+    DevCudnnResult r;
+    size_t rows = (size_t)B * NH * T, C = (size_t)NH * hd;
+    floatX* c_out;
+    float* c_stats;
+    cudaCheck(cudaMalloc(&c_out, (size_t)B * T * C * sizeof(floatX)));
+    cudaCheck(cudaMalloc(&c_stats, rows * sizeof(float)));
+    auto fn = [&]() { return cudnn_attention_forward(c_out, c_stats, d_qkv, B, T, NH, hd); };
+    if (!fn()) {
+        r.note = "not run: " + cudnn_attention_error();
+    } else {
+        cudaCheck(cudaDeviceSynchronize());
+        std::vector<float> ref = dev_download_bf16(d_out, (size_t)B * T * C);
+        double out_err = dev_rel_err(dev_download_bf16(c_out, ref.size()), std::vector<double>(ref.begin(), ref.end()));
+        std::vector<float> lse = dev_download_f32(c_stats, rows), stats = dev_download_f32(d_stats, rows * 3);
+        double lse_err = 0;
+        for (size_t i = 0; i < rows; i++) {
+            double d = std::fabs((double)lse[i] - stats[i * 3]);
+            lse_err = std::isfinite(d) ? std::max(lse_err, d) : INFINITY;
+        }
+        // out: each kernel is within 1/64 of max|out| of the exact result (bf16 P and bf16 output,
+        // 2^-8 relative each; the bound dev -check and test/test_attention_cuda.cu hold the softmax
+        // kernel to), so the two differ by at most 2/64.
+        // lse: fp32 in both, from the same bf16 q, k; the sum over up to 16K exponentials in fp32
+        // moves log Z by at most ~T * 2^-24 = 1e-3; a wrong scale or mask moves it by O(1).
+        bool ok = out_err <= 2.0 / 64 && lse_err <= 1e-2;
+        char buf[160];
+        snprintf(buf, sizeof(buf), "check vs softmax kernel: out %.2e (<= %.2e), lse %.2e (<= 1e-2) %s", out_err,
+                 2.0 / 64, lse_err, ok ? "OK" : "FAIL");
+        r.note = std::string(buf) + "; " + cudnn_attention_plan_info(false, B, T, NH, hd);
+        if (ok) {
+            r.ms = dev_time_ms([&]() { fn(); });
+            r.timed = true;
+        } else {
+            dev_cudnn_check_failed() = true;
+        }
+    }
+    cudaCheck(cudaFree(c_out));
+    cudaCheck(cudaFree(c_stats));
+    return r;
+}
+
+// "softmax/cuDNN" and "lssar/softmax" time ratios, "-" where one side did not run
+inline std::string dev_ratio(float num, float den) {
+    if (!(num > 0) || !(den > 0)) return "-";
+    char buf[32];
+    snprintf(buf, sizeof(buf), "%.2f", num / den);
+    return buf;
+}
+#endif
+
+// ----------------------------------------------------------------------------
 
 #ifndef ATTN_DEV_NO_MAIN
 static void validate_forward(const DevOptions& o) {
@@ -183,6 +278,10 @@ static void bench_forward(const DevOptions& o) {
             return dev_time_ms(fn);
         };
         float softmax_ms = run(ATTN_SOFTMAX);
+#ifdef ATTN_DEV_CUDNN
+        DevCudnnResult cudnn = dev_cudnn_forward(d_qkv, d_out, d_stats, B, T, NH, hd);
+        float lssar_ms = 0;
+#endif
         for (AttnKind kind : {ATTN_SOFTMAX, ATTN_LSSA, ATTN_LSSAR}) {
             bool wanted = false;
             for (AttnKind k : o.kinds) wanted |= k == kind;
@@ -190,7 +289,19 @@ static void bench_forward(const DevOptions& o) {
             float ms = kind == ATTN_SOFTMAX ? softmax_ms : run(kind);
             printf("%6d %3d  %-10s %9.3f %8.1f %10.2f\n", T, B, attn_kind_name(kind), ms, flops / ms * 1e-9,
                    ms / softmax_ms);
+#ifdef ATTN_DEV_CUDNN
+            if (kind == ATTN_LSSAR) lssar_ms = ms;
+#endif
         }
+#ifdef ATTN_DEV_CUDNN
+        if (cudnn.timed) {
+            printf("%6d %3d  %-10s %9.3f %8.1f %10.2f\n", T, B, "cudnn", cudnn.ms, flops / cudnn.ms * 1e-9,
+                   cudnn.ms / softmax_ms);
+        }
+        printf("cudnn  T=%d: %s\n", T, cudnn.note.c_str());
+        printf("ratios T=%d forward: softmax/cuDNN %s  lssar/softmax %s\n", T,
+               dev_ratio(softmax_ms, cudnn.timed ? cudnn.ms : 0).c_str(), dev_ratio(lssar_ms, softmax_ms).c_str());
+#endif
         cudaCheck(cudaFree(d_qkv));
         cudaCheck(cudaFree(d_out));
         cudaCheck(cudaFree(d_stats));
@@ -202,6 +313,10 @@ int main(int argc, char** argv) {
     DevOptions o = dev_parse_args(argc, argv, "attention_forward");
     if (o.check) validate_forward(o);
     if (o.bench) bench_forward(o);
+#ifdef ATTN_DEV_CUDNN
+    cudnn_attention_free();
+    if (dev_cudnn_check_failed()) return EXIT_FAILURE;
+#endif
     return 0;
 }
 #endif
