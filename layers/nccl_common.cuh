@@ -1,6 +1,6 @@
 // NCCL for multi-GPU training: the API and ncclCheck. Under nvcc this is the real library
 // (link $(NVCC_LDLIBS), see test/simt/vendor.mk); under g++ it is the host implementation in
-// test/simt/nccl_host.h, where ranks are threads of one process.
+// test/simt/nccl_host.h, where ranks are threads or processes of one machine.
 #pragma once
 
 #include "layers/cuda_common.cuh"

@@ -1,9 +1,12 @@
-// NCCL on the host, for the emulated CUDA build: ranks are threads of one process.
+// NCCL on the host, for the emulated CUDA build: ranks are threads of one process, or
+// processes of one machine (scripts/launch.sh), or both.
 //
 // The subset of /usr/local/cuda/include/nccl.h that the project calls, with the
 // same names, enum values and signatures. Members of a communicator find each
-// other through a process-wide registry keyed by the ncclUniqueId (one rank per
-// thread calls ncclCommInitRank), or all come from one ncclCommInitAll call.
+// other through the ncclUniqueId: threads of the process that called
+// ncclGetUniqueId through a process-wide registry (one rank per thread calls
+// ncclCommInitRank), or all come from one ncclCommInitAll call; ranks in other
+// processes through a TCP connection to that process (127.0.0.1 only).
 //
 // Semantics:
 //   - a collective returns when every rank has taken part and its own output is
@@ -14,11 +17,40 @@
 //   - a rank that does not arrive within SIMT_NCCL_TIMEOUT_S seconds (default 60)
 //     makes the others return ncclSystemError with a message naming the
 //     collective and the missing ranks (ncclGetLastError); the communicator is
-//     then broken and every later collective on it fails at once.
+//     then broken and every later collective on it fails at once. Ranks whose
+//     collectives differ (kind, count, type, op, root) fail with a message
+//     naming both calls.
 //   - send and receive buffers must lie in cudaMalloc allocations of the emulator.
 //   - inside ncclGroupStart/ncclGroupEnd the collectives are posted at the call
 //     and completed at ncclGroupEnd, so one thread may drive several ranks
 //     (the ncclCommInitAll pattern).
+//
+// Ranks in several processes:
+//   - ncclGetUniqueId also starts, once per process, a "hub": a listening socket
+//     on 127.0.0.1 (a free port) served by a background thread. The id holds
+//     "simtNCCL" (bytes 0-7), the maker's pid (8-11), the hub's port (12-13), a
+//     random nonce (16-23) and a serial (24-31); the rest is 0.
+//   - ncclCommInitRank in the process that made the id joins through the
+//     registry; in any other process it connects to the hub, which refuses an id
+//     it did not make (wrong nonce) or a rank already taken, with a message. The
+//     hub then runs the rank's collectives in its clique on the rank's behalf
+//     (the rank sends its data and receives its output), so the results are
+//     bit for bit those of thread ranks. The process that made the id must live
+//     until the others' last collective (it holds the communicator); it need not
+//     be a rank itself.
+//   - a remote rank whose process exits without ncclCommDestroy breaks the
+//     communicator at once: the others fail with "rank r of n closed its
+//     connection". If the hub's process dies, a remote rank's collectives fail
+//     with ncclRemoteError ("lost the connection to the process that made the
+//     unique id"). Each socket wait is bounded by SIMT_NCCL_TIMEOUT_S (a remote
+//     rank waits 5 s more for an answer, so the hub's own timeout, which names
+//     the missing ranks, arrives first). Between two collectives the hub waits
+//     for a remote rank without limit (it may compute for any time); the other
+//     ranks' collectives still time out.
+//   - a remote rank runs each collective whole at the call, also inside a group:
+//     one thread may drive only one remote rank at a time. ncclCommAbort breaks
+//     the communicator for all; ncclCommDestroy leaves quietly;
+//     ncclCommGetAsyncError of a remote rank reports only its lost connection.
 #pragma once
 
 #include <cstddef>
