@@ -40,3 +40,16 @@ $(BUILD)/attention_forward: dev/attention_forward.cu dev/attention_cudnn.h $(ATT
 $(BUILD)/attention_backward: dev/attention_backward.cu dev/attention_forward.cu dev/attention_cudnn.h \
                              $(ATTN_CUDA_HEADERS) | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) $(ATTN_DEV_CUDNN_FLAGS) -lineinfo -x cu dev/attention_backward.cu -o $@ $(ATTN_DEV_CUDNN_LIBS)
+
+# test_cudnn_graph: the graphs of dev/attention_cudnn.h finalized and put through cuDNN's heuristics
+# against a described sm_90 device, without a GPU. Part of make test where nvcc and a cuDNN whose
+# graph header has device descriptions (cuDNN 9) are found; skipped otherwise.
+CUDNN_HAS_DEVICEPROP := $(if $(CUDNN_HEADER),$(shell grep -ls CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION \
+                                                     $(dir $(CUDNN_HEADER))cudnn_graph*.h))
+NVCC_FOUND := $(shell command -v $(NVCC) 2>/dev/null)
+ifneq ($(and $(ATTN_DEV_CUDNN_FLAGS),$(CUDNN_HAS_DEVICEPROP),$(NVCC_FOUND)),)
+TESTS += $(BUILD)/test_cudnn_graph
+endif
+$(BUILD)/test_cudnn_graph: test/test_cudnn_graph.cu dev/attention_cudnn.h layers/cuda_common.cuh layers/floatx.cuh \
+                           | $(BUILD)
+	$(NVCC) $(NVCCFLAGS) $(ATTN_DEV_CUDNN_FLAGS) -x cu test/test_cudnn_graph.cu -o $@ $(ATTN_DEV_CUDNN_LIBS)

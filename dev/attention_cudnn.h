@@ -390,13 +390,21 @@ inline bool cudnn_attn_handle() {
     return true;
 }
 
-// Operation graph, heuristics (mode A, then the fallback list) and the first plan that finalizes.
-inline bool cudnn_attn_make_plan(CudnnAttnPlan& p, CudnnGraphBuilder& g, cudnnHandle_t handle) {
+// The operation graph of the nodes built so far (nullptr on error). handle may be null: cuDNN then
+// finalizes the graph without a GPU, and heuristics need a device description instead
+// (test/test_cudnn_graph.cu checks the graphs that way).
+inline cudnnBackendDescriptor_t cudnn_attn_operation_graph(CudnnGraphBuilder& g, cudnnHandle_t handle) {
     cudnnBackendDescriptor_t graph = cudnn_create(g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "operation graph");
-    CUDNN_SET(g, graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle, "operation graph");
+    if (handle) CUDNN_SET(g, graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle, "operation graph");
     CUDNN_SET(g, graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, (int64_t)g.ops.size(),
               g.ops.data(), "operation graph");
     cudnn_finalize(g, graph, "operation graph");
+    return g.ok ? graph : nullptr;
+}
+
+// Operation graph, heuristics (mode A, then the fallback list) and the first plan that finalizes.
+inline bool cudnn_attn_make_plan(CudnnAttnPlan& p, CudnnGraphBuilder& g, cudnnHandle_t handle) {
+    cudnnBackendDescriptor_t graph = cudnn_attn_operation_graph(g, handle);
     if (!g.ok) return false;
 
     std::string tried;
