@@ -489,6 +489,11 @@ struct Trainer {
         grad_accum = (int)(opt.total_batch / rows);
         dist.init(dc);  // before the model: selects this rank's GPU
         if (!is_main() && freopen("/dev/null", "w", stdout) == nullptr) fail("cannot redirect stdout to /dev/null");
+#ifndef TRAIN_BACKEND_CPU
+        if (dc.world > 1)
+            printf("data parallel: %d ranks, run %s, met through %s\n", dc.world, dc.run_id.c_str(),
+                   dc.rendezvous.empty() ? nccl_rendezvous_file(dc).c_str() : dc.rendezvous.c_str());
+#endif
         AttnKind attn;
         attn_kind_from_name(ATTN_NAME, &attn);
         config.max_seq_len = opt.T;

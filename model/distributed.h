@@ -1,6 +1,7 @@
 // Data parallelism across GPUs and nodes with NCCL: one process per GPU, each with its own copy of
 // the model (model/gpt2_cuda.cuh) and its own rows of every batch (dataloader/dataloader.h with
-// this rank and world). No MPI: the ranks find each other through a file.
+// this rank and world). No MPI: the ranks find each other through a file or a TCP port
+// (model/rendezvous.h).
 //
 //   DistConfig cfg = dist_config_from_env();   // RANK/WORLD_SIZE/LOCAL_RANK or SLURM_*, DIST_*
 //   Distributed dist;
@@ -26,13 +27,15 @@
 //                 when WORLD_SIZE > 1; scripts/launch.sh makes a fresh one per launch
 //   DIST_ID_DIR   a directory every rank can read (default /tmp: one node; a shared file system
 //                 across nodes)
+//   DIST_RENDEZVOUS  tcp://HOST:PORT (or HOST:PORT): rank 0 serves the id on PORT of HOST instead
+//                 of writing the file (nodes without a shared file system)
 //   DIST_TIMEOUT_S  seconds a rank waits for the rendezvous and for a collective (default 600)
 //
-// Rendezvous: rank 0 draws the NCCL unique id and writes it to DIST_ID_DIR/nccl_id_<run id>.bin
-// (to a temporary name, then renamed, so nobody reads half a file); the others wait for that file,
-// at most DIST_TIMEOUT_S. The run id in the name (and again in the file) keeps a file left by an
-// earlier or concurrent run from being taken for this run's. Rank 0 removes it once the
-// communicator is up (every rank has read it by then).
+// Rendezvous (model/rendezvous.h): rank 0 draws the NCCL unique id and hands it to the others
+// through DIST_ID_DIR/nccl_id_<run id>.bin or over DIST_RENDEZVOUS, every wait at most
+// DIST_TIMEOUT_S; the run id (and world size) in the file or the handshake keeps a leftover of an
+// earlier or concurrent run from being taken for this run's id. The file is removed once the
+// communicator is up.
 //
 // Overlap: without ZeRO-1, overlap_reduce() has the last micro-step's backward hand each layer's
 // gradients, as soon as they are complete, to an all-reduce on a communication stream, so the
@@ -86,6 +89,9 @@
 #include "layers/nccl_common.cuh"
 #include "model/checkpoint.h"
 #include "model/gpt2_cuda.cuh"
+#include "model/rendezvous.h"
+
+static_assert(sizeof(ncclUniqueId) == sizeof(RendezvousId), "the rendezvous carries an NCCL unique id");
 
 struct DistConfig {
     int rank = 0;
@@ -93,6 +99,7 @@ struct DistConfig {
     int local_rank = 0;      // the GPU of this node: cudaSetDevice(local_rank)
     std::string run_id;      // names the rendezvous file; [A-Za-z0-9._-], at most 100 characters
     std::string id_dir = "/tmp";
+    std::string rendezvous;  // DIST_RENDEZVOUS: "tcp://HOST:PORT" or "HOST:PORT"; empty: the file in id_dir
     double timeout_s = 600;  // rendezvous and collective watchdog
 };
 
@@ -117,9 +124,19 @@ inline std::string dist_config_error(const DistConfig& c) {
             return "run id '" + c.run_id + "' must be 1 to 100 characters of [A-Za-z0-9._-] (it names a file)";
         }
         if (c.id_dir.empty()) return "the rendezvous directory (DIST_ID_DIR) is empty";
+        if (!c.rendezvous.empty()) {
+            try {
+                parse_rendezvous_endpoint(c.rendezvous);
+            } catch (const std::exception& e) {
+                return e.what();
+            }
+        }
     }
     return "";
 }
+
+// The rendezvous file of this run (when DIST_RENDEZVOUS is not set).
+inline std::string nccl_rendezvous_file(const DistConfig& c) { return rendezvous_file_path(c.id_dir, c.run_id); }
 
 // *out = the integer in environment variable `name`; false if it is unset or empty.
 inline bool dist_env_int(const char* name, int* out) {
@@ -174,6 +191,8 @@ inline DistConfig dist_config_from_env() {
     }
     const char* dir = getenv("DIST_ID_DIR");
     if (dir != nullptr && *dir != '\0') c.id_dir = dir;
+    const char* endpoint = getenv("DIST_RENDEZVOUS");
+    if (endpoint != nullptr && *endpoint != '\0') c.rendezvous = endpoint;
     const char* timeout = getenv("DIST_TIMEOUT_S");
     if (timeout != nullptr && *timeout != '\0') {
         char* end = nullptr;
@@ -186,81 +205,6 @@ inline DistConfig dist_config_from_env() {
     std::string err = dist_config_error(c);
     if (!err.empty()) throw std::runtime_error("environment: " + err);
     return c;
-}
-
-// ----------------------------------------------------------------------------
-// rendezvous: the NCCL unique id through a file
-
-// File layout: magic (8 bytes), world (int32), run id (128 bytes, 0-padded), the id (128 bytes).
-constexpr char NCCL_ID_FILE_MAGIC[8] = {'N', 'C', 'C', 'L', 'I', 'D', '0', '1'};
-constexpr size_t NCCL_ID_FILE_BYTES = 8 + 4 + 128 + sizeof(ncclUniqueId);
-
-inline std::string nccl_id_path(const DistConfig& c) { return c.id_dir + "/nccl_id_" + c.run_id + ".bin"; }
-
-inline void nccl_id_pack(const DistConfig& c, const ncclUniqueId& id, char* buf) {
-    memset(buf, 0, NCCL_ID_FILE_BYTES);
-    memcpy(buf, NCCL_ID_FILE_MAGIC, 8);
-    int32_t world = c.world;
-    memcpy(buf + 8, &world, 4);
-    memcpy(buf + 12, c.run_id.data(), std::min<size_t>(c.run_id.size(), 127));
-    memcpy(buf + 140, &id, sizeof(id));
-}
-
-// Rank 0: writes the id for this run atomically (temporary file, fsync, rename).
-inline void nccl_id_write(const DistConfig& c, const ncclUniqueId& id) {
-    std::string path = nccl_id_path(c), tmp = path + ".tmp." + std::to_string((long)getpid());
-    char buf[NCCL_ID_FILE_BYTES];
-    nccl_id_pack(c, id, buf);
-    FILE* f = fopen(tmp.c_str(), "wb");
-    if (f == nullptr) {
-        throw std::runtime_error("rendezvous: cannot write " + tmp + ": " + strerror(errno) +
-                                 " (DIST_ID_DIR must be a writable directory every rank can read)");
-    }
-    bool ok = fwrite(buf, 1, sizeof buf, f) == sizeof buf && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
-        std::string why = strerror(errno);
-        remove(tmp.c_str());
-        throw std::runtime_error("rendezvous: cannot write " + path + ": " + why);
-    }
-}
-
-// Other ranks: waits for this run's file (polling every 20 ms, at most c.timeout_s) and reads it.
-inline ncclUniqueId nccl_id_read(const DistConfig& c) {
-    std::string path = nccl_id_path(c);
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(c.timeout_s);
-    char buf[NCCL_ID_FILE_BYTES];
-    for (;;) {
-        FILE* f = fopen(path.c_str(), "rb");
-        if (f != nullptr) {
-            size_t got = fread(buf, 1, sizeof buf, f);
-            fclose(f);
-            char want[NCCL_ID_FILE_BYTES];
-            ncclUniqueId none{};
-            nccl_id_pack(c, none, want);
-            if (got != sizeof buf || memcmp(buf, want, 140) != 0) {
-                int32_t world = 0;
-                memcpy(&world, buf + 8, 4);
-                throw std::runtime_error("rendezvous: " + path + " is not this run's id file (" +
-                                         std::to_string(got) + " bytes, world " + std::to_string(world) +
-                                         "; expected " + std::to_string(sizeof buf) + " bytes, world " +
-                                         std::to_string(c.world) + ", run id " + c.run_id +
-                                         "): remove it, or give this run a fresh DIST_RUN_ID");
-            }
-            ncclUniqueId id;
-            memcpy(&id, buf + 140, sizeof id);
-            return id;
-        }
-        if (std::chrono::steady_clock::now() > deadline) {
-            char secs[32];
-            snprintf(secs, sizeof secs, "%g", c.timeout_s);
-            throw std::runtime_error("rendezvous: rank " + std::to_string(c.rank) + " waited " + secs + " s for " +
-                                     path + ", which rank 0 writes: check that rank 0 runs, that every rank has "
-                                     "the same DIST_RUN_ID, and that DIST_ID_DIR is a directory they all share "
-                                     "(DIST_TIMEOUT_S sets the wait)");
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
 }
 
 // ----------------------------------------------------------------------------
@@ -292,12 +236,14 @@ struct Distributed {
         cudaCheck(cudaMalloc(&scalar, sizeof(float)));
         if (c.world == 1) return;
         ncclUniqueId id;
+        RendezvousId drawn{};
         if (c.rank == 0) {
             check(ncclGetUniqueId(&id), "ncclGetUniqueId");
-            nccl_id_write(c, id);
-        } else {
-            id = nccl_id_read(c);
+            memcpy(drawn.bytes, &id, sizeof id);
         }
+        RendezvousRun run{c.rank, c.world, c.run_id, c.timeout_s};
+        RendezvousId got = rendezvous_exchange(run, c.rendezvous, c.id_dir, drawn);
+        memcpy(&id, got.bytes, sizeof id);
 #if defined(__CUDACC__)
         ncclConfig_t nccl_config = NCCL_CONFIG_INITIALIZER;
         nccl_config.blocking = 0;  // calls return at once; wait_async() bounds the wait
@@ -307,7 +253,7 @@ struct Distributed {
 #else
         check(ncclCommInitRank(&comm, c.world, id, c.rank), "ncclCommInitRank");
 #endif
-        if (c.rank == 0) remove(nccl_id_path(c).c_str());  // every rank has joined, so has read it
+        rendezvous_finish(run, c.rendezvous, c.id_dir);  // every rank has joined, so has read the file
         // non-blocking: the legacy default stream, the model's, must not wait for it
         cudaCheck(cudaStreamCreateWithFlags(&comm_stream, cudaStreamNonBlocking));
         cudaCheck(cudaEventCreateWithFlags(&grads_ready, cudaEventDisableTiming));

@@ -3,7 +3,8 @@
 #   scripts/launch.sh -n 8 ./train_gpt2cu_lssar -e d12 -b 64 ...
 # Rank r runs the program with RANK=r, WORLD_SIZE=N, LOCAL_RANK=r (its GPU), and every rank gets
 # the same fresh DIST_RUN_ID (model/distributed.h: it names the rendezvous file, so a file left by
-# an earlier or concurrent launch is never read) and DIST_ID_DIR (default /tmp). Each output line
+# an earlier or concurrent launch is never read) and DIST_ID_DIR (default /tmp); with
+# DIST_RENDEZVOUS=tcp://127.0.0.1:PORT set, rank 0 serves the id on that port instead. Each output line
 # (stdout and stderr) is prefixed with "[rank r] ". If a rank exits non-zero, the others are
 # stopped (TERM, then KILL after 10 s) and the launch exits with that rank's code; Ctrl-C stops
 # them all. Exit 0 when every rank exits 0; 2 on bad usage.

@@ -517,79 +517,45 @@ static std::string error_of(const std::function<void()>& f) {
     return "no error";
 }
 
-TEST_CASE("rendezvous: the id travels through the directory; another run's file is ignored") {
+// Two ranks form their communicator through the given rendezvous (model/rendezvous.h, tested on
+// its own in test/test_rendezvous.cpp) and average a value; a file of an earlier run (another run
+// id) lies in the directory and must not be read.
+static void check_two_ranks_meet(const std::string& endpoint) {
+    if (!have_devices(2)) return;
     std::string dir = fresh_dir(), run_id = fresh_run_id(), stale_id = fresh_run_id();
-    // a file of an earlier run (another run id), written first: it must not be read
-    ncclUniqueId stale;
-    memset(&stale, 0x5a, sizeof stale);
-    nccl_id_write(rendezvous_config(0, dir, stale_id, 1), stale);
-    ncclUniqueId sent, received;
-    memset(&sent, 0, sizeof sent);
-    snprintf(sent.internal, sizeof sent.internal, "the id of run %s", run_id.c_str());
-    std::string error1;
-    std::thread reader([&] {  // starts before the writer: it must wait for the file
-        try {
-            received = nccl_id_read(rendezvous_config(1, dir, run_id, 10));
-        } catch (const std::exception& e) {
-            error1 = e.what();
-        }
-    });
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    nccl_id_write(rendezvous_config(0, dir, run_id, 10), sent);
-    reader.join();
-    CHECK(error1.empty());
-    CHECK(memcmp(&received, &sent, sizeof sent) == 0);
-    CHECK(memcmp(&received, &stale, sizeof stale) != 0);
-
-    // nobody writes this run's file: a bounded wait and an error that names the file
-    std::string lonely = fresh_run_id();
-    auto start = std::chrono::steady_clock::now();
-    std::string err = error_of([&] { nccl_id_read(rendezvous_config(1, dir, lonely, 0.3)); });
-    double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    CHECK(err.find("nccl_id_" + lonely + ".bin") != std::string::npos);
-    CHECK(err.find("DIST_RUN_ID") != std::string::npos);
-    CHECK(waited < 5);
-
-    // a file under this run's name but for another world size (a reused run id) is refused
-    std::string reused = fresh_run_id();
-    DistConfig four = rendezvous_config(0, dir, reused, 1);
-    four.world = 4;
-    nccl_id_write(four, sent);
-    err = error_of([&] { nccl_id_read(rendezvous_config(1, dir, reused, 1)); });
-    CHECK(err.find("not this run's id file") != std::string::npos);
-
-    // two full ranks: Distributed::init removes the file once both joined
-    std::string full = fresh_run_id();
-    if (!have_devices(2)) full = "";
+    RendezvousId stale;
+    memset(stale.bytes, 0x5a, sizeof stale.bytes);
+    rendezvous_file_write(dir, RendezvousRun{0, 2, stale_id, 1}, stale);
     std::string errors[2];
     std::thread ranks[2];
-    for (int r = 0; r < 2 && !full.empty(); r++) {
+    for (int r = 0; r < 2; r++) {
         ranks[r] = std::thread([&, r] {
             errors[r] = error_of([&] {
+                DistConfig c = rendezvous_config(r, dir, run_id, 10);
+                c.rendezvous = endpoint;
                 Distributed dist;
-                dist.init(rendezvous_config(r, dir, full, 10));
+                dist.init(c);
                 CHECK(dist.average(r == 0 ? 1.0f : 3.0f) == 2.0f);
             });
         });
     }
-    for (auto& t : ranks) {
-        if (t.joinable()) t.join();
-    }
-    if (!full.empty()) {
-        CHECK(errors[0] == "no error");
-        CHECK(errors[1] == "no error");
-    }
-    struct stat st;
-    CHECK(stat(nccl_id_path(rendezvous_config(0, dir, full, 1)).c_str(), &st) != 0);
-    remove(nccl_id_path(rendezvous_config(0, dir, stale_id, 1)).c_str());
-    remove(nccl_id_path(rendezvous_config(0, dir, run_id, 1)).c_str());
-    remove(nccl_id_path(four).c_str());
-    CHECK(rmdir(dir.c_str()) == 0);  // nothing else (no temporary file) was left
+    for (auto& t : ranks) t.join();
+    CHECK(errors[0] == "no error");
+    CHECK(errors[1] == "no error");
+    rendezvous_file_remove(dir, RendezvousRun{0, 2, stale_id, 1});
+    CHECK(rmdir(dir.c_str()) == 0);  // this run's file was removed, and no temporary file was left
+}
+
+TEST_CASE("rendezvous: two ranks meet through the directory, or over TCP (DIST_RENDEZVOUS)") {
+    check_two_ranks_meet("");
+    int port = rendezvous_tcp_port(rendezvous_tcp_listen(0));  // a port that was just free
+    check_two_ranks_meet("tcp://127.0.0.1:" + std::to_string(port));
 }
 
 TEST_CASE("config from the environment: torchrun/launch.sh and Slurm names, errors") {
     const char* names[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
-                           "SLURM_JOB_ID", "SLURM_STEP_ID", "DIST_RUN_ID", "DIST_ID_DIR", "DIST_TIMEOUT_S"};
+                           "SLURM_JOB_ID", "SLURM_STEP_ID", "DIST_RUN_ID", "DIST_ID_DIR", "DIST_TIMEOUT_S",
+                           "DIST_RENDEZVOUS"};
     auto clear = [&] { for (const char* n : names) unsetenv(n); };
     clear();
     DistConfig c = dist_config_from_env();
@@ -634,6 +600,13 @@ TEST_CASE("config from the environment: torchrun/launch.sh and Slurm names, erro
     setenv("DIST_RUN_ID", "ok", 1);
     setenv("WORLD_SIZE", "two", 1);
     CHECK(error_of([] { dist_config_from_env(); }).find("WORLD_SIZE='two'") != std::string::npos);
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("DIST_RENDEZVOUS", "tcp://node01:29500", 1);
+    c = dist_config_from_env();
+    CHECK(c.rendezvous == "tcp://node01:29500");
+    setenv("DIST_RENDEZVOUS", "node01", 1);  // no port: refused before anything starts
+    CHECK(error_of([] { dist_config_from_env(); }).find("node01") != std::string::npos);
+    unsetenv("DIST_RENDEZVOUS");
     unsetenv("WORLD_SIZE");
     CHECK(error_of([] { dist_config_from_env(); }).find("go together") != std::string::npos);
     clear();

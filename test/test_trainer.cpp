@@ -37,6 +37,7 @@
 #include "model/backend_cpu.h"
 #include "model/checkpoint.h"
 #include "model/rand.h"
+#include "model/rendezvous.h"
 
 static const char* TRAINER = "./train_gpt2cpu_lssar";
 static const char* EMU_TRAINER = "./build/train_gpt2cu_emu_lssar";  // the CUDA back end, emulated
@@ -713,12 +714,14 @@ TEST_CASE("a 2-process run resumes bit for bit on 2 processes and refuses 1") {
     unsetenv("SIMT_THREADS");
 }
 
-TEST_CASE("a trainer process killed mid-run makes the other exit with an error, not hang") {
-    // Two ranks started by hand (no launch.sh, which would stop the survivor itself). Rank 1 is
-    // killed once rank 0 has printed step 2; rank 0 must then fail its next collective and exit
-    // non-zero, well within the 30 s watchdog (the closed connection is noticed at once).
-    TempDir out, ids;
-    std::string env = "WORLD_SIZE=2 DIST_RUN_ID=killtest DIST_ID_DIR=" + ids.path +
+TEST_CASE("trainer processes meet over TCP; one killed mid-run makes the other exit with an error, not hang") {
+    // Two ranks started by hand (no launch.sh, which would stop the survivor itself), meeting over
+    // TCP (DIST_RENDEZVOUS) on a port that was just free. Rank 1 is killed once rank 0 has
+    // printed step 2; rank 0 must then fail its next collective and exit non-zero, well within
+    // the 30 s watchdog (the closed connection is noticed at once).
+    TempDir out;
+    int port = rendezvous_tcp_port(rendezvous_tcp_listen(0));
+    std::string env = "WORLD_SIZE=2 DIST_RUN_ID=killtest DIST_RENDEZVOUS=tcp://127.0.0.1:" + std::to_string(port) +
                       " DIST_TIMEOUT_S=30 SIMT_NCCL_TIMEOUT_S=30 ";
     std::string rank1 = env + "RANK=1 LOCAL_RANK=1 " + emu_run(out.path, "-b 2 -x 100000") + " > /dev/null 2>&1 & echo $!";
     Result started = run(rank1);
@@ -747,6 +750,7 @@ TEST_CASE("a trainer process killed mid-run makes the other exit with an error, 
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) != 0);
     CHECK(seconds < 10);
+    CHECK(output.find("data parallel: 2 ranks, run killtest, met through tcp://127.0.0.1:") != std::string::npos);
     CHECK(output.find("rank 1 of 2 closed its connection") != std::string::npos);
     CHECK(output.find("error:") != std::string::npos);
     MESSAGE("rank 0 exited " << seconds << " s after rank 1 was killed");
