@@ -521,7 +521,25 @@ struct GPT2Cuda {
         rope_len = len;
     }
 
+    // Device bytes of the activations for (B_, T_): what ensure_activations(B_, T_) allocates,
+    // counted instead (e.g. whether an evaluation length fits on a GPU).
+    size_t activation_bytes(int B_, int T_) {
+        size_t bytes = 0;
+        GPT2CudaActivations unused{};
+        counted_bytes = &bytes;
+        layout_activations(unused, B_, T_);
+        counted_bytes = nullptr;
+        return bytes;
+    }
+
+    size_t* counted_bytes = nullptr;  // set: alloc_act adds up sizes instead of allocating
+
     template <class P> void alloc_act(P*& ptr, size_t count, size_t elem_bytes = sizeof(P)) {
+        if (counted_bytes != nullptr) {
+            *counted_bytes += count * elem_bytes;
+            ptr = nullptr;
+            return;
+        }
         void* p = nullptr;
         cudaCheck(cudaMalloc(&p, count * elem_bytes));
         act_allocations.push_back(p);
@@ -538,10 +556,16 @@ struct GPT2Cuda {
     void ensure_activations(int B_, int T_) {
         if (B_ == B && T_ == T) return;
         free_activations();
+        layout_activations(acts, B_, T_);
+        B = B_;
+        T = T_;
+    }
+
+    // every activation buffer for (B_, T_), through alloc_act
+    void layout_activations(GPT2CudaActivations& a, int B_, int T_) {
         const GPT2Config& c = config;
         size_t L = c.num_layers, C = c.channels, NH = c.num_heads, Vp = c.padded_vocab_size;
         size_t BT = (size_t)B_ * T_;
-        GPT2CudaActivations& a = acts;
         alloc_act(a.encoded, BT * C);
         alloc_act(a.ln1, L * BT * C);
         alloc_act(a.ln1_mean, L * BT);
@@ -571,7 +595,5 @@ struct GPT2Cuda {
         alloc_act(a.encoder_workspace, encoder_backward_workspace_ints(B_, T_));
         alloc_act(a.inputs, BT);
         alloc_act(a.targets, BT);
-        B = B_;
-        T = T_;
     }
 };

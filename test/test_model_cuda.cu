@@ -357,6 +357,32 @@ TEST_CASE("parameters and optimizer state round-trip through the host") {
     CHECK_THROWS_AS(gpu.set_params(std::vector<float>(3)), std::invalid_argument);
 }
 
+// GPT-2 124M evaluating one 16K-token sequence (loss versus length at 16x the training length):
+// the device memory it needs, from the model's own allocation list (activation_bytes). The
+// attention keeps O(B NH T) statistics, never a T x T matrix, so the activations grow linearly:
+// doubling T at most doubles them (the T-independent scratch makes it slightly less).
+TEST_CASE("GPT-2 124M evaluates a 16K-token sequence within an 80 GB GPU; activations linear in T") {
+    GPT2Config c;
+    c.max_seq_len = 1024;
+    c.vocab_size = 50257;
+    c.padded_vocab_size = 50304;
+    c.num_layers = 12;
+    c.num_heads = 12;
+    c.channels = 768;
+    c.attn = ATTN_LSSAR;
+    c.p = 15.0f;
+    GPT2Cuda model(c);
+    size_t weights = model.num_parameters * (2 * sizeof(floatX) + sizeof(float));  // bf16 weights, grads; fp32 master
+    size_t rope = (size_t)16384 * 64 * sizeof(float);
+    size_t a8 = model.activation_bytes(1, 8192), a16 = model.activation_bytes(1, 16384);
+    double total_gb = (weights + rope + a16) / 1e9;
+    MESSAGE("T = 16384: weights " << weights / 1e9 << " GB + activations " << a16 / 1e9 << " GB = " << total_gb
+                                  << " GB (T = 8192: activations " << a8 / 1e9 << " GB)");
+    // 10% of the 80 GB left for the CUDA context, cuBLASLt's workspace and fragmentation
+    CHECK(total_gb < 0.9 * 80);
+    CHECK(a16 <= 2 * a8);
+}
+
 TEST_CASE("bad configs and calls are refused with the field named") {
     auto message_of = [](const GPT2Config& c) {
         try {
