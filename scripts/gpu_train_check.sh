@@ -7,6 +7,8 @@
 #   3. trains each for STEPS steps of B x 1024 tokens (no validation, sampling or checkpoints)
 #   4. prints each one's median tokens/s and MFU over the steps after the first WARMUP, and the
 #      ratio LSSAR / softmax
+#   5. with 2 or more GPUs, LSSAR data-parallel on all of them through the real NCCL, with and
+#      without ZeRO-1: tokens/s and the scaling against one GPU
 # Usage: bash scripts/gpu_train_check.sh          (outputs in build/gpu_train_check/)
 #        B=8 STEPS=30 bash scripts/gpu_train_check.sh
 #        bash scripts/gpu_train_check.sh --summarize SOFTMAX_OUTPUT LSSAR_OUTPUT
@@ -134,5 +136,30 @@ done
 
 # 4. the figures
 report "$dir/softmax.txt" "$dir/lssar.txt" || status=1
+
+# 5. with several GPUs: the real NCCL build, LSSAR data-parallel over all of them (scripts/launch.sh),
+#    plain and ZeRO-1; tokens/s against the one-GPU run above (scaling = ratio / GPUs)
+ngpu=$(nvidia-smi -L | grep -c '^GPU')
+if [ "$ngpu" -ge 2 ]; then
+    one=$(summarize "$dir/lssar.txt")
+    for z in 0 1; do
+        out="$dir/lssar_dp${ngpu}_z$z.txt"
+        timeout "$LIMIT_S" scripts/launch.sh -n "$ngpu" ./train_gpt2cu_lssar -i "$dir/random_train_*.bin" -j "" -e d12 \
+            -p 15 -b "$B" -t $T -x "$(( STEPS / ngpu > WARMUP + 10 ? STEPS / ngpu : WARMUP + 10 ))" -l 3e-4 -u 10 -v 0 -s 0 -z $z > "$out.raw" 2>&1
+        rc=$?
+        sed -n 's/^\[rank 0\] //p' "$out.raw" > "$out"
+        line=$(summarize "$out")
+        if [ $rc != 0 ] && [ $rc != 124 ] || [ -z "$line" ]; then
+            echo "lssar x $ngpu GPUs (ZeRO-1 $z): FAILED (exit $rc), see $out.raw"; tail -5 "$out.raw"; status=1
+            continue
+        fi
+        read -r tok mfu n <<< "$line"
+        awk -v t="$tok" -v one="${one%% *}" -v g="$ngpu" -v z="$z" -v mfu="$mfu" 'BEGIN {
+            printf "lssar x %d GPUs (ZeRO-1 %d): %.0f tokens/s, MFU %s%%, %.2fx one GPU (scaling %.0f%%)\n",
+                   g, z, t, mfu, one > 0 ? t / one : 0, one > 0 ? 100 * t / one / g : 0 }'
+    done
+else
+    echo "data parallel: skipped (1 GPU; the 2-rank NCCL runs need 2 or more)"
+fi
 echo "gpu_train_check total: $(( $(date +%s) - start )) s, $([ $status = 0 ] && echo PASSED || echo FAILED)"
 exit $status
