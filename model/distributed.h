@@ -101,6 +101,7 @@ struct DistConfig {
     std::string id_dir = "/tmp";
     std::string rendezvous;  // DIST_RENDEZVOUS: "tcp://HOST:PORT" or "HOST:PORT"; empty: the file in id_dir
     double timeout_s = 600;  // rendezvous and collective watchdog
+    bool communicator_for_one = false;  // a communicator even for world 1 (tests: NCCL on one GPU)
 };
 
 // Empty if the config is consistent, else a message naming the value and the fix.
@@ -212,12 +213,12 @@ inline DistConfig dist_config_from_env() {
 
 struct Distributed {
     DistConfig config;
-    ncclComm_t comm = nullptr;   // null when world = 1
+    ncclComm_t comm = nullptr;   // null when world = 1 (unless communicator_for_one)
     bool zero1 = false;
     size_t shard_begin = 0;      // this rank's parameters under ZeRO-1: [shard_begin, shard_end)
     size_t shard_end = 0;        // (clipped to num_parameters; the whole model without ZeRO-1)
     float* scalar = nullptr;     // (1) device: average()'s value
-    cudaStream_t comm_stream = nullptr;  // the overlapped all-reduces (world > 1)
+    cudaStream_t comm_stream = nullptr;  // the overlapped all-reduces (with a communicator)
     cudaEvent_t grads_ready = nullptr;   // recorded on the model's stream when a layer's gradients are done
     bool overlapping = false;            // this step's layers are being all-reduced during the backward
 
@@ -226,7 +227,7 @@ struct Distributed {
     Distributed& operator=(const Distributed&) = delete;
     ~Distributed() { finish(); }
 
-    // Selects this rank's GPU and, with world > 1, forms the communicator (rendezvous through
+    // Selects this rank's GPU and, with world > 1 (or communicator_for_one), forms the communicator (rendezvous through
     // config.id_dir). Call before constructing the model.
     void init(const DistConfig& c) {
         std::string err = dist_config_error(c);
@@ -234,7 +235,7 @@ struct Distributed {
         config = c;
         cudaCheck(cudaSetDevice(c.local_rank));
         cudaCheck(cudaMalloc(&scalar, sizeof(float)));
-        if (c.world == 1) return;
+        if (c.world == 1 && !c.communicator_for_one) return;
         ncclUniqueId id;
         RendezvousId drawn{};
         if (c.rank == 0) {
@@ -262,7 +263,7 @@ struct Distributed {
     // Prepares the model for this run: ZeRO-1's equal shards, and rank 0's weights on every rank
     // (they start alike only if every rank drew the same initialisation or read the same file).
     void attach(GPT2Cuda& model, bool use_zero1) {
-        zero1 = use_zero1 && config.world > 1;
+        zero1 = use_zero1 && comm != nullptr;
         if (zero1) {
             model.reserve_shards(config.world);
             shard_begin = std::min(model.num_parameters, (size_t)config.rank * model.shard_size);
@@ -271,7 +272,7 @@ struct Distributed {
             shard_begin = 0;
             shard_end = model.num_parameters;
         }
-        if (config.world == 1) return;
+        if (comm == nullptr) return;
         check(ncclBroadcast(model.master_weights, model.master_weights, model.num_parameters, ncclFloat32, 0, comm,
                             model.stream), "ncclBroadcast(master weights)");
         check(ncclBroadcast(model.params_memory, model.params_memory, model.num_parameters, ncclBfloat16, 0, comm,
@@ -284,7 +285,7 @@ struct Distributed {
     // rows; afterwards it holds the average over the ranks, the gradient of the mean over all
     // rows (all of it, or under ZeRO-1 its shard).
     void reduce_grads(GPT2Cuda& model) {
-        if (config.world == 1) return;
+        if (comm == nullptr) return;
         if (overlapping) {  // the layers are on their way: add wte and lnf, then wait for all
             model.on_layer_backward = nullptr;
             overlapping = false;
@@ -308,7 +309,7 @@ struct Distributed {
     // Before the last backward of a step, without ZeRO-1: its layers' gradients are all-reduced
     // on comm_stream as the backward completes them (see the top of this file).
     void overlap_reduce(GPT2Cuda& model) {
-        if (config.world == 1 || zero1) return;
+        if (comm == nullptr || zero1) return;
         overlapping = true;
         model.on_layer_backward = [this, &model](int layer) {
             all_reduce_after_backward(model, param_tensor_per_layer, layer);
@@ -392,7 +393,7 @@ struct Distributed {
         s.num_parameters = model.num_parameters;
         param_shard_range(model.num_parameters, config.world, config.rank, &s.begin, &s.end);
         model.get_optimizer(s.m, s.v);  // the shard under ZeRO-1, else every parameter
-        if (!zero1 && config.world > 1) {
+        if (!zero1) {
             s.m = std::vector<float>(s.m.begin() + s.begin, s.m.begin() + s.end);
             s.v = std::vector<float>(s.v.begin() + s.begin, s.v.begin() + s.end);
         }
@@ -416,7 +417,7 @@ struct Distributed {
         std::copy(s.m.begin(), s.m.end(), m.begin() + s.begin);
         std::copy(s.v.begin(), s.v.end(), v.begin() + s.begin);
         model.set_optimizer(m, v);
-        if (config.world == 1) return;
+        if (comm == nullptr) return;
         for (int r = 0; r < config.world; r++) {
             size_t begin, end;
             param_shard_range(model.num_parameters, config.world, r, &begin, &end);
@@ -428,11 +429,11 @@ struct Distributed {
     }
 
     // true on every rank if flag is true on any (e.g. a failed write, so that all ranks stop together)
-    bool any(bool flag) { return config.world == 1 ? flag : average(flag ? 1.0f : 0.0f) > 0.0f; }
+    bool any(bool flag) { return comm == nullptr ? flag : average(flag ? 1.0f : 0.0f) > 0.0f; }
 
     // The mean of x over the ranks (e.g. the step's loss, for the log).
     float average(float x) {
-        if (config.world == 1) return x;
+        if (comm == nullptr) return x;
         cudaCheck(cudaMemcpy(scalar, &x, sizeof(float), cudaMemcpyHostToDevice));
         check(ncclAllReduce(scalar, scalar, 1, ncclFloat32, ncclAvg, comm, 0), "ncclAllReduce(average)");
         wait_stream(0, "ncclAllReduce(average)");
