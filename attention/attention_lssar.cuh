@@ -95,6 +95,17 @@ __global__ void lssa_scales_kernel(float* scales, const floatX* qkv, int B, int 
     }
 }
 
+// Key tile kt of this head into shared memory: sK the keys times k_mul (k~), key_fac their k_fac
+// (0 for keys past T). The block's threads share the loads; the caller synchronises.
+template <int ROWS, int HD, int LD>
+__device__ __forceinline__ void load_lssa_key_tile(sptr<floatX> sK, sptr<float> key_fac, const floatX* k_base, int C,
+                                                   int kt, int T, const float* sc) {
+    load_tile<ROWS, HD, LD>(sK, k_base, 3 * C, kt * ROWS, T, sc + 2 * T);
+    for (int j = threadIdx.x; j < ROWS; j += blockDim.x) {
+        key_fac[j] = kt * ROWS + j < T ? sc[3 * T + kt * ROWS + j] : 0.0f;
+    }
+}
+
 // The scores of one warp's 16 query rows against a key tile in shared memory:
 // s = lam_t fac_q(t) fac_k(j) (q~ . k~) with q~ = mul q, k~ = mul k as loaded.
 // row_scale[i] = lam fac_q of the lane's rows (i = 0: row g, 1: row g+8); key_fac in shared.
@@ -155,10 +166,7 @@ lssar_forward_kernel(floatX* out, float* stats, const floatX* qkv, const float* 
         float smax[2] = {-INFINITY, -INFINITY}, smin[2] = {INFINITY, INFINITY};
         for (int kt = 0; kt <= qt; kt++) {
             __syncthreads();  // the previous key tile has been read
-            load_tile<ROWS, HD, LD>(sK, k_base, 3 * C, kt * ROWS, T, sc + 2 * T);
-            for (int j = threadIdx.x; j < ROWS; j += blockDim.x) {
-                key_fac[j] = kt * ROWS + j < T ? sc[3 * T + kt * ROWS + j] : 0.0f;
-            }
+            load_lssa_key_tile<ROWS, HD, LD>(sK, key_fac, k_base, C, kt, T, sc);
             __syncthreads();
             FragC s[RT];
             lssa_scores<HD>(s, qf, sK, key_fac, row_scale);
@@ -194,11 +202,8 @@ lssar_forward_kernel(floatX* out, float* stats, const floatX* qkv, const float* 
     for (int nt = 0; nt < Tile::HTILES; nt++) { frag_zero(acc[nt]); }
     for (int kt = 0; kt <= qt; kt++) {
         __syncthreads();
-        load_tile<ROWS, HD, LD>(sK, k_base, 3 * C, kt * ROWS, T, sc + 2 * T);
+        load_lssa_key_tile<ROWS, HD, LD>(sK, key_fac, k_base, C, kt, T, sc);
         load_tile<ROWS, HD, LD>(sV, v_base, 3 * C, kt * ROWS, T);
-        for (int j = threadIdx.x; j < ROWS; j += blockDim.x) {
-            key_fac[j] = kt * ROWS + j < T ? sc[3 * T + kt * ROWS + j] : 0.0f;
-        }
         __syncthreads();
         FragC s[RT];
         lssa_scores<HD>(s, qf, sK, key_fac, row_scale);
@@ -333,11 +338,8 @@ lssar_d1_kernel(float* rowd, const floatX* dout, const floatX* qkv, const float*
     float sum_udw[2] = {0.0f, 0.0f}, sum_acdw[2] = {0.0f, 0.0f}, sum_ac[2] = {0.0f, 0.0f};
     for (int kt = 0; kt <= qt; kt++) {
         __syncthreads();
-        load_tile<ROWS, HD, LD>(sK, k_base, 3 * C, kt * ROWS, T, sc + 2 * T);
+        load_lssa_key_tile<ROWS, HD, LD>(sK, key_fac, k_base, C, kt, T, sc);
         load_tile<ROWS, HD, LD>(sV, v_base, 3 * C, kt * ROWS, T);
-        for (int j = threadIdx.x; j < ROWS; j += blockDim.x) {
-            key_fac[j] = kt * ROWS + j < T ? sc[3 * T + kt * ROWS + j] : 0.0f;
-        }
         __syncthreads();
         FragC s[RT], dw[RT];
         lssa_scores<HD>(s, qf, sK, key_fac, row_scale);
