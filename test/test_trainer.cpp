@@ -755,3 +755,38 @@ TEST_CASE("trainer processes meet over TCP; one killed mid-run makes the other e
     CHECK(output.find("error:") != std::string::npos);
     MESSAGE("rank 0 exited " << seconds << " s after rank 1 was killed");
 }
+
+TEST_CASE("two launch.sh 'nodes' of one rank each meet over TCP and train exactly like launch.sh -n 2") {
+    // scripts/launch.sh --nnodes 2 --node-rank K on one machine stands in for two machines: node 0
+    // runs rank 0, node 1 rank 1, both told rank 0's address and the run id. Same ranks, same rows,
+    // so with one emulator thread the checkpoint is bit for bit the single launch's.
+    setenv("SIMT_THREADS", "1", 1);
+    TempDir single, nodes;
+    const std::string flags = "-b 2 -x 2 -n 2";
+    Result rs = run(launch2(emu_run(single.path, flags)));
+    INFO(rs.output);
+    REQUIRE(rs.code == 0);
+    int port = rendezvous_tcp_port(rendezvous_tcp_listen(0));
+    auto node = [&](int k) {
+        return "scripts/launch.sh -n 1 --nnodes 2 --node-rank " + std::to_string(k) + " --rendezvous tcp://127.0.0.1:" +
+               std::to_string(port) + " --run-id twonodes" + std::to_string(getpid()) + " " + emu_run(nodes.path, flags);
+    };
+    std::string script = nodes.path + "/two_nodes.sh";
+    write_file(script, node(1) + " > " + nodes.path + "/node1.txt 2>&1 &\n" + node(0) + "\nrc0=$?\nwait $!\nrc1=$?\n" +
+                           "cat " + nodes.path + "/node1.txt\nexit $((rc0 | rc1))\n");
+    Result rn = run("bash " + script);
+    INFO(rn.output);
+    REQUIRE(rn.code == 0);
+    CHECK(rn.output.find("[rank 0] data parallel: 2 ranks, run twonodes") != std::string::npos);
+    CHECK(rn.output.find("met through tcp://127.0.0.1:" + std::to_string(port)) != std::string::npos);
+    std::string model = read_file(single.path + "/ckpt_00000002.bin");
+    REQUIRE(model.size() > CHECKPOINT_HEADER_BYTES);
+    CHECK(model == read_file(nodes.path + "/ckpt_00000002.bin"));
+    for (int r = 0; r < 2; r++)
+        CHECK(read_file(optimizer_shard_path(single.path, 2, r, 2)) == read_file(optimizer_shard_path(nodes.path, 2, r, 2)));
+    // a node without the run id is refused before anything starts
+    Result bad = run("scripts/launch.sh -n 1 --nnodes 2 --node-rank 1 --rendezvous tcp://127.0.0.1:1 true");
+    CHECK(bad.code == 2);
+    CHECK(bad.output.find("--nnodes 2 needs --run-id") != std::string::npos);
+    unsetenv("SIMT_THREADS");
+}
