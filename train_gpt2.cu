@@ -711,6 +711,11 @@ struct Trainer {
 
 int main(int argc, char** argv) {
     setvbuf(stdout, nullptr, _IOLBF, 0);  // whole lines, so that scripts/launch.sh's rank prefixes apply
+#if !defined(__CUDACC__) && !defined(TRAIN_BACKEND_CPU)
+    // the emulator's host NCCL has its own watchdog: one setting, DIST_TIMEOUT_S, covers both
+    const char* timeout = getenv("DIST_TIMEOUT_S");
+    if (timeout != nullptr && *timeout != '\0') setenv("SIMT_NCCL_TIMEOUT_S", timeout, 0);
+#endif
     Trainer trainer;
     trainer.opt = parse_args(argc, argv);
     try {

@@ -714,15 +714,20 @@ TEST_CASE("a 2-process run resumes bit for bit on 2 processes and refuses 1") {
     unsetenv("SIMT_THREADS");
 }
 
-TEST_CASE("trainer processes meet over TCP; one killed mid-run makes the other exit with an error, not hang") {
-    // Two ranks started by hand (no launch.sh, which would stop the survivor itself), meeting over
-    // TCP (DIST_RENDEZVOUS) on a port that was just free. Rank 1 is killed once rank 0 has
-    // printed step 2; rank 0 must then fail its next collective and exit non-zero, well within
-    // the 30 s watchdog (the closed connection is noticed at once).
+// Two trainer ranks started by hand (no launch.sh, which would stop the survivor itself), meeting
+// over TCP (DIST_RENDEZVOUS) on a port that was just free. Once rank 0 has printed step 2, rank 1
+// gets `sig`; rank 0's output, exit status and seconds from the signal to its exit come back.
+struct SignalledRun {
+    std::string output;
+    int status = 0;
+    double seconds = 0;
+};
+
+static SignalledRun signal_rank1_mid_run(int sig, const std::string& timeout_s) {
     TempDir out;
     int port = rendezvous_tcp_port(rendezvous_tcp_listen(0));
-    std::string env = "WORLD_SIZE=2 DIST_RUN_ID=killtest DIST_RENDEZVOUS=tcp://127.0.0.1:" + std::to_string(port) +
-                      " DIST_TIMEOUT_S=30 SIMT_NCCL_TIMEOUT_S=30 ";
+    std::string env = "WORLD_SIZE=2 DIST_RUN_ID=signaltest DIST_RENDEZVOUS=tcp://127.0.0.1:" + std::to_string(port) +
+                      " DIST_TIMEOUT_S=" + timeout_s + " ";  // the emulated trainer's host NCCL follows it
     std::string rank1 = env + "RANK=1 LOCAL_RANK=1 " + emu_run(out.path, "-b 2 -x 100000") + " > /dev/null 2>&1 & echo $!";
     Result started = run(rank1);
     REQUIRE(started.code == 0);
@@ -730,30 +735,52 @@ TEST_CASE("trainer processes meet over TCP; one killed mid-run makes the other e
     REQUIRE(pid1 > 0);
     FILE* rank0 = popen((env + "RANK=0 LOCAL_RANK=0 " + emu_run(out.path, "-b 2 -x 100000") + " 2>&1").c_str(), "r");
     REQUIRE(rank0 != nullptr);
-    std::string output;
+    SignalledRun r;
     char line[1024];
-    bool killed = false;
-    auto t_kill = std::chrono::steady_clock::now();
+    bool signalled = false;
+    auto t_signal = std::chrono::steady_clock::now();
     while (fgets(line, sizeof line, rank0)) {
-        output += line;
+        r.output += line;
         int step = 0;
-        if (!killed && sscanf(line, "step %d/", &step) == 1 && step >= 2) {
-            REQUIRE(kill(pid1, SIGKILL) == 0);
-            t_kill = std::chrono::steady_clock::now();
-            killed = true;
+        if (!signalled && sscanf(line, "step %d/", &step) == 1 && step >= 2) {
+            REQUIRE(kill(pid1, sig) == 0);
+            t_signal = std::chrono::steady_clock::now();
+            signalled = true;
         }
     }
-    int status = pclose(rank0);
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_kill).count();
-    INFO(output);
-    REQUIRE(killed);
-    CHECK(WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) != 0);
-    CHECK(seconds < 10);
-    CHECK(output.find("data parallel: 2 ranks, run killtest, met through tcp://127.0.0.1:") != std::string::npos);
-    CHECK(output.find("rank 1 of 2 closed its connection") != std::string::npos);
-    CHECK(output.find("error:") != std::string::npos);
-    MESSAGE("rank 0 exited " << seconds << " s after rank 1 was killed");
+    r.status = pclose(rank0);
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_signal).count();
+    kill(pid1, SIGKILL);  // a stopped rank 1 is still there
+    REQUIRE(signalled);
+    return r;
+}
+
+TEST_CASE("trainer processes meet over TCP; one killed mid-run makes the other exit with an error at once") {
+    // the closed connection is noticed at once: far within the 30 s watchdog
+    SignalledRun r = signal_rank1_mid_run(SIGKILL, "30");
+    INFO(r.output);
+    CHECK(WIFEXITED(r.status));
+    CHECK(WEXITSTATUS(r.status) != 0);
+    CHECK(r.seconds < 10);
+    CHECK(r.output.find("data parallel: 2 ranks, run signaltest, met through tcp://127.0.0.1:") != std::string::npos);
+    CHECK(r.output.find("rank 1 of 2 closed its connection") != std::string::npos);
+    CHECK(r.output.find("error:") != std::string::npos);
+    MESSAGE("rank 0 exited " << r.seconds << " s after rank 1 was killed");
+}
+
+TEST_CASE("a trainer process that stops (SIGSTOP) makes the other exit when DIST_TIMEOUT_S runs out") {
+    // rank 1 stays connected but never joins the next collective: only the watchdog can end the
+    // wait. DIST_TIMEOUT_S = 2: rank 0 must exit after about 2 s (at least 2, at most 2 + the step
+    // rank 0 may still be in and its exit, given 8 s).
+    SignalledRun r = signal_rank1_mid_run(SIGSTOP, "2");
+    INFO(r.output);
+    CHECK(WIFEXITED(r.status));
+    CHECK(WEXITSTATUS(r.status) != 0);
+    CHECK(r.seconds >= 2);
+    CHECK(r.seconds < 10);
+    CHECK(r.output.find("timed out after 2 s") != std::string::npos);
+    CHECK(r.output.find("error:") != std::string::npos);
+    MESSAGE("rank 0 exited " << r.seconds << " s after rank 1 was stopped");
 }
 
 TEST_CASE("two launch.sh 'nodes' of one rank each meet over TCP and train exactly like launch.sh -n 2") {
