@@ -1,0 +1,166 @@
+// Passkey retrieval accuracy of a checkpoint at several lengths (method: eval/passkey.h).
+//   build/passkey_cpu_lssar -e out/ckpt_00001000.bin -l 1024,2048,4096 -n 100 -o passkey.csv
+// Built per attention variant like the trainer (make passkey_cpu ATTN=..., make passkey_cu ATTN=...),
+// and refuses a checkpoint of another variant. Prints a table and writes a CSV: length,accuracy,trials.
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#ifdef TRAIN_BACKEND_CPU
+#include "model/backend_cpu.h"
+typedef ModelCPU Model;
+#else
+#include "model/gpt2_cuda.cuh"
+typedef GPT2Cuda Model;
+#endif
+#include "eval/passkey.h"
+#include "model/checkpoint.h"
+
+#ifndef ATTN_NAME
+#error "build with -DATTN_NAME='\"softmax\"' (or lssa, lssar); make sets it from ATTN=..."
+#endif
+
+static void usage(const char* argv0) {
+    fprintf(stderr,
+            "Usage: %s -e CHECKPOINT [options]\n"
+            "Passkey retrieval: the share of prompts of each length (instruction, repeated filler text with a\n"
+            "5-digit key hidden at a random depth, question) whose key the model reproduces by greedy decoding.\n"
+            "Every length asks the same keys at the same depths. Attention variant of this binary: %s.\n"
+            "  -e <path>    checkpoint (required)\n"
+            "  -l <list>    prompt lengths in tokens, comma separated (default 1024,1536,2048,4096,8192)\n"
+            "  -n <int>     trials per length (default 100)\n"
+            "  -rs <int>    seed of the keys and depths (default 1337)\n"
+            "  -o <path>    CSV output (columns length,accuracy,trials; default: none)\n"
+            "  -h           this help\n"
+            "Needs the GPT-2 vocabulary (bash scripts/install_gpt2_vocab.sh, or GPT2_VOCAB_DIR=DIR).\n",
+            argv0, ATTN_NAME);
+}
+
+static void fail(const std::string& msg) {
+    fprintf(stderr, "error: %s\n", msg.c_str());
+    exit(1);
+}
+
+static long long parse_int(const char* flag, const char* s, long long lo, long long hi) {
+    char* end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (*s == 0 || *end != 0 || errno != 0 || v < lo || v > hi)
+        fail(std::string(flag) + " " + s + ": expected an integer in [" + std::to_string(lo) + ", " +
+             std::to_string(hi) + "]");
+    return v;
+}
+
+// "1024,2048" -> {1024, 2048}
+static std::vector<int> parse_lengths(const std::string& list) {
+    std::vector<int> lengths;
+    for (const char* s = list.c_str(); *s;) {
+        char* end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v <= 0 || v > (1 << 24) || (*end != ',' && *end != 0))
+            fail("-l " + list + ": expected positive lengths in tokens separated by commas, e.g. 1024,2048,4096");
+        lengths.push_back((int)v);
+        s = *end ? end + 1 : end;
+    }
+    if (lengths.empty()) fail("-l: no length given");
+    return lengths;
+}
+
+static void write_csv(const std::string& path, const std::vector<PasskeyResult>& results) {
+    FILE* f = fopen(path.c_str(), "w");
+    if (!f) fail("cannot write " + path + " (" + strerror(errno) + ")");
+    fprintf(f, "length,accuracy,trials\n");
+    for (const PasskeyResult& r : results) fprintf(f, "%d,%.6f,%d\n", r.length, r.accuracy, r.trials);
+    if (fclose(f) != 0) fail("writing " + path + " failed (" + strerror(errno) + ")");
+    printf("wrote %s\n", path.c_str());
+}
+
+static void print_table(const std::vector<PasskeyResult>& results) {
+    printf("%8s %9s %7s %10s   correct/trials by depth: %9s %9s %9s %9s\n", "length", "accuracy", "trials",
+           "mean depth", "[0,.25)", "[.25,.5)", "[.5,.75)", "[.75,1]");
+    for (const PasskeyResult& r : results) {
+        printf("%8d %8.1f%% %7d %10.3f   %24s", r.length, 100.0 * r.accuracy, r.trials, r.mean_depth, "");
+        for (int b = 0; b < PASSKEY_DEPTH_BUCKETS; b++) {
+            if (r.bucket_trials[b] == 0) printf(" %5s    ", "-");
+            else printf(" %4d/%-4d", r.bucket_correct[b], r.bucket_trials[b]);  // 9 wide, as the header
+        }
+        printf("\n");
+    }
+}
+
+int main(int argc, char** argv) {
+    std::string ckpt_path, csv_path, length_list = "1024,1536,2048,4096,8192";
+    int trials = 100;
+    uint64_t seed = 1337;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0) { usage(argv[0]); return 0; }
+        if (argv[i][0] != '-') fail(std::string("unexpected argument '") + argv[i] + "' (flags take the form -x value; -h lists them)");
+        if (i + 1 >= argc) fail(std::string(argv[i]) + ": missing value (-h lists the flags)");
+        std::string flag = argv[i];
+        const char* val = argv[++i];
+        if (flag == "-e") ckpt_path = val;
+        else if (flag == "-l") length_list = val;
+        else if (flag == "-n") trials = (int)parse_int("-n", val, 1, 1000000);
+        else if (flag == "-rs") seed = (uint64_t)parse_int("-rs", val, 0, 1LL << 62);
+        else if (flag == "-o") csv_path = val;
+        else fail("unknown flag " + flag + " (-h lists the flags)");
+    }
+    if (ckpt_path.empty()) { usage(argv[0]); fail("-e CHECKPOINT is required"); }
+    std::vector<int> lengths = parse_lengths(length_list);
+    AttnKind attn;
+    attn_kind_from_name(ATTN_NAME, &attn);
+
+    try {
+        Checkpoint ck;
+        checkpoint_read(ckpt_path, ck);
+        GPT2Config want = ck.config;
+        want.attn = attn;
+        // RoPE has no length limit: the lengths asked may exceed the training length
+        std::string mismatch = checkpoint_config_mismatch(ckpt_path, ck.config, want, false);
+        if (!mismatch.empty()) fail(mismatch);
+        if (ck.config.vocab_size != PASSKEY_VOCAB_SIZE)
+            fail(ckpt_path + ": vocab_size is " + std::to_string(ck.config.vocab_size) +
+                 ", but the passkey prompt is GPT-2 BPE text: it needs a model trained on GPT-2 tokens (vocab_size " +
+                 std::to_string(PASSKEY_VOCAB_SIZE) + ")");
+
+        // the tokenizer's own message names the missing file and scripts/install_gpt2_vocab.sh
+        GPT2Tokenizer tok;
+        tok.load(GPT2Tokenizer::default_dir());
+        PasskeyParts parts = passkey_parts(tok);
+        int min_len = passkey_min_length(parts);
+        for (int L : lengths)
+            if (L < min_len)
+                fail("-l: length " + std::to_string(L) + " is too short for the passkey prompt: instruction + needle + "
+                     "question + answer take up to " + std::to_string(min_len) + " tokens (use lengths >= " +
+                     std::to_string(min_len) + ")");
+
+        GPT2Config config = ck.config;
+        config.max_seq_len = std::max(*std::max_element(lengths.begin(), lengths.end()), config.max_seq_len);
+        Model model(config);
+        model.set_params(ck.params);
+        printf("checkpoint %s: %s, p %g, step %lld, %d layers, %d heads, %d channels, trained at length %d\n",
+               ckpt_path.c_str(), attn_kind_name(config.attn), config.p, (long long)ck.train.step, config.num_layers,
+               config.num_heads, config.channels, ck.config.max_seq_len);
+        printf("passkey retrieval: %d trials per length, seed %llu, one filler = %zu tokens\n", trials,
+               (unsigned long long)seed, parts.filler.size());
+
+        std::vector<PasskeyResult> results;
+        for (int L : lengths) {
+            auto t0 = std::chrono::steady_clock::now();
+            results.push_back(passkey_eval_length(model, parts, L, trials, seed, stdout));
+            double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            printf("length %d: accuracy %.1f%% (%d/%d), %.2f trials/s\n", L, 100.0 * results.back().accuracy,
+                   results.back().correct, trials, trials / s);
+        }
+        print_table(results);
+        if (!csv_path.empty()) write_csv(csv_path, results);
+    } catch (const std::exception& e) {
+        fail(e.what());
+    }
+    return 0;
+}
