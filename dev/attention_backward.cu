@@ -19,17 +19,11 @@ forward+backward ratios per T: softmax/cuDNN and lssar/softmax.
 
 static void validate_backward(const DevOptions& o) {
     const int B = 1, NH = 2, T = 300, hd = o.hd, C = NH * hd;
-    std::vector<float> qkv = dev_random_bf16((size_t)B * T * 3 * C, 1);
-    std::vector<float> dout = dev_random_bf16((size_t)B * T * C, 3);
-    floatX* d_qkv = dev_upload_bf16<floatX>(qkv);
-    floatX* d_dout = dev_upload_bf16<floatX>(dout);
-    floatX *d_out, *d_dqkv;
-    float* d_stats;
-    void* scratch;
-    cudaCheck(cudaMalloc(&d_out, (size_t)B * T * C * sizeof(floatX)));
-    cudaCheck(cudaMalloc(&d_dqkv, (size_t)B * T * 3 * C * sizeof(floatX)));
-    cudaCheck(cudaMalloc(&d_stats, (size_t)B * NH * T * 3 * sizeof(float)));
-    cudaCheck(cudaMalloc(&scratch, attention_scratch_bytes(B, T, NH, hd)));
+    DevAttnBuffers buf(B, T, NH, hd, 1, 3);
+    const std::vector<float>&qkv = buf.qkv, &dout = buf.dout;
+    floatX *d_qkv = buf.d_qkv, *d_dout = buf.d_dout, *d_out = buf.d_out, *d_dqkv = buf.d_dqkv;
+    float* d_stats = buf.d_stats;
+    void* scratch = buf.scratch;
     std::vector<double> qkv_d(qkv.begin(), qkv.end()), dout_d(dout.begin(), dout.end());
     for (AttnKind kind : o.kinds) {
         std::vector<double> dqkv_ref(qkv.size(), 0.0);
@@ -58,7 +52,6 @@ static void validate_backward(const DevOptions& o) {
         printf("  %s\n", ok ? "OK" : "FAIL");
         if (!ok) exit(EXIT_FAILURE);
     }
-    for (void* p : {(void*)d_qkv, (void*)d_dout, (void*)d_out, (void*)d_dqkv, (void*)d_stats, scratch}) cudaCheck(cudaFree(p));
 }
 
 #ifdef ATTN_DEV_CUDNN
@@ -116,18 +109,11 @@ static void bench_backward(const DevOptions& o) {
     printf("%6s %3s  %-10s %9s %8s %11s %8s %10s\n", "T", "B", "kernel", "bwd ms", "TFLOP/s", "fwd+bwd ms", "TFLOP/s",
            "vs softmax");
     for (int T : o.lengths) {
-        int B = std::max(1, o.tokens / T), NH = o.nh, hd = o.hd, C = NH * hd;
-        std::vector<float> qkv = dev_random_bf16((size_t)B * T * 3 * C, 2);
-        std::vector<float> dout = dev_random_bf16((size_t)B * T * C, 4);
-        floatX* d_qkv = dev_upload_bf16<floatX>(qkv);
-        floatX* d_dout = dev_upload_bf16<floatX>(dout);
-        floatX *d_out, *d_dqkv;
-        float* d_stats;
-        void* scratch;
-        cudaCheck(cudaMalloc(&d_out, (size_t)B * T * C * sizeof(floatX)));
-        cudaCheck(cudaMalloc(&d_dqkv, (size_t)B * T * 3 * C * sizeof(floatX)));
-        cudaCheck(cudaMalloc(&d_stats, (size_t)B * NH * T * 3 * sizeof(float)));
-        cudaCheck(cudaMalloc(&scratch, attention_scratch_bytes(B, T, NH, hd)));
+        int B = std::max(1, o.tokens / T), NH = o.nh, hd = o.hd;
+        DevAttnBuffers buf(B, T, NH, hd, 2, 4);
+        floatX *d_qkv = buf.d_qkv, *d_dout = buf.d_dout, *d_out = buf.d_out, *d_dqkv = buf.d_dqkv;
+        float* d_stats = buf.d_stats;
+        void* scratch = buf.scratch;
         double fwd_flops = dev_forward_flops(B, NH, T, hd), bwd_flops = 2.5 * fwd_flops;
         float softmax_total = 0;
 #ifdef ATTN_DEV_CUDNN
@@ -167,7 +153,6 @@ static void bench_backward(const DevOptions& o) {
                dev_ratio(softmax_total, cudnn.timed ? cudnn.total_ms : 0).c_str(),
                dev_ratio(lssar_total, softmax_total).c_str());
 #endif
-        for (void* p : {(void*)d_qkv, (void*)d_dout, (void*)d_out, (void*)d_dqkv, (void*)d_stats, scratch}) cudaCheck(cudaFree(p));
     }
 }
 

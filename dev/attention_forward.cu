@@ -95,6 +95,37 @@ template <class T> T* dev_upload_bf16(const std::vector<float>& x) {
     cudaCheck(cudaMemcpy(d, h.data(), h.size() * sizeof(floatX), cudaMemcpyHostToDevice));
     return d;
 }
+// One attention problem on the device: random bf16 qkv (B,T,3,NH,hd) and, for the backward, dout
+// (B,T,NH,hd) from the given seeds, kept on the host too; out (B,T,NH,hd), stats (B,NH,T,3),
+// scratch, and dqkv for the backward. Freed on destruction.
+struct DevAttnBuffers {
+    std::vector<float> qkv, dout;
+    floatX *d_qkv = nullptr, *d_dout = nullptr, *d_out = nullptr, *d_dqkv = nullptr;
+    float* d_stats = nullptr;
+    void* scratch = nullptr;
+
+    // dout_seed 0: forward only (no dout, no dqkv)
+    DevAttnBuffers(int B, int T, int NH, int hd, unsigned qkv_seed, unsigned dout_seed = 0) {
+        size_t BTC = (size_t)B * T * NH * hd;
+        qkv = dev_random_bf16(3 * BTC, qkv_seed);
+        d_qkv = dev_upload_bf16<floatX>(qkv);
+        cudaCheck(cudaMalloc(&d_out, BTC * sizeof(floatX)));
+        cudaCheck(cudaMalloc(&d_stats, (size_t)B * NH * T * 3 * sizeof(float)));
+        cudaCheck(cudaMalloc(&scratch, attention_scratch_bytes(B, T, NH, hd)));
+        if (dout_seed != 0) {
+            dout = dev_random_bf16(BTC, dout_seed);
+            d_dout = dev_upload_bf16<floatX>(dout);
+            cudaCheck(cudaMalloc(&d_dqkv, 3 * BTC * sizeof(floatX)));
+        }
+    }
+    DevAttnBuffers(const DevAttnBuffers&) = delete;
+    DevAttnBuffers& operator=(const DevAttnBuffers&) = delete;
+    ~DevAttnBuffers() {
+        for (void* p : {(void*)d_qkv, (void*)d_dout, (void*)d_out, (void*)d_dqkv, (void*)d_stats, scratch})
+            if (p != nullptr) cudaFree(p);
+    }
+};
+
 inline std::vector<float> dev_download_bf16(const floatX* d, size_t n) {
     std::vector<floatX> h(n);
     cudaCheck(cudaMemcpy(h.data(), d, n * sizeof(floatX), cudaMemcpyDeviceToHost));
@@ -231,14 +262,11 @@ inline std::string dev_ratio(float num, float den) {
 #ifndef ATTN_DEV_NO_MAIN
 static void validate_forward(const DevOptions& o) {
     const int B = 1, NH = 2, T = 300, hd = o.hd, C = NH * hd;
-    std::vector<float> qkv = dev_random_bf16((size_t)B * T * 3 * C, 1);
-    floatX* d_qkv = dev_upload_bf16<floatX>(qkv);
-    floatX* d_out;
-    float* d_stats;
-    void* scratch;
-    cudaCheck(cudaMalloc(&d_out, (size_t)B * T * C * sizeof(floatX)));
-    cudaCheck(cudaMalloc(&d_stats, (size_t)B * NH * T * 3 * sizeof(float)));
-    cudaCheck(cudaMalloc(&scratch, attention_scratch_bytes(B, T, NH, hd)));
+    DevAttnBuffers buf(B, T, NH, hd, 1);
+    const std::vector<float>& qkv = buf.qkv;
+    floatX *d_qkv = buf.d_qkv, *d_out = buf.d_out;
+    float* d_stats = buf.d_stats;
+    void* scratch = buf.scratch;
     std::vector<double> qkv_d(qkv.begin(), qkv.end()), out_ref((size_t)B * T * C), stats_ref((size_t)B * NH * T * 3);
     for (AttnKind kind : o.kinds) {
         attention_forward(out_ref.data(), stats_ref.data(), qkv_d.data(), B, T, NH, hd, kind, (double)o.p);
@@ -251,25 +279,17 @@ static void validate_forward(const DevOptions& o) {
                o.p, err, ok ? "OK" : "FAIL");
         if (!ok) exit(EXIT_FAILURE);
     }
-    cudaCheck(cudaFree(d_qkv));
-    cudaCheck(cudaFree(d_out));
-    cudaCheck(cudaFree(d_stats));
-    cudaCheck(cudaFree(scratch));
 }
 
 static void bench_forward(const DevOptions& o) {
     printf("\nforward, hd=%d NH=%d, B*T=%d, p=%g  (ms, TFLOP/s at 2 B NH T^2 hd)\n", o.hd, o.nh, o.tokens, o.p);
     printf("%6s %3s  %-10s %9s %8s %10s\n", "T", "B", "kernel", "ms", "TFLOP/s", "vs softmax");
     for (int T : o.lengths) {
-        int B = std::max(1, o.tokens / T), NH = o.nh, hd = o.hd, C = NH * hd;
-        std::vector<float> qkv = dev_random_bf16((size_t)B * T * 3 * C, 2);
-        floatX* d_qkv = dev_upload_bf16<floatX>(qkv);
-        floatX* d_out;
-        float* d_stats;
-        void* scratch;
-        cudaCheck(cudaMalloc(&d_out, (size_t)B * T * C * sizeof(floatX)));
-        cudaCheck(cudaMalloc(&d_stats, (size_t)B * NH * T * 3 * sizeof(float)));
-        cudaCheck(cudaMalloc(&scratch, attention_scratch_bytes(B, T, NH, hd)));
+        int B = std::max(1, o.tokens / T), NH = o.nh, hd = o.hd;
+        DevAttnBuffers buf(B, T, NH, hd, 2);
+        floatX *d_qkv = buf.d_qkv, *d_out = buf.d_out;
+        float* d_stats = buf.d_stats;
+        void* scratch = buf.scratch;
         double flops = dev_forward_flops(B, NH, T, hd);
         auto run = [&](AttnKind kind) {
             auto fn = [&]() { attention_forward_cuda(d_out, d_stats, d_qkv, scratch, B, T, NH, hd, kind, o.p); };
@@ -302,10 +322,6 @@ static void bench_forward(const DevOptions& o) {
         printf("ratios T=%d forward: softmax/cuDNN %s  lssar/softmax %s\n", T,
                dev_ratio(softmax_ms, cudnn.timed ? cudnn.ms : 0).c_str(), dev_ratio(lssar_ms, softmax_ms).c_str());
 #endif
-        cudaCheck(cudaFree(d_qkv));
-        cudaCheck(cudaFree(d_out));
-        cudaCheck(cudaFree(d_stats));
-        cudaCheck(cudaFree(scratch));
     }
 }
 
