@@ -17,6 +17,7 @@
 #include "eval/attention_maps.h"
 #include "eval/loss_vs_length.h"
 #include "model/backend_cpu.h"
+#include "eval/cli.h"
 #include "model/checkpoint.h"
 
 #ifndef ATTN_NAME
@@ -45,28 +46,14 @@ static void usage(const char* argv0) {
             argv0, ATTN_NAME);
 }
 
-static void fail(const std::string& msg) {
-    fprintf(stderr, "error: %s\n", msg.c_str());
-    exit(1);
-}
-
-static long long parse_int(const char* flag, const char* s, long long lo, long long hi) {
-    char* end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (*s == 0 || *end != 0 || errno != 0 || v < lo || v > hi)
-        fail(std::string(flag) + " " + s + ": expected an integer in [" + std::to_string(lo) + ", " +
-             std::to_string(hi) + "]");
-    return v;
-}
 
 static FILE* open_for_writing(const std::string& path) {
     FILE* f = fopen(path.c_str(), "w");
-    if (!f) fail("cannot write " + path + " (" + strerror(errno) + "); check that the folder of -o exists");
+    if (!f) cli_fail("cannot write " + path + " (" + strerror(errno) + "); check that the folder of -o exists");
     return f;
 }
 static void close_written(FILE* f, const std::string& path) {
-    if (fclose(f) != 0) fail("writing " + path + " failed (" + strerror(errno) + ")");
+    if (fclose(f) != 0) cli_fail("writing " + path + " failed (" + strerror(errno) + ")");
 }
 
 // The rows a weights CSV holds: all T, or max_rows evenly spaced from 0 to T-1 (a T x T text file
@@ -115,10 +102,10 @@ static std::vector<int> input_tokens(const std::string& text, bool have_text, co
                                      const Checkpoint& ck, const std::string& ckpt_path) {
     if (have_text) {
         if (ck.config.vocab_size != GPT2_VOCAB_SIZE)
-            fail(ckpt_path + ": vocab_size is " + std::to_string(ck.config.vocab_size) +
+            cli_fail(ckpt_path + ": vocab_size is " + std::to_string(ck.config.vocab_size) +
                  ", but -p text is GPT-2 BPE tokenized: it needs a model trained on GPT-2 tokens (vocab_size " +
                  std::to_string(GPT2_VOCAB_SIZE) + "); give tokens of its own vocabulary with -j SHARDS instead");
-        if (text.empty()) fail("-p: the text is empty; give at least one word, e.g. -p \"In the beginning\"");
+        if (text.empty()) cli_fail("-p: the text is empty; give at least one word, e.g. -p \"In the beginning\"");
         GPT2Tokenizer tok;
         tok.load(GPT2Tokenizer::default_dir());  // its message names the missing file and the install script
         std::vector<int> ids;
@@ -126,9 +113,9 @@ static std::vector<int> input_tokens(const std::string& text, bool have_text, co
         return ids;
     }
     std::vector<int> span = read_token_span(shards, (size_t)T, ck.config.vocab_size);
-    if (span.empty()) fail("the shards '" + shards + "' hold no tokens; give shards with tokens, or text with -p");
+    if (span.empty()) cli_fail("the shards '" + shards + "' hold no tokens; give shards with tokens, or text with -p");
     if ((int)span.size() < T)
-        fail("the shards '" + shards + "' hold " + std::to_string(span.size()) + " tokens, fewer than -T " +
+        cli_fail("the shards '" + shards + "' hold " + std::to_string(span.size()) + " tokens, fewer than -T " +
              std::to_string(T) + " (use -T " + std::to_string(span.size()) + " or less)");
     return span;
 }
@@ -204,22 +191,22 @@ int main(int argc, char** argv) {
     long long layer = -1, head = -1;  // -1: all
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-h") == 0) { usage(argv[0]); return 0; }
-        if (argv[i][0] != '-') fail(std::string("unexpected argument '") + argv[i] + "' (flags take the form -x value; -h lists them)");
-        if (i + 1 >= argc) fail(std::string(argv[i]) + ": missing value (-h lists the flags)");
+        if (argv[i][0] != '-') cli_fail(std::string("unexpected argument '") + argv[i] + "' (flags take the form -x value; -h lists them)");
+        if (i + 1 >= argc) cli_fail(std::string(argv[i]) + ": missing value (-h lists the flags)");
         std::string flag = argv[i];
         const char* val = argv[++i];
         if (flag == "-e") ckpt_path = val;
         else if (flag == "-p") { text = val; have_text = true; }
         else if (flag == "-j") { shards = val; have_shards = true; }
-        else if (flag == "-T") T = (int)parse_int("-T", val, 1, 1 << 20);
-        else if (flag == "-layer") layer = parse_int("-layer", val, 0, 1 << 20);
-        else if (flag == "-head") head = parse_int("-head", val, 0, 1 << 20);
+        else if (flag == "-T") T = (int)cli_parse_int("-T", val, 1, 1 << 20);
+        else if (flag == "-layer") layer = cli_parse_int("-layer", val, 0, 1 << 20);
+        else if (flag == "-head") head = cli_parse_int("-head", val, 0, 1 << 20);
         else if (flag == "-o") prefix = val;
-        else if (flag == "-rows") max_rows = (int)parse_int("-rows", val, 1, 1 << 20);
-        else fail("unknown flag " + flag + " (-h lists the flags)");
+        else if (flag == "-rows") max_rows = (int)cli_parse_int("-rows", val, 1, 1 << 20);
+        else cli_fail("unknown flag " + flag + " (-h lists the flags)");
     }
-    if (ckpt_path.empty()) { usage(argv[0]); fail("-e CHECKPOINT is required"); }
-    if (have_text && (have_shards || T != 0)) fail("-p TEXT and -j/-T read different inputs: give one of them");
+    if (ckpt_path.empty()) { usage(argv[0]); cli_fail("-e CHECKPOINT is required"); }
+    if (have_text && (have_shards || T != 0)) cli_fail("-p TEXT and -j/-T read different inputs: give one of them");
     AttnKind attn;
     attn_kind_from_name(ATTN_NAME, &attn);
 
@@ -230,13 +217,13 @@ int main(int argc, char** argv) {
         want.attn = attn;
         // RoPE has no length limit: the text may be longer than the training length
         std::string mismatch = checkpoint_config_mismatch(ckpt_path, ck.config, want, false);
-        if (!mismatch.empty()) fail(mismatch);
+        if (!mismatch.empty()) cli_fail(mismatch);
         const GPT2Config& cc = ck.config;
         if (layer >= cc.num_layers)
-            fail("-layer " + std::to_string(layer) + ": the checkpoint has " + std::to_string(cc.num_layers) +
+            cli_fail("-layer " + std::to_string(layer) + ": the checkpoint has " + std::to_string(cc.num_layers) +
                  " layers (use 0.." + std::to_string(cc.num_layers - 1) + ", or leave -layer out for all)");
         if (head >= cc.num_heads)
-            fail("-head " + std::to_string(head) + ": the checkpoint has " + std::to_string(cc.num_heads) +
+            cli_fail("-head " + std::to_string(head) + ": the checkpoint has " + std::to_string(cc.num_heads) +
                  " heads per layer (use 0.." + std::to_string(cc.num_heads - 1) + ", or leave -head out for all)");
         if (T == 0) T = cc.max_seq_len;
         std::vector<int> tokens = input_tokens(text, have_text, shards, T, ck, ckpt_path);
@@ -286,7 +273,7 @@ int main(int argc, char** argv) {
                    layers.size() * head_ids.size(), prefix.c_str());
         }
     } catch (const std::exception& e) {
-        fail(e.what());
+        cli_fail(e.what());
     }
     return 0;
 }

@@ -16,6 +16,6 @@ CPU_BINS += $(BUILD)/attention_maps_cpu_$(ATTN)
 # test/test_attention_maps.cpp: the maps against the forward for each variant, the statistics on
 # hand-made rows, and the tool (lssar) end to end; reads the GPT-2 vocabulary for the -p case
 # (scripts/install_gpt2_vocab.sh)
-$(BUILD)/test_attention_maps: test/test_attention_maps.cpp test/temp_dir.h $(ATTN_MAPS_HEADERS) $$(TRAINER_CPU_HEADERS) $$(TRAINER_OBJS) $(BUILD)/attention_maps_cpu_lssar | $(BUILD)
+$(BUILD)/test_attention_maps: test/test_attention_maps.cpp test/temp_dir.h test/run_command.h $(ATTN_MAPS_HEADERS) $$(TRAINER_CPU_HEADERS) $$(TRAINER_OBJS) $(BUILD)/attention_maps_cpu_lssar | $(BUILD)
 	$(CXX) $(CXXFLAGS) $< $(TRAINER_OBJS) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
 TESTS += $(BUILD)/test_attention_maps

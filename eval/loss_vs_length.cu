@@ -19,6 +19,7 @@ typedef ModelCPU Model;
 typedef GPT2Cuda Model;
 #endif
 #include "eval/loss_vs_length.h"
+#include "eval/cli.h"
 #include "model/checkpoint.h"
 
 #ifndef ATTN_NAME
@@ -42,18 +43,6 @@ static void usage(const char* argv0) {
             argv0, ATTN_NAME);
 }
 
-static void fail(const std::string& msg) {
-    fprintf(stderr, "error: %s\n", msg.c_str());
-    exit(1);
-}
-
-static int parse_int(const char* flag, const char* s) {
-    char* end;
-    long v = strtol(s, &end, 10);
-    if (*s == 0 || *end != 0 || v <= 0 || v > 1000000000)
-        fail(std::string(flag) + " " + s + ": expected a positive integer");
-    return (int)v;
-}
 
 int main(int argc, char** argv) {
     std::string ckpt_path, val_pattern = "data/kjv/kjv_val_*.bin", csv_path, multiples = "1,2,4,8,16";
@@ -61,20 +50,20 @@ int main(int argc, char** argv) {
     long long max_tokens = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-h") == 0) { usage(argv[0]); return 0; }
-        if (argv[i][0] != '-') fail(std::string("unexpected argument '") + argv[i] + "' (flags take the form -x value; -h lists them)");
-        if (i + 1 >= argc) fail(std::string(argv[i]) + ": missing value (-h lists the flags)");
+        if (argv[i][0] != '-') cli_fail(std::string("unexpected argument '") + argv[i] + "' (flags take the form -x value; -h lists them)");
+        if (i + 1 >= argc) cli_fail(std::string(argv[i]) + ": missing value (-h lists the flags)");
         std::string flag = argv[i];
         const char* val = argv[++i];
         if (flag == "-e") ckpt_path = val;
         else if (flag == "-j") val_pattern = val;
-        else if (flag == "-t") T_train = parse_int("-t", val);
+        else if (flag == "-t") T_train = (int)cli_parse_int("-t", val, 1, 1000000000);
         else if (flag == "-l") multiples = val;
-        else if (flag == "-n") max_tokens = parse_int("-n", val);
-        else if (flag == "-f") tokens_per_forward = parse_int("-f", val);
+        else if (flag == "-n") max_tokens = (int)cli_parse_int("-n", val, 1, 1000000000);
+        else if (flag == "-f") tokens_per_forward = (int)cli_parse_int("-f", val, 1, 1000000000);
         else if (flag == "-o") csv_path = val;
-        else fail("unknown flag " + flag + " (-h lists the flags)");
+        else cli_fail("unknown flag " + flag + " (-h lists the flags)");
     }
-    if (ckpt_path.empty()) { usage(argv[0]); fail("-e CHECKPOINT is required"); }
+    if (ckpt_path.empty()) { usage(argv[0]); cli_fail("-e CHECKPOINT is required"); }
     AttnKind attn;
     attn_kind_from_name(ATTN_NAME, &attn);
 
@@ -84,14 +73,14 @@ int main(int argc, char** argv) {
         GPT2Config want = ck.config;
         want.attn = attn;
         std::string mismatch = checkpoint_config_mismatch(ckpt_path, ck.config, want);
-        if (!mismatch.empty()) fail(mismatch);
+        if (!mismatch.empty()) cli_fail(mismatch);
         if (T_train == 0) T_train = ck.config.max_seq_len;
         std::vector<int> lengths;
         for (const char* s = multiples.c_str(); *s;) {
             char* end;
             long m = strtol(s, &end, 10);
             if (end == s || m <= 0 || (*end != ',' && *end != 0) || m * T_train > (1 << 24))
-                fail("-l " + multiples + ": expected positive integers separated by commas, e.g. 1,2,4,8,16");
+                cli_fail("-l " + multiples + ": expected positive integers separated by commas, e.g. 1,2,4,8,16");
             lengths.push_back((int)(m * T_train));
             s = *end ? end + 1 : end;
         }
@@ -100,7 +89,7 @@ int main(int argc, char** argv) {
         std::vector<int> span = read_token_span(val_pattern, (size_t)max_tokens + 1, ck.config.vocab_size);
         int64_t N = scored_token_count(lengths, (int64_t)span.size(), max_tokens);
         if (N == 0)
-            fail("the shards '" + val_pattern + "' hold " + std::to_string(span.size()) +
+            cli_fail("the shards '" + val_pattern + "' hold " + std::to_string(span.size()) +
                  " tokens, fewer than one window of the longest length " + std::to_string(longest) + " + 1");
 
         GPT2Config config = ck.config;
@@ -118,14 +107,14 @@ int main(int argc, char** argv) {
             printf("%8d %8.3g %10.4f %10lld\n", r.length, (double)r.length / T_train, r.loss, (long long)r.tokens);
         if (!csv_path.empty()) {
             FILE* f = fopen(csv_path.c_str(), "w");
-            if (!f) fail("cannot write " + csv_path + " (" + strerror(errno) + ")");
+            if (!f) cli_fail("cannot write " + csv_path + " (" + strerror(errno) + ")");
             fprintf(f, "length,loss,tokens\n");
             for (const LengthLoss& r : result) fprintf(f, "%d,%.6f,%lld\n", r.length, r.loss, (long long)r.tokens);
-            if (fclose(f) != 0) fail("writing " + csv_path + " failed (" + strerror(errno) + ")");
+            if (fclose(f) != 0) cli_fail("writing " + csv_path + " failed (" + strerror(errno) + ")");
             printf("wrote %s\n", csv_path.c_str());
         }
     } catch (const std::exception& e) {
-        fail(e.what());
+        cli_fail(e.what());
     }
     return 0;
 }

@@ -19,6 +19,7 @@ typedef ModelCPU Model;
 typedef GPT2Cuda Model;
 #endif
 #include "eval/passkey.h"
+#include "eval/cli.h"
 #include "model/checkpoint.h"
 
 #ifndef ATTN_NAME
@@ -41,20 +42,6 @@ static void usage(const char* argv0) {
             argv0, ATTN_NAME);
 }
 
-static void fail(const std::string& msg) {
-    fprintf(stderr, "error: %s\n", msg.c_str());
-    exit(1);
-}
-
-static long long parse_int(const char* flag, const char* s, long long lo, long long hi) {
-    char* end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (*s == 0 || *end != 0 || errno != 0 || v < lo || v > hi)
-        fail(std::string(flag) + " " + s + ": expected an integer in [" + std::to_string(lo) + ", " +
-             std::to_string(hi) + "]");
-    return v;
-}
 
 // "1024,2048" -> {1024, 2048}
 static std::vector<int> parse_lengths(const std::string& list) {
@@ -63,20 +50,20 @@ static std::vector<int> parse_lengths(const std::string& list) {
         char* end;
         long v = strtol(s, &end, 10);
         if (end == s || v <= 0 || v > (1 << 24) || (*end != ',' && *end != 0))
-            fail("-l " + list + ": expected positive lengths in tokens separated by commas, e.g. 1024,2048,4096");
+            cli_fail("-l " + list + ": expected positive lengths in tokens separated by commas, e.g. 1024,2048,4096");
         lengths.push_back((int)v);
         s = *end ? end + 1 : end;
     }
-    if (lengths.empty()) fail("-l: no length given");
+    if (lengths.empty()) cli_fail("-l: no length given");
     return lengths;
 }
 
 static void write_csv(const std::string& path, const std::vector<PasskeyResult>& results) {
     FILE* f = fopen(path.c_str(), "w");
-    if (!f) fail("cannot write " + path + " (" + strerror(errno) + ")");
+    if (!f) cli_fail("cannot write " + path + " (" + strerror(errno) + ")");
     fprintf(f, "length,accuracy,trials\n");
     for (const PasskeyResult& r : results) fprintf(f, "%d,%.6f,%d\n", r.length, r.accuracy, r.trials);
-    if (fclose(f) != 0) fail("writing " + path + " failed (" + strerror(errno) + ")");
+    if (fclose(f) != 0) cli_fail("writing " + path + " failed (" + strerror(errno) + ")");
     printf("wrote %s\n", path.c_str());
 }
 
@@ -99,18 +86,18 @@ int main(int argc, char** argv) {
     uint64_t seed = 1337;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-h") == 0) { usage(argv[0]); return 0; }
-        if (argv[i][0] != '-') fail(std::string("unexpected argument '") + argv[i] + "' (flags take the form -x value; -h lists them)");
-        if (i + 1 >= argc) fail(std::string(argv[i]) + ": missing value (-h lists the flags)");
+        if (argv[i][0] != '-') cli_fail(std::string("unexpected argument '") + argv[i] + "' (flags take the form -x value; -h lists them)");
+        if (i + 1 >= argc) cli_fail(std::string(argv[i]) + ": missing value (-h lists the flags)");
         std::string flag = argv[i];
         const char* val = argv[++i];
         if (flag == "-e") ckpt_path = val;
         else if (flag == "-l") length_list = val;
-        else if (flag == "-n") trials = (int)parse_int("-n", val, 1, 1000000);
-        else if (flag == "-rs") seed = (uint64_t)parse_int("-rs", val, 0, 1LL << 62);
+        else if (flag == "-n") trials = (int)cli_parse_int("-n", val, 1, 1000000);
+        else if (flag == "-rs") seed = (uint64_t)cli_parse_int("-rs", val, 0, 1LL << 62);
         else if (flag == "-o") csv_path = val;
-        else fail("unknown flag " + flag + " (-h lists the flags)");
+        else cli_fail("unknown flag " + flag + " (-h lists the flags)");
     }
-    if (ckpt_path.empty()) { usage(argv[0]); fail("-e CHECKPOINT is required"); }
+    if (ckpt_path.empty()) { usage(argv[0]); cli_fail("-e CHECKPOINT is required"); }
     std::vector<int> lengths = parse_lengths(length_list);
     AttnKind attn;
     attn_kind_from_name(ATTN_NAME, &attn);
@@ -122,9 +109,9 @@ int main(int argc, char** argv) {
         want.attn = attn;
         // RoPE has no length limit: the lengths asked may exceed the training length
         std::string mismatch = checkpoint_config_mismatch(ckpt_path, ck.config, want, false);
-        if (!mismatch.empty()) fail(mismatch);
+        if (!mismatch.empty()) cli_fail(mismatch);
         if (ck.config.vocab_size != PASSKEY_VOCAB_SIZE)
-            fail(ckpt_path + ": vocab_size is " + std::to_string(ck.config.vocab_size) +
+            cli_fail(ckpt_path + ": vocab_size is " + std::to_string(ck.config.vocab_size) +
                  ", but the passkey prompt is GPT-2 BPE text: it needs a model trained on GPT-2 tokens (vocab_size " +
                  std::to_string(PASSKEY_VOCAB_SIZE) + ")");
 
@@ -135,7 +122,7 @@ int main(int argc, char** argv) {
         int min_len = passkey_min_length(parts);
         for (int L : lengths)
             if (L < min_len)
-                fail("-l: length " + std::to_string(L) + " is too short for the passkey prompt: instruction + needle + "
+                cli_fail("-l: length " + std::to_string(L) + " is too short for the passkey prompt: instruction + needle + "
                      "question + answer take up to " + std::to_string(min_len) + " tokens (use lengths >= " +
                      std::to_string(min_len) + ")");
 
@@ -160,7 +147,7 @@ int main(int argc, char** argv) {
         print_table(results);
         if (!csv_path.empty()) write_csv(csv_path, results);
     } catch (const std::exception& e) {
-        fail(e.what());
+        cli_fail(e.what());
     }
     return 0;
 }

@@ -28,12 +28,12 @@ CUDA_BINS += $(BUILD)/passkey_cu_$(ATTN)
 #   build/test_passkey          CPU back end
 #   build/test_passkey_cu_emu   CUDA back end under the SIMT emulator
 #   build/test_passkey_gpu      CUDA back end, nvcc (`make cuda`; run it on a GPU machine)
-$(BUILD)/test_passkey: test/test_passkey.cpp test/temp_dir.h $(PASSKEY_HEADERS) $$(TRAINER_CPU_HEADERS) $$(TRAINER_OBJS) $(BUILD)/passkey_cpu_lssar | $(BUILD)
+$(BUILD)/test_passkey: test/test_passkey.cpp test/temp_dir.h test/run_command.h $(PASSKEY_HEADERS) $$(TRAINER_CPU_HEADERS) $$(TRAINER_OBJS) $(BUILD)/passkey_cpu_lssar | $(BUILD)
 	$(CXX) $(CXXFLAGS) $< $(TRAINER_OBJS) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
-$(BUILD)/test_passkey_cu_emu: test/test_passkey.cpp test/temp_dir.h $(PASSKEY_HEADERS) $$(TRAINER_CUDA_HEADERS) $$(TRAINER_OBJS) $$(VENDOR_LIB) $$(SIMT_LIB) $(BUILD)/passkey_cu_emu_lssar | $(BUILD)
+$(BUILD)/test_passkey_cu_emu: test/test_passkey.cpp test/temp_dir.h test/run_command.h $(PASSKEY_HEADERS) $$(TRAINER_CUDA_HEADERS) $$(TRAINER_OBJS) $$(VENDOR_LIB) $$(SIMT_LIB) $(BUILD)/passkey_cu_emu_lssar | $(BUILD)
 	$(CXX) $(CXXFLAGS) $(SIMT_CXXFLAGS) -x c++ $< -x none $(TRAINER_OBJS) $(VENDOR_LIB) $(SIMT_LDLIBS) $(BLAS_LDLIBS) $(LDLIBS) -o $@
 # (nvcc's -x cu applies to every file on the line, so the source is compiled on its own first)
-$(BUILD)/test_passkey_gpu: test/test_passkey.cpp test/temp_dir.h $(PASSKEY_HEADERS) $$(TRAINER_CUDA_HEADERS) $$(TRAINER_OBJS) $(BUILD)/passkey_cu_lssar | $(BUILD)
+$(BUILD)/test_passkey_gpu: test/test_passkey.cpp test/temp_dir.h test/run_command.h $(PASSKEY_HEADERS) $$(TRAINER_CUDA_HEADERS) $$(TRAINER_OBJS) $(BUILD)/passkey_cu_lssar | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) -x cu -c $< -o $@.o
 	$(NVCC) $(NVCCFLAGS) $@.o $(TRAINER_OBJS) -o $@ $(NVCC_LDLIBS) $(BLAS_LDLIBS) -lgomp
 TESTS += $(BUILD)/test_passkey $(BUILD)/test_passkey_cu_emu

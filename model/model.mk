@@ -6,10 +6,10 @@
 ATTN_VARIANTS := softmax lssa lssar
 CHECKPOINT_OBJ := $(BUILD)/model/checkpoint.o
 TRAINER_CPU_HEADERS := model/backend_cpu.h model/gpt2_cpu.h model/gpt2_config.h model/rand.h model/checkpoint.h \
-                       eval/sample.h eval/loss_vs_length.h attention/attention_cpu.h $(wildcard layers/*_cpu.h) \
+                       eval/sample.h eval/loss_vs_length.h eval/cli.h attention/attention_cpu.h $(wildcard layers/*_cpu.h) \
                        $(wildcard dataloader/*.h)
 TRAINER_CUDA_HEADERS := model/gpt2_cuda.cuh model/distributed.h model/rendezvous.h layers/nccl_common.cuh model/gpt2_config.h model/rand.h \
-                        model/checkpoint.h eval/sample.h eval/loss_vs_length.h $(wildcard layers/*.cuh attention/*.cuh) attention/attention_cpu.h \
+                        model/checkpoint.h eval/sample.h eval/loss_vs_length.h eval/cli.h $(wildcard layers/*.cuh attention/*.cuh) attention/attention_cpu.h \
                         $(wildcard dataloader/*.h)
 TRAINER_OBJS = $(CHECKPOINT_OBJ) $(DATALOADER_OBJS)
 
@@ -49,7 +49,7 @@ $(TRAIN_EMU_BINS): $(BUILD)/train_gpt2cu_emu_%: train_gpt2.cu $(TRAINER_CUDA_HEA
 
 # test_trainer runs ./train_gpt2cpu_lssar (CLI, resume, guards, checkpoint refusal) and the emulated
 # CUDA trainer (resume)
-$(BUILD)/test_trainer: test/test_trainer.cpp test/temp_dir.h $(TRAINER_CPU_HEADERS) $$(TRAINER_OBJS) train_gpt2cpu_lssar $(BUILD)/loss_vs_length_cpu_lssar $(BUILD)/train_gpt2cu_emu_lssar | $(BUILD)
+$(BUILD)/test_trainer: test/test_trainer.cpp test/temp_dir.h test/run_command.h $(TRAINER_CPU_HEADERS) $$(TRAINER_OBJS) train_gpt2cpu_lssar $(BUILD)/loss_vs_length_cpu_lssar $(BUILD)/train_gpt2cu_emu_lssar | $(BUILD)
 	$(CXX) $(CXXFLAGS) $< $(TRAINER_OBJS) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
 
 TESTS += $(BUILD)/test_trainer

@@ -8,6 +8,7 @@
 // Needs the GPT-2 vocabulary for the -p case (scripts/install_gpt2_vocab.sh).
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
+#include "test/run_command.h"
 #include "test/temp_dir.h"
 
 #include <cmath>
@@ -47,21 +48,6 @@ static std::vector<int> random_tokens(int n, int vocab, uint64_t seed) {
     return t;
 }
 
-struct Result {
-    int code;
-    std::string output;  // stdout and stderr
-};
-
-static Result run(const std::string& cmd) {
-    FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-    REQUIRE(p != nullptr);
-    std::string out;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    int status = pclose(p);
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
-}
 
 static std::vector<float> init_params(const GPT2Config& c, uint64_t seed) {
     size_t sizes[NUM_PARAM_TENSORS], n = 0;

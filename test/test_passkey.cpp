@@ -10,6 +10,7 @@
 // test script installs it).
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
+#include "test/run_command.h"
 #include "test/temp_dir.h"
 
 #include <cmath>
@@ -83,21 +84,6 @@ static GPT2Config small_config(AttnKind attn = ATTN_LSSAR, int vocab = 50257, in
     return c;
 }
 
-struct Result {
-    int code;
-    std::string output;  // stdout and stderr
-};
-
-static Result run(const std::string& cmd) {
-    FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-    REQUIRE(p != nullptr);
-    std::string out;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    int status = pclose(p);
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
-}
 
 static std::string write_checkpoint(const std::string& dir, const std::string& name, const GPT2Config& c,
                                     uint64_t seed) {

@@ -12,6 +12,7 @@
 // deterministic); the one tolerance (loss versus length) is stated where it is used.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
+#include "test/run_command.h"
 #include "test/temp_dir.h"
 
 #include <chrono>
@@ -73,21 +74,6 @@ static std::string tiny_run(const std::string& out_dir, const std::string& extra
            "-d 128 -l 3e-3 -u 3 -q 0.1 -c 0.1 -v 4 -m 2 -s 5 -g 4 -gk 8 -o " + out_dir + " " + extra;
 }
 
-struct Result {
-    int code;
-    std::string output;  // stdout and stderr
-};
-
-static Result run(const std::string& cmd) {
-    FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-    REQUIRE(p != nullptr);
-    std::string out;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    int status = pclose(p);
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
-}
 
 static std::string read_file(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
