@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The main job on a machine without a GPU: train a small GPT-2 + RoPE on the King James Bible
 # twice, once with softmax attention and once with LSSAR (p = 15), on the CPU, then measure the
-# validation loss of both at 1x to 16x the training length, print it side by side and plot it.
+# validation loss of both at 1x to 16x the training length, print it side by side and plot it,
+# and how sharp each one's attention stays at 16x (entropy of the attention rows, plotted).
 #   bash scripts/demo.sh                     2-3 minutes of training per model on 2 cores, ~8 minutes in all
 #   STEPS=600 THREADS=8 bash scripts/demo.sh longer / on more cores
 # Writes out/demo/{softmax,lssar}/ (log.jsonl, the final checkpoint), out/demo/{softmax,lssar}.csv
-# and out/demo/loss_vs_length.png. Running it again resumes or reuses finished runs (-y 1).
+# out/demo/loss_vs_length.png, out/demo/maps/ and out/demo/attention_entropy.png. Running it again
+# resumes or reuses finished runs (-y 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STEPS=${STEPS:-200}           # optimizer steps per model, 1024 tokens each
@@ -16,7 +18,8 @@ T=64                          # training length; evaluated at 64 ... 1024
 
 bash scripts/install_deps.sh
 echo "== building the CPU trainer and the loss-versus-length tool for softmax and lssar"
-make -s train_gpt2cpu_softmax train_gpt2cpu_lssar build/loss_vs_length_cpu_softmax build/loss_vs_length_cpu_lssar
+make -s train_gpt2cpu_softmax train_gpt2cpu_lssar build/loss_vs_length_cpu_softmax build/loss_vs_length_cpu_lssar \
+    build/attention_maps_cpu_softmax build/attention_maps_cpu_lssar
 if [ ! -s data/kjv/kjv_train_000000.bin ] || [ ! -s data/kjv/kjv_val_000000.bin ]; then
     echo "== tokenizing the King James Bible into data/kjv"
     bash scripts/prepare_kjv.sh
@@ -40,3 +43,13 @@ done
 echo "== softmax and LSSAR side by side (trained at $T tokens)"
 /usr/bin/python3 eval/plot_loss_vs_length.py softmax="$OUT/softmax.csv" "lssar p=15"="$OUT/lssar.csv" \
     --train-len $T --title "KJV, $MODEL, trained at $T tokens for $STEPS steps" -o "$OUT/loss_vs_length.png"
+
+echo "== attention at 16x the training length (T = 1024): entropy H of the rows, effective span exp(H)"
+mkdir -p "$OUT/maps"
+for attn in softmax lssar; do
+    echo "-- $attn"
+    ./build/attention_maps_cpu_$attn -e "$OUT/$attn/$final" -j "data/kjv/kjv_val_*.bin" -T 1024 -rows 64 \
+        -o "$OUT/maps/$attn" | sed -n '/^per layer/,/^mean entropy by row/p' | sed '$d'
+done
+/usr/bin/python3 eval/plot_attention_maps.py entropy "$OUT/maps/softmax_stats.csv:softmax" \
+    "$OUT/maps/lssar_stats.csv:lssar p=15" -o "$OUT/attention_entropy.png"
