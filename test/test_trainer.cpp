@@ -803,3 +803,30 @@ TEST_CASE("two launch.sh 'nodes' of one rank each meet over TCP and train exactl
     CHECK(bad.output.find("--nnodes 2 needs --run-id") != std::string::npos);
     unsetenv("SIMT_THREADS");
 }
+
+TEST_CASE("a rank that cannot write its optimizer shard stops every rank, and no model file claims the step") {
+    // A directory where rank 1's temporary shard file must go makes its write fail (EISDIR); the
+    // ranks agree on it before rank 0 writes the model file, so all of them stop, naming it, and
+    // the step's checkpoint is never listed.
+    // (The ranks are started by hand: launch.sh would stop rank 0 itself once rank 1 has failed.)
+    TempDir out;
+    std::string blocker = optimizer_shard_path(out.path, 2, 1, 2) + ".tmp";
+    REQUIRE(mkdir(blocker.c_str(), 0755) == 0);
+    int port = rendezvous_tcp_port(rendezvous_tcp_listen(0));
+    std::string env = "WORLD_SIZE=2 DIST_RUN_ID=shardfail DIST_TIMEOUT_S=30 DIST_RENDEZVOUS=tcp://127.0.0.1:" +
+                      std::to_string(port) + " ";
+    std::string script = out.path + "/two_ranks.sh", log1 = out.path + "/rank1.txt";
+    write_file(script, env + "RANK=1 LOCAL_RANK=1 " + emu_run(out.path, "-b 2 -x 4 -n 2") + " > " + log1 +
+                           " 2>&1 &\n" + env + "RANK=0 LOCAL_RANK=0 " + emu_run(out.path, "-b 2 -x 4 -n 2") +
+                           "\nrc0=$?\nwait $!\nrc1=$?\necho \"rank 1 said:\"\ncat " + log1 +
+                           "\n[ $rc0 != 0 ] && [ $rc1 != 0 ]\n");
+    Result r = run("bash " + script);
+    INFO(r.output);
+    CHECK(r.code == 0);  // both ranks exited non-zero
+    CHECK(r.output.find("error: checkpoint " + blocker) != std::string::npos);
+    CHECK(r.output.find("error: another rank could not write its optimizer shard of step 2") != std::string::npos);
+    CHECK(r.output.find("No earlier checkpoint of this run.") != std::string::npos);
+    CHECK(checkpoint_steps(out.path).empty());
+    CHECK(!exists(optimizer_shard_path(out.path, 2, 0, 2)));  // rank 0 took its own shard back
+    rmdir(blocker.c_str());
+}
