@@ -19,23 +19,15 @@
 #include <sys/stat.h>
 #include <vector>
 
-#ifdef TRAIN_BACKEND_CPU
-#include "model/backend_cpu.h"
-typedef ModelCPU Model;
-#else
+#include "model/backend.h"
+#ifndef TRAIN_BACKEND_CPU
 #include "model/distributed.h"
-#include "model/gpt2_cuda.cuh"
-typedef GPT2Cuda Model;
 #endif
 #include "dataloader/dataloader.h"
 #include "dataloader/tokenizer.h"
 #include "eval/sample.h"
 #include "model/checkpoint.h"
 #include "model/rand.h"
-
-#ifndef ATTN_NAME
-#error "build with -DATTN_NAME='\"softmax\"' (or lssa, lssar); make sets it from ATTN=..."
-#endif
 
 #ifdef TRAIN_BACKEND_CPU
 // The CPU back end trains in one process: model/distributed.h's calls in their one-rank form, so
@@ -593,7 +585,7 @@ struct Trainer {
             if (!log) fail("cannot open " + log_path + " (" + strerror(errno) + ")");
             if (!resumed) log_line("{\"step\":0,\"world_size\":" + std::to_string(world) + "}");
         }
-        if (!opt.prompt.empty() && config.vocab_size != 50257)
+        if (!opt.prompt.empty() && config.vocab_size != GPT2Tokenizer::VOCAB_SIZE)
             fail("-gp: a prompt needs the GPT-2 vocabulary (50257 tokens), this model has " +
                  std::to_string(config.vocab_size));
         if (opt.sample_every > 0) {

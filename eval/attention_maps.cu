@@ -24,8 +24,6 @@
 #error "build with -DATTN_NAME='\"softmax\"' (or lssa, lssar); make sets it from ATTN=..."
 #endif
 
-static const int GPT2_VOCAB_SIZE = 50257;
-
 static void usage(const char* argv0) {
     fprintf(stderr,
             "Usage: %s -e CHECKPOINT [options]\n"
@@ -101,10 +99,10 @@ static void write_stats_rows(FILE* f, int layer, int head, const std::vector<Att
 static std::vector<int> input_tokens(const std::string& text, bool have_text, const std::string& shards, int T,
                                      const Checkpoint& ck, const std::string& ckpt_path) {
     if (have_text) {
-        if (ck.config.vocab_size != GPT2_VOCAB_SIZE)
+        if (ck.config.vocab_size != GPT2Tokenizer::VOCAB_SIZE)
             cli_fail(ckpt_path + ": vocab_size is " + std::to_string(ck.config.vocab_size) +
                  ", but -p text is GPT-2 BPE tokenized: it needs a model trained on GPT-2 tokens (vocab_size " +
-                 std::to_string(GPT2_VOCAB_SIZE) + "); give tokens of its own vocabulary with -j SHARDS instead");
+                 std::to_string(GPT2Tokenizer::VOCAB_SIZE) + "); give tokens of its own vocabulary with -j SHARDS instead");
         if (text.empty()) cli_fail("-p: the text is empty; give at least one word, e.g. -p \"In the beginning\"");
         GPT2Tokenizer tok;
         tok.load(GPT2Tokenizer::default_dir());  // its message names the missing file and the install script
@@ -189,12 +187,9 @@ int main(int argc, char** argv) {
     bool have_text = false, have_shards = false;
     int T = 0, max_rows = 1024;
     long long layer = -1, head = -1;  // -1: all
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-h") == 0) { usage(argv[0]); return 0; }
-        if (argv[i][0] != '-') cli_fail(std::string("unexpected argument '") + argv[i] + "' (flags take the form -x value; -h lists them)");
-        if (i + 1 >= argc) cli_fail(std::string(argv[i]) + ": missing value (-h lists the flags)");
-        std::string flag = argv[i];
-        const char* val = argv[++i];
+    std::string flag;
+    const char* val;
+    for (int i = 1; cli_next_flag(argc, argv, &i, usage, &flag, &val);) {
         if (flag == "-e") ckpt_path = val;
         else if (flag == "-p") { text = val; have_text = true; }
         else if (flag == "-j") { shards = val; have_shards = true; }
@@ -207,17 +202,8 @@ int main(int argc, char** argv) {
     }
     if (ckpt_path.empty()) { usage(argv[0]); cli_fail("-e CHECKPOINT is required"); }
     if (have_text && (have_shards || T != 0)) cli_fail("-p TEXT and -j/-T read different inputs: give one of them");
-    AttnKind attn;
-    attn_kind_from_name(ATTN_NAME, &attn);
-
     try {
-        Checkpoint ck;
-        checkpoint_read(ckpt_path, ck);
-        GPT2Config want = ck.config;
-        want.attn = attn;
-        // RoPE has no length limit: the text may be longer than the training length
-        std::string mismatch = checkpoint_config_mismatch(ckpt_path, ck.config, want, false);
-        if (!mismatch.empty()) cli_fail(mismatch);
+        Checkpoint ck = cli_read_checkpoint(ckpt_path, ATTN_NAME);
         const GPT2Config& cc = ck.config;
         if (layer >= cc.num_layers)
             cli_fail("-layer " + std::to_string(layer) + ": the checkpoint has " + std::to_string(cc.num_layers) +

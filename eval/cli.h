@@ -1,11 +1,14 @@
-// What the evaluation tools' command lines share: an error that ends the program, and integer
-// flags checked against their range.
+// What the evaluation tools' command lines share: an error that ends the program, "-flag value"
+// pairs, integer flags checked against their range, and the checkpoint of this binary's variant.
 #pragma once
 
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+
+#include "model/checkpoint.h"
 
 // Prints "error: msg" and exits with status 1.
 [[noreturn]] inline void cli_fail(const std::string& msg) {
@@ -23,4 +26,36 @@ inline long long cli_parse_int(const char* flag, const char* s, long long lo, lo
         cli_fail(std::string(flag) + " " + s + ": expected an integer in [" + std::to_string(lo) + ", " +
                  std::to_string(hi) + "]");
     return v;
+}
+
+// The next "-flag value" pair of argv at *i (start at 1): true with flag and val set, *i moved on;
+// false once argv is done. "-h" prints usage and exits 0; a word that is not a flag, or a flag
+// without its value, ends the program naming it.
+inline bool cli_next_flag(int argc, char** argv, int* i, void (*usage)(const char*), std::string* flag,
+                          const char** val) {
+    if (*i >= argc) return false;
+    if (strcmp(argv[*i], "-h") == 0) {
+        usage(argv[0]);
+        exit(0);
+    }
+    if (argv[*i][0] != '-')
+        cli_fail(std::string("unexpected argument '") + argv[*i] + "' (flags take the form -x value; -h lists them)");
+    if (*i + 1 >= argc) cli_fail(std::string(argv[*i]) + ": missing value (-h lists the flags)");
+    *flag = argv[*i];
+    *val = argv[*i + 1];
+    *i += 2;
+    return true;
+}
+
+// The checkpoint at path; one made for another attention variant than attn_name (this binary's)
+// ends the program with checkpoint_config_mismatch's message. RoPE has no length limit, so the
+// tools may run it at other lengths than it was trained at. Read errors throw, as checkpoint_read.
+inline Checkpoint cli_read_checkpoint(const std::string& path, const char* attn_name) {
+    Checkpoint ck;
+    checkpoint_read(path, ck);
+    GPT2Config want = ck.config;
+    attn_kind_from_name(attn_name, &want.attn);
+    std::string mismatch = checkpoint_config_mismatch(path, ck.config, want, false);
+    if (!mismatch.empty()) cli_fail(mismatch);
+    return ck;
 }

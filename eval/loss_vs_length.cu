@@ -11,20 +11,10 @@
 #include <string>
 #include <vector>
 
-#ifdef TRAIN_BACKEND_CPU
-#include "model/backend_cpu.h"
-typedef ModelCPU Model;
-#else
-#include "model/gpt2_cuda.cuh"
-typedef GPT2Cuda Model;
-#endif
+#include "model/backend.h"
 #include "eval/loss_vs_length.h"
 #include "eval/cli.h"
 #include "model/checkpoint.h"
-
-#ifndef ATTN_NAME
-#error "build with -DATTN_NAME='\"softmax\"' (or lssa, lssar); make sets it from ATTN=..."
-#endif
 
 static void usage(const char* argv0) {
     fprintf(stderr,
@@ -48,12 +38,9 @@ int main(int argc, char** argv) {
     std::string ckpt_path, val_pattern = "data/kjv/kjv_val_*.bin", csv_path, multiples = "1,2,4,8,16";
     int T_train = 0, tokens_per_forward = 4096;
     long long max_tokens = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-h") == 0) { usage(argv[0]); return 0; }
-        if (argv[i][0] != '-') cli_fail(std::string("unexpected argument '") + argv[i] + "' (flags take the form -x value; -h lists them)");
-        if (i + 1 >= argc) cli_fail(std::string(argv[i]) + ": missing value (-h lists the flags)");
-        std::string flag = argv[i];
-        const char* val = argv[++i];
+    std::string flag;
+    const char* val;
+    for (int i = 1; cli_next_flag(argc, argv, &i, usage, &flag, &val);) {
         if (flag == "-e") ckpt_path = val;
         else if (flag == "-j") val_pattern = val;
         else if (flag == "-t") T_train = (int)cli_parse_int("-t", val, 1, 1000000000);
@@ -64,16 +51,8 @@ int main(int argc, char** argv) {
         else cli_fail("unknown flag " + flag + " (-h lists the flags)");
     }
     if (ckpt_path.empty()) { usage(argv[0]); cli_fail("-e CHECKPOINT is required"); }
-    AttnKind attn;
-    attn_kind_from_name(ATTN_NAME, &attn);
-
     try {
-        Checkpoint ck;
-        checkpoint_read(ckpt_path, ck);
-        GPT2Config want = ck.config;
-        want.attn = attn;
-        std::string mismatch = checkpoint_config_mismatch(ckpt_path, ck.config, want);
-        if (!mismatch.empty()) cli_fail(mismatch);
+        Checkpoint ck = cli_read_checkpoint(ckpt_path, ATTN_NAME);
         if (T_train == 0) T_train = ck.config.max_seq_len;
         std::vector<int> lengths;
         for (const char* s = multiples.c_str(); *s;) {

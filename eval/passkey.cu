@@ -11,20 +11,10 @@
 #include <string>
 #include <vector>
 
-#ifdef TRAIN_BACKEND_CPU
-#include "model/backend_cpu.h"
-typedef ModelCPU Model;
-#else
-#include "model/gpt2_cuda.cuh"
-typedef GPT2Cuda Model;
-#endif
+#include "model/backend.h"
 #include "eval/passkey.h"
 #include "eval/cli.h"
 #include "model/checkpoint.h"
-
-#ifndef ATTN_NAME
-#error "build with -DATTN_NAME='\"softmax\"' (or lssa, lssar); make sets it from ATTN=..."
-#endif
 
 static void usage(const char* argv0) {
     fprintf(stderr,
@@ -84,12 +74,9 @@ int main(int argc, char** argv) {
     std::string ckpt_path, csv_path, length_list = "1024,1536,2048,4096,8192";
     int trials = 100;
     uint64_t seed = 1337;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-h") == 0) { usage(argv[0]); return 0; }
-        if (argv[i][0] != '-') cli_fail(std::string("unexpected argument '") + argv[i] + "' (flags take the form -x value; -h lists them)");
-        if (i + 1 >= argc) cli_fail(std::string(argv[i]) + ": missing value (-h lists the flags)");
-        std::string flag = argv[i];
-        const char* val = argv[++i];
+    std::string flag;
+    const char* val;
+    for (int i = 1; cli_next_flag(argc, argv, &i, usage, &flag, &val);) {
         if (flag == "-e") ckpt_path = val;
         else if (flag == "-l") length_list = val;
         else if (flag == "-n") trials = (int)cli_parse_int("-n", val, 1, 1000000);
@@ -99,21 +86,12 @@ int main(int argc, char** argv) {
     }
     if (ckpt_path.empty()) { usage(argv[0]); cli_fail("-e CHECKPOINT is required"); }
     std::vector<int> lengths = parse_lengths(length_list);
-    AttnKind attn;
-    attn_kind_from_name(ATTN_NAME, &attn);
-
     try {
-        Checkpoint ck;
-        checkpoint_read(ckpt_path, ck);
-        GPT2Config want = ck.config;
-        want.attn = attn;
-        // RoPE has no length limit: the lengths asked may exceed the training length
-        std::string mismatch = checkpoint_config_mismatch(ckpt_path, ck.config, want, false);
-        if (!mismatch.empty()) cli_fail(mismatch);
-        if (ck.config.vocab_size != PASSKEY_VOCAB_SIZE)
+        Checkpoint ck = cli_read_checkpoint(ckpt_path, ATTN_NAME);
+        if (ck.config.vocab_size != GPT2Tokenizer::VOCAB_SIZE)
             cli_fail(ckpt_path + ": vocab_size is " + std::to_string(ck.config.vocab_size) +
                  ", but the passkey prompt is GPT-2 BPE text: it needs a model trained on GPT-2 tokens (vocab_size " +
-                 std::to_string(PASSKEY_VOCAB_SIZE) + ")");
+                 std::to_string(GPT2Tokenizer::VOCAB_SIZE) + ")");
 
         // the tokenizer's own message names the missing file and scripts/install_gpt2_vocab.sh
         GPT2Tokenizer tok;

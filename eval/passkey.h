@@ -38,7 +38,6 @@
 #include "dataloader/tokenizer.h"
 #include "model/rand.h"
 
-constexpr int PASSKEY_VOCAB_SIZE = 50257;  // the prompt is GPT-2 BPE text
 constexpr int PASSKEY_MIN_KEY = 10000, PASSKEY_MAX_KEY = 99999;
 constexpr int PASSKEY_DEPTH_BUCKETS = 4;  // accuracy per quarter of depth
 
