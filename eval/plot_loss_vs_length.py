@@ -6,21 +6,13 @@ length,loss,tokens) to a PNG, and prints them side by side as a table.
         --train-len 64 -o out/loss_vs_length.png
 """
 import argparse
-import csv
-import sys
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-
-def read_run(path):
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    if not rows or not {"length", "loss", "tokens"} <= set(rows[0]):
-        sys.exit(f"error: {path}: expected a CSV with columns length,loss,tokens (eval/loss_vs_length.cu -o)")
-    return [(int(r["length"]), float(r["loss"]), int(r["tokens"])) for r in rows]
+from plot_common import finish_length_axes, lengths_of, read_runs  # noqa: E402
 
 
 def main():
@@ -31,14 +23,8 @@ def main():
     ap.add_argument("--title", default="Validation loss versus sequence length")
     args = ap.parse_args()
 
-    runs = []
-    for spec in args.runs:
-        label, sep, path = spec.rpartition("=")
-        if not sep:
-            sys.exit(f"error: '{spec}': give each run as LABEL=CSV, e.g. lssar=out/lssar.csv")
-        runs.append((label, read_run(path)))
-
-    lengths = sorted({L for _, rows in runs for L, _, _ in rows})
+    runs = read_runs(args.runs, ["length", "loss", "tokens"], "eval/loss_vs_length.cu")
+    lengths = lengths_of(runs)
     header = f"{'length':>8}" + (f" {'x train':>8}" if args.train_len else "")
     header += "".join(f" {label:>12}" for label, _ in runs)
     print(header)
@@ -54,19 +40,8 @@ def main():
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for label, rows in runs:
         ax.plot([r[0] for r in rows], [r[1] for r in rows], marker="o", label=label)
-    if args.train_len:
-        ax.axvline(args.train_len, color="gray", linestyle=":", label=f"training length {args.train_len}")
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(lengths)
-    ax.set_xticklabels([str(L) for L in lengths])
-    ax.set_xlabel("sequence length (tokens)")
-    ax.set_ylabel("validation loss")
-    ax.set_title(args.title)
-    ax.grid(True, alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(args.out, dpi=120)
-    print(f"wrote {args.out}")
+    finish_length_axes(ax, fig, lengths, args.train_len, "sequence length (tokens)", "validation loss", args.title,
+                       args.out)
 
 
 if __name__ == "__main__":

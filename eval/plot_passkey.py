@@ -6,22 +6,14 @@ eval/passkey.cu: columns length,accuracy,trials) to a PNG, and prints them side 
         --train-len 1024 -o out/passkey.png
 """
 import argparse
-import csv
 import math
-import sys
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-
-def read_run(path):
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    if not rows or not {"length", "accuracy", "trials"} <= set(rows[0]):
-        sys.exit(f"error: {path}: expected a CSV with columns length,accuracy,trials (eval/passkey.cu -o)")
-    return [(int(r["length"]), float(r["accuracy"]), int(r["trials"])) for r in rows]
+from plot_common import finish_length_axes, lengths_of, read_runs  # noqa: E402
 
 
 def main():
@@ -32,14 +24,8 @@ def main():
     ap.add_argument("--title", default="Passkey retrieval versus prompt length")
     args = ap.parse_args()
 
-    runs = []
-    for spec in args.runs:
-        label, sep, path = spec.rpartition("=")
-        if not sep:
-            sys.exit(f"error: '{spec}': give each run as LABEL=CSV, e.g. lssar=out/passkey_lssar.csv")
-        runs.append((label, read_run(path)))
-
-    lengths = sorted({L for _, rows in runs for L, _, _ in rows})
+    runs = read_runs(args.runs, ["length", "accuracy", "trials"], "eval/passkey.cu")
+    lengths = lengths_of(runs)
     print(f"{'length':>8}" + "".join(f" {label:>12}" for label, _ in runs))
     for L in lengths:
         line = f"{L:>8}"
@@ -55,20 +41,9 @@ def main():
         # error bars: one binomial standard error, sqrt(a (1 - a) / n)
         err = [100 * math.sqrt(a * (1 - a) / n) for _, a, n in rows]
         ax.errorbar([r[0] for r in rows], [100 * r[1] for r in rows], yerr=err, marker="o", capsize=3, label=label)
-    if args.train_len:
-        ax.axvline(args.train_len, color="gray", linestyle=":", label=f"training length {args.train_len}")
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(lengths)
-    ax.set_xticklabels([str(L) for L in lengths])
     ax.set_ylim(-5, 105)
-    ax.set_xlabel("prompt length (tokens)")
-    ax.set_ylabel("passkey accuracy (%)")
-    ax.set_title(args.title)
-    ax.grid(True, alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(args.out, dpi=120)
-    print(f"wrote {args.out}")
+    finish_length_axes(ax, fig, lengths, args.train_len, "prompt length (tokens)", "passkey accuracy (%)", args.title,
+                       args.out)
 
 
 if __name__ == "__main__":
