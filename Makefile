@@ -16,7 +16,7 @@ BUILD    ?= build
 CXXFLAGS ?= -O2 -march=native
 CXXFLAGS += -std=c++17 -fopenmp -Wall -Wextra -Wno-unused-parameter -I.
 LDLIBS   += -lm
-BLAS_LDLIBS := -lopenblas   # the CPU back end's large matmuls (layers/matmul_cpu.h)
+BLAS_LDLIBS := -lopenblas -ldnnl   # the CPU back end's matmuls: fp32 (layers/matmul_cpu.h), bf16 (layers/matmul_bf16_cpu.h)
 NVCCFLAGS ?= -O3 --use_fast_math -std=c++17 \
              -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
 NVCCFLAGS += -I. -Xcompiler -fopenmp

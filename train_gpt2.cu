@@ -103,6 +103,7 @@ struct Options {
     int max_skips = 5;                                       // -sk
     float spike_z = 0.0f;                                    // -sl
     int zero1 = 0;                                           // -z
+    std::string precision;                                   // -f ("": the back end's default)
 };
 
 static void usage() {
@@ -121,6 +122,10 @@ static void usage() {
         "               (its weights; fresh optimizer and data order) (default %s)\n"
         "  -p <float>   LSSAR re-weighting power p >= 1 (default %g; ignored by softmax and lssa)\n"
         "  -rb <float>  RoPE base (default %g)\n"
+        "  -f <name>    CPU back end's arithmetic: fp32 (the reference, default), bf16 (bf16 matmuls with\n"
+        "               fp32 accumulation, fp32 master weights and AdamW, on AMX or AVX512-BF16 through\n"
+        "               oneDNN; where the CPU has neither it says so and runs fp32), auto (bf16 where the\n"
+        "               CPU has it: the fastest). The CUDA back end is bf16 always (bf16 or auto)\n"
         "Batch\n"
         "  -b <int>     micro-batch size B (default %d)\n"
         "  -t <int>     sequence length T (default %d)\n"
@@ -249,6 +254,11 @@ static Options parse_args(int argc, char** argv) {
         else if (flag == "-sk") o.max_skips = (int)parse_int(flag, v, 1, BIG, "consecutive skips");
         else if (flag == "-sl") o.spike_z = parse_float(flag, v, 0, 1e30, "loss spike threshold");
         else if (flag == "-z") o.zero1 = (int)parse_int(flag, v, 0, 1, "ZeRO-1");
+        else if (flag == "-f") {
+            o.precision = v;
+            if (o.precision != "fp32" && o.precision != "bf16" && o.precision != "auto")
+                fail(flag + " " + v + ": precision must be fp32, bf16 or auto");
+        }
         else fail("unknown flag " + flag + " (-h lists the flags)");
     }
     if ((o.ckpt_every > 0 || o.resume) && o.out_dir.empty())
@@ -518,6 +528,13 @@ struct Trainer {
             model = new Model(config);
         } catch (const std::invalid_argument& e) {
             fail("-e " + opt.model + ": " + e.what());
+        }
+        if (!opt.precision.empty()) {
+            try {
+                printf("precision: %s\n", select_precision(*model, opt.precision).c_str());
+            } catch (const std::invalid_argument& e) {
+                fail("-f " + opt.precision + ": " + e.what());
+            }
         }
         rng = Rng((uint64_t)opt.seed);
         if (from_checkpoint) model->set_params(init_ck.params);

@@ -24,26 +24,53 @@
 //                                               AdamW moments (zeros before the first update)
 // Everything here is deterministic for a fixed thread count, so a resumed run repeats the
 // uninterrupted one bit for bit.
+//
+// Two paths, chosen at run time (select_precision, the trainer's -f): fp32, GPT2<float> itself, the
+// reference (the default); bf16, model/gpt2_cpu_bf16.h on the same master weights, where the CPU
+// has bf16 matmuls (AMX or AVX512-BF16, asked of cpuid and oneDNN), else it says so and stays fp32.
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "model/gpt2_cpu.h"
+#include "model/gpt2_cpu_bf16.h"
 
 struct ModelCPU {
     static constexpr const char* backend_name = "cpu";
     GPT2<float> gpt;
     GPT2Config config;
     size_t num_parameters;
+    std::unique_ptr<GPT2Bf16> bf16;  // the bf16 path, when chosen; null: fp32
 
     explicit ModelCPU(const GPT2Config& c) : gpt(c), config(c), num_parameters(gpt.num_parameters) {}
 
-    void init(uint64_t seed) { gpt.init(seed); }
+    // "fp32", "bf16" or "auto" (bf16 where the CPU has it). Returns the line saying what runs;
+    // bf16 without the hardware falls back to fp32 and says why. Throws on another name.
+    std::string select_precision(const std::string& name) {
+        if (name != "fp32" && name != "bf16" && name != "auto")
+            throw std::invalid_argument("precision '" + name + "' is not fp32, bf16 or auto");
+        bf16.reset();
+        if (name == "fp32") return "fp32 (the reference CPU path)";
+        CpuBf16Support s = cpu_bf16_support();
+        if (!s.usable) return s.message;
+        bf16.reset(new GPT2Bf16(gpt));
+        return s.message;
+    }
+    const char* precision() const { return bf16 ? "bf16" : "fp32"; }
 
-    float forward(const int* inputs, const int* targets, int B, int T) { return gpt.forward(inputs, targets, B, T); }
+    void init(uint64_t seed) {
+        gpt.init(seed);
+        if (bf16) bf16->weights_changed();
+    }
+
+    float forward(const int* inputs, const int* targets, int B, int T) {
+        return bf16 ? bf16->forward(inputs, targets, B, T) : gpt.forward(inputs, targets, B, T);
+    }
 
     // logits (Vp) of position (b,t) of the last forward
     void logits_row(int b, int t, float* out) {
@@ -59,11 +86,15 @@ struct ModelCPU {
     }
 
     void zero_grad() { gpt.zero_grad(); }
-    void backward(float loss_scale) { gpt.backward(loss_scale); }
+    void backward(float loss_scale) {
+        if (bf16) bf16->backward(loss_scale);
+        else gpt.backward(loss_scale);
+    }
 
     // The sum of squares in fixed chunks, added in chunk order: the same bits for any number of
     // threads (an OpenMP reduction combines partial sums in whatever order threads finish).
     double grad_norm() {
+        if (bf16) return bf16->grad_norm();
         const size_t chunk = 1 << 16;
         size_t n = num_parameters, chunks = (n + chunk - 1) / chunk;
         std::vector<double> partial(chunks);
@@ -81,6 +112,7 @@ struct ModelCPU {
     }
 
     void update(float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int step) {
+        if (bf16) return bf16->update(lr, beta1, beta2, eps, weight_decay, grad_scale, step);
         if (grad_scale != 1.0f) {
             float* g = gpt.grads.data();
 #pragma omp parallel for schedule(static)
@@ -93,8 +125,10 @@ struct ModelCPU {
     void set_params(const std::vector<float>& in) {
         check_size("set_params", in.size());
         gpt.params = in;
+        if (bf16) bf16->weights_changed();
     }
-    // resume: the fp32 weights are the whole state on the CPU
+    // resume: the fp32 weights are the whole state on the CPU; the bf16 path's weights are their
+    // round to nearest even, as the last update left them
     void set_params(const std::vector<float>& in, int /*last_update_step*/) { set_params(in); }
     void get_optimizer(std::vector<float>& m, std::vector<float>& v) {
         if (gpt.m.empty()) {

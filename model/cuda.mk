@@ -2,9 +2,9 @@
 # test/test_model_cuda.cu, run emulated by `make test`, and the same file under nvcc for a GPU
 # (`make cuda`, then ./build/test_model_cuda_gpu on the GPU machine).
 # GPT2_CUDA_HEADERS: what a program including model/gpt2_cuda.cuh depends on (the trainer too).
-GPT2_CUDA_HEADERS := model/gpt2_cuda.cuh model/gpt2_config.h model/rand.h attention/attention_cpu.h \
+GPT2_CUDA_HEADERS := model/gpt2_cuda.cuh model/gpt2_layout.h model/gpt2_config.h model/rand.h attention/attention_cpu.h \
                      $(filter-out %_cpu.h,$(wildcard layers/*.cuh)) $(wildcard attention/*.cuh)
-GPT2_CPU_HEADERS  := model/gpt2_cpu.h $(wildcard layers/*_cpu.h)
+GPT2_CPU_HEADERS  := model/gpt2_cpu.h model/gpt2_layout.h $(wildcard layers/*_cpu.h)
 
 # $$(...) : the emulator's libraries are defined by test/simt/*.mk
 .SECONDEXPANSION:

@@ -20,52 +20,63 @@
 #include "layers/residual_cpu.h"
 #include "layers/rope_cpu.h"
 #include "model/gpt2_config.h"
+#include "model/gpt2_layout.h"
 #include "model/rand.h"
 
-// Activations of one forward pass (and, with the same layout, their gradients).
+// Activations of one forward pass (and, with the same layout, their gradients): one field per
+// tensor, P = T* for the buffers and P = size_t for their element counts.
 // L layers, B batch, T time, C channels, NH heads, Vp padded vocab.
-template <class T> struct Activations {
-    T* encoded;    // (B,T,C)
-    T* ln1;        // (L,B,T,C)
-    T* ln1_mean;   // (L,B,T)
-    T* ln1_rstd;   // (L,B,T)
-    T* qkv;        // (L,B,T,3C) before RoPE
-    T* qkvr;       // (L,B,T,3C) after RoPE
-    T* atty;       // (L,B,T,C)
-    T* attstats;   // (L,B,NH,T,3)
-    T* attproj;    // (L,B,T,C)
-    T* residual2;  // (L,B,T,C)
-    T* ln2;        // (L,B,T,C)
-    T* ln2_mean;   // (L,B,T)
-    T* ln2_rstd;   // (L,B,T)
-    T* fch;        // (L,B,T,4C)
-    T* fch_gelu;   // (L,B,T,4C)
-    T* fcproj;     // (L,B,T,C)
-    T* residual3;  // (L,B,T,C)
-    T* lnf;        // (B,T,C)
-    T* lnf_mean;   // (B,T)
-    T* lnf_rstd;   // (B,T)
-    T* logits;     // (B,T,Vp)
-    T* losses;     // (B,T)
+template <class P> struct ActivationTensors {
+    P encoded;    // (B,T,C)
+    P ln1;        // (L,B,T,C)
+    P ln1_mean;   // (L,B,T)
+    P ln1_rstd;   // (L,B,T)
+    P qkv;        // (L,B,T,3C) before RoPE
+    P qkvr;       // (L,B,T,3C) after RoPE
+    P atty;       // (L,B,T,C)
+    P attstats;   // (L,B,NH,T,3)
+    P attproj;    // (L,B,T,C)
+    P residual2;  // (L,B,T,C)
+    P ln2;        // (L,B,T,C)
+    P ln2_mean;   // (L,B,T)
+    P ln2_rstd;   // (L,B,T)
+    P fch;        // (L,B,T,4C)
+    P fch_gelu;   // (L,B,T,4C)
+    P fcproj;     // (L,B,T,C)
+    P residual3;  // (L,B,T,C)
+    P lnf;        // (B,T,C)
+    P lnf_mean;   // (B,T)
+    P lnf_rstd;   // (B,T)
+    P logits;     // (B,T,Vp)
+    P losses;     // (B,T)
 };
-constexpr int NUM_ACTIVATION_TENSORS = sizeof(Activations<float>) / sizeof(float*);
+template <class T> using Activations = ActivationTensors<T*>;
+constexpr int NUM_ACTIVATION_TENSORS = sizeof(ActivationTensors<size_t>) / sizeof(size_t);
+static_assert(sizeof(Activations<float>) == NUM_ACTIVATION_TENSORS * sizeof(float*), "one pointer per tensor");
 
-inline void gpt2_activation_sizes(size_t sizes[NUM_ACTIVATION_TENSORS], const GPT2Config& c, int B, int T_) {
+inline ActivationTensors<size_t> gpt2_activation_sizes(const GPT2Config& c, int B, int T_) {
     size_t L = c.num_layers, C = c.channels, NH = c.num_heads, Vp = c.padded_vocab_size;
     size_t BT = (size_t)B * T_;
-    size_t s[NUM_ACTIVATION_TENSORS] = {
-        BT * C,          L * BT * C, L * BT,     L * BT,     L * BT * 3 * C, L * BT * 3 * C, L * BT * C,
-        L * BT * NH * 3, L * BT * C, L * BT * C, L * BT * C, L * BT,         L * BT,         L * BT * 4 * C,
-        L * BT * 4 * C,  L * BT * C, L * BT * C, BT * C,     BT,             BT,             BT * Vp,
-        BT};
-    memcpy(sizes, s, sizeof s);
+    ActivationTensors<size_t> s;
+    s.encoded = BT * C;
+    s.ln1 = L * BT * C;
+    s.ln1_mean = s.ln1_rstd = L * BT;
+    s.qkv = s.qkvr = L * BT * 3 * C;
+    s.atty = L * BT * C;
+    s.attstats = L * BT * NH * 3;
+    s.attproj = s.residual2 = s.ln2 = L * BT * C;
+    s.ln2_mean = s.ln2_rstd = L * BT;
+    s.fch = s.fch_gelu = L * BT * 4 * C;
+    s.fcproj = s.residual3 = L * BT * C;
+    s.lnf = BT * C;
+    s.lnf_mean = s.lnf_rstd = BT;
+    s.logits = BT * Vp;
+    s.losses = BT;
+    return s;
 }
 
-template <class F> struct GPT2 {
+template <class F> struct GPT2 : GPT2ParamLayout {
     GPT2Config config;
-    size_t param_sizes[NUM_PARAM_TENSORS];
-    size_t param_offsets[NUM_PARAM_TENSORS];
-    size_t num_parameters = 0;
     std::vector<F> params, grads, m, v;  // (num_parameters) each; AdamW moments allocated lazily
     // activations and their gradients for the current (B, T)
     int B = 0, T = 0;
@@ -75,14 +86,9 @@ template <class F> struct GPT2 {
     bool have_targets = false;
     F mean_loss = -1;
 
-    explicit GPT2(const GPT2Config& c) : config(c) {
+    explicit GPT2(const GPT2Config& c) : GPT2ParamLayout(c), config(c) {
         std::string err = gpt2_config_error(c);
         if (!err.empty()) throw std::invalid_argument(err);
-        gpt2_param_sizes(param_sizes, c);
-        for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-            param_offsets[i] = num_parameters;
-            num_parameters += param_sizes[i];
-        }
         params.assign(num_parameters, F(0));
         grads.assign(num_parameters, F(0));
     }
@@ -93,23 +99,42 @@ template <class F> struct GPT2 {
     // GPT-2 initialisation (gpt2_init_params in model/gpt2_config.h)
     void init(uint64_t seed) { gpt2_init_params(params.data(), config, seed); }
 
-    void ensure_activations(int B_, int T_) {
-        if (B_ == B && T_ == T) return;
-        size_t sizes[NUM_ACTIVATION_TENSORS], total = 0;
-        gpt2_activation_sizes(sizes, config, B_, T_);
-        for (size_t s : sizes) total += s;
+    // Activations for (B_, T_), and their gradients unless with_grads is false (the bf16 path,
+    // model/gpt2_cpu_bf16.h, keeps its own smaller gradient buffers).
+    void ensure_activations(int B_, int T_, bool with_grads = true) {
+        if (B_ == B && T_ == T && grad_acts_memory.empty() != with_grads) return;
+        ActivationTensors<size_t> named = gpt2_activation_sizes(config, B_, T_);
+        const size_t* sizes = (const size_t*)&named;
+        size_t total = 0;
+        for (int i = 0; i < NUM_ACTIVATION_TENSORS; i++) total += sizes[i];
         acts_memory.assign(total, F(0));
-        grad_acts_memory.assign(total, F(0));
+        if (with_grads) grad_acts_memory.assign(total, F(0));
+        else std::vector<F>().swap(grad_acts_memory);
         F** a = (F**)&acts;
         F** g = (F**)&grad_acts;
         size_t off = 0;
         for (int i = 0; i < NUM_ACTIVATION_TENSORS; i++) {
             a[i] = acts_memory.data() + off;
-            g[i] = grad_acts_memory.data() + off;
+            g[i] = with_grads ? grad_acts_memory.data() + off : nullptr;
             off += sizes[i];
         }
         B = B_;
         T = T_;
+    }
+
+    // Checks the token ids (in [0, vocab_size)), sizes the activations, keeps inputs and targets.
+    void start_forward(const int* inputs_, const int* targets_, int B_, int T_, bool with_grads) {
+        int V = config.vocab_size;
+        for (int i = 0; i < B_ * T_; i++) {
+            if (inputs_[i] < 0 || inputs_[i] >= V || (targets_ && (targets_[i] < 0 || targets_[i] >= V))) {
+                throw std::out_of_range("token id out of range [0, " + std::to_string(V) + ") at position " +
+                                        std::to_string(i));
+            }
+        }
+        ensure_activations(B_, T_, with_grads);
+        inputs.assign(inputs_, inputs_ + B * T);
+        have_targets = targets_ != nullptr;
+        if (have_targets) targets.assign(targets_, targets_ + B * T);
     }
 
     // Forward pass over inputs (B,F). With targets (B,F) it returns the mean loss; without, -1.
@@ -118,16 +143,7 @@ template <class F> struct GPT2 {
         const GPT2Config& c = config;
         int V = c.vocab_size, Vp = c.padded_vocab_size, L = c.num_layers, NH = c.num_heads, C = c.channels;
         int hd = C / NH;
-        for (int i = 0; i < B_ * T_; i++) {
-            if (inputs_[i] < 0 || inputs_[i] >= V || (targets_ && (targets_[i] < 0 || targets_[i] >= V))) {
-                throw std::out_of_range("token id out of range [0, " + std::to_string(V) + ") at position " +
-                                        std::to_string(i));
-            }
-        }
-        ensure_activations(B_, T_);
-        inputs.assign(inputs_, inputs_ + B * T);
-        have_targets = targets_ != nullptr;
-        if (have_targets) targets.assign(targets_, targets_ + B * T);
+        start_forward(inputs_, targets_, B_, T_, true);
         size_t BT = (size_t)B * T;
         Activations<F>& a = acts;
         encoder_forward(a.encoded, inputs_, param(P_WTE), B, T, C);

@@ -36,6 +36,7 @@
 #include "layers/residual.cuh"
 #include "layers/rope.cuh"
 #include "model/gpt2_config.h"
+#include "model/gpt2_layout.h"
 #include "model/rand.h"
 
 // Empty if the config is valid for the CUDA back end, else a message naming the field and the fix:
@@ -102,11 +103,8 @@ struct GPT2CudaActivations {
     int* targets;       // (B,T)
 };
 
-struct GPT2Cuda {
+struct GPT2Cuda : GPT2ParamLayout {
     GPT2Config config;
-    size_t param_sizes[NUM_PARAM_TENSORS];
-    size_t param_offsets[NUM_PARAM_TENSORS];
-    size_t num_parameters = 0;
     // elements of params_memory and grads_memory: num_parameters, or more after reserve_shards(),
     // which pads them to shards x shard_size (the tail stays 0) for ZeRO-1
     size_t num_allocated = 0;
@@ -136,14 +134,9 @@ struct GPT2Cuda {
     // `stream` (data parallelism starts reducing them while the backward goes on)
     std::function<void(int)> on_layer_backward;
 
-    explicit GPT2Cuda(const GPT2Config& c) : config(c) {
+    explicit GPT2Cuda(const GPT2Config& c) : GPT2ParamLayout(c), config(c) {
         std::string err = gpt2_cuda_config_error(c);
         if (!err.empty()) throw std::invalid_argument(err);
-        gpt2_param_sizes(param_sizes, c);
-        for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-            param_offsets[i] = num_parameters;
-            num_parameters += param_sizes[i];
-        }
         num_allocated = num_parameters;
         state_end = state_allocated = num_parameters;
         cublaslt_setup();

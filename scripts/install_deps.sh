@@ -7,6 +7,7 @@ pkgs=(
   doctest-dev            # test framework
   libboost-context-dev   # fibers for the SIMT emulator
   libopenblas-dev        # BLAS for the CPU back end's large matmuls
+  libdnnl-dev            # oneDNN: the CPU back end's bf16 matmuls (AMX / AVX512-BF16)
   python3-torch python3-numpy   # independent PyTorch reference (/usr/bin/python3)
   python3-matplotlib     # PNG plots
   bible-kjv              # real English text for demos and tokenizer tests
