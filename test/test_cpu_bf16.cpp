@@ -1,0 +1,505 @@
+// The CPU back end's bf16 path (model/gpt2_cpu_bf16.h) against the fp32 reference (model/gpt2_cpu.h):
+// - its kernels (bf16 rounding, exp, layernorm, GELU, classifier, AdamW, the oneDNN matmul) against
+//   the reference layers on shapes that are not multiples of the 16-lane vectors;
+// - the whole model over 10 AdamW steps (softmax, LSSA, LSSAR): losses, every parameter gradient,
+//   the gradient norm, as the CUDA back end is checked (test/test_model_cuda.cu);
+// - exact resume: a run stopped and resumed from its checkpoint files ends bit for bit where the
+//   uninterrupted one does, the bf16 weights rebuilt as the last update rounded them;
+// - the trainer's -f flag, and the fp32 fallback when oneDNN may not use bf16 (ONEDNN_MAX_CPU_ISA).
+// Skipped (with a message) on a CPU without bf16 matmuls, where the path is never taken.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+#include "test/run_command.h"
+#include "test/temp_dir.h"
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "dataloader/shard.h"
+#include "layers/classifier_cpu.h"
+#include "layers/gelu_cpu.h"
+#include "layers/layernorm_cpu.h"
+#include "model/backend_cpu.h"
+#include "model/checkpoint.h"
+#include "model/rand.h"
+
+static bool have_bf16() {
+    static CpuBf16Support s = cpu_bf16_support();
+    static bool said = false;
+    if (!said) {
+        printf("%s\n", s.message.c_str());
+        said = true;
+    }
+    return s.usable;
+}
+
+static std::vector<float> randn(size_t n, uint64_t seed, double scale = 1.0) {
+    Rng rng(seed);
+    std::vector<float> x(n);
+    for (float& v : x) v = (float)(scale * rng.normal());
+    return x;
+}
+static std::vector<float> widen(const bf16* x, size_t n) {
+    std::vector<float> out(n);
+    for (size_t i = 0; i < n; i++) out[i] = bf16_to_float(x[i]);
+    return out;
+}
+static std::vector<double> to_double(const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); }
+
+// bf16 keeps 8 significant bits (7 stored): round to nearest even errs by at most half a unit
+// of the last place, 2^-8 relative to the value's power of two, so <= 2^-8 relative
+constexpr double BF16_ROUND = 1.0 / 256;
+
+// ----------------------------------------------------------------------------
+// kernels
+
+TEST_CASE("bf16 rounding: nearest, ties to even, NaN stays NaN; the vector and scalar conversions agree") {
+    if (!have_bf16()) return;
+    // the reference: of the two bf16 values around x (truncation and the next one up in
+    // magnitude), the nearer, by exact double arithmetic; on a tie the one with an even last bit
+    auto nearest = [](float x) -> uint16_t {
+        uint32_t bits;
+        memcpy(&bits, &x, 4);
+        uint16_t lo = (uint16_t)(bits >> 16), hi = (uint16_t)(lo + 1);
+        double dl = std::fabs((double)x - bf16_to_float(lo)), dh = std::fabs((double)x - bf16_to_float(hi));
+        if (dl != dh) return dl < dh ? lo : hi;
+        return (lo & 1) ? hi : lo;
+    };
+    Rng rng(3);
+    std::vector<float> x(4099);
+    for (size_t i = 0; i < x.size(); i++) {
+        uint32_t bits = (uint32_t)rng.next_u64();
+        if (i % 3 == 0) bits = (bits & 0xffff0000u) | 0x8000u;  // exact ties
+        bits &= 0xfeffffffu;                                   // finite: exponent below 255
+        memcpy(&x[i], &bits, 4);
+    }
+    std::vector<bf16> v(x.size());
+    round_to_bf16(v.data(), x.data(), x.size());
+    for (size_t i = 0; i < x.size(); i++) {
+        if (!std::isfinite(bf16_to_float(nearest(x[i])))) continue;  // rounds past the largest bf16
+        CHECK(v[i] == nearest(x[i]));
+        CHECK(float_to_bf16(x[i]) == v[i]);
+    }
+    float nan = std::nanf(""), ties[2] = {1.00390625f, 1.01171875f};  // 1 + 2^-8 (to 1), 1 + 3 * 2^-8 (up)
+    CHECK(bf16_to_float(float_to_bf16(ties[0])) == 1.0f);
+    CHECK(bf16_to_float(float_to_bf16(ties[1])) == 1.015625f);
+    CHECK(std::isnan(bf16_to_float(float_to_bf16(nan))));
+    bf16 out[3];
+    float in[3] = {nan, INFINITY, -INFINITY};
+    round_to_bf16(out, in, 3);
+    CHECK(std::isnan(bf16_to_float(out[0])));
+    CHECK(bf16_to_float(out[1]) == INFINITY);
+    CHECK(bf16_to_float(out[2]) == -INFINITY);
+}
+
+BF16_CPU_TARGET static void exp16(float* out, const float* in) { _mm512_storeu_ps(out, exp512(_mm512_loadu_ps(in))); }
+
+TEST_CASE("exp512 is within 2 ulp of exp over [-87, 88] and underflows to 0 below") {
+    if (!have_bf16()) return;
+    double worst = 0;
+    for (int k = 0; k < 20000; k++) {
+        float x[16], y[16];
+        for (int i = 0; i < 16; i++) x[i] = -87.0f + 175.0f * (float)(k * 16 + i) / (20000 * 16);
+        exp16(y, x);
+        for (int i = 0; i < 16; i++) {
+            double ref = std::exp((double)x[i]);
+            worst = std::max(worst, std::fabs(y[i] - ref) / (ref * 5.96e-8));  // in units of 2^-24 relative
+        }
+    }
+    INFO("largest error " << worst << " half-ulp units");
+    CHECK(worst < 4.0);  // 2 ulp = 4 units of 2^-24
+    float x[16], y[16];
+    for (int i = 0; i < 16; i++) x[i] = -100.0f - i;
+    exp16(y, x);
+    for (int i = 0; i < 16; i++) CHECK(y[i] == 0.0f);
+}
+
+TEST_CASE("layernorm: forward (bf16 out) and backward against the reference") {
+    if (!have_bf16()) return;
+    const int N = 37, C = 72;  // C = 4.5 vectors
+    std::vector<float> x = randn(N * C, 1, 2.0), w = randn(C, 2), b = randn(C, 3), dy = randn(N * C, 4);
+    for (int i = 0; i < N * C; i++) x[i] += 0.5f * (i % C);  // rows with a mean and a spread
+    std::vector<double> xd = to_double(x), wd = to_double(w), bd = to_double(b), dyd = to_double(dy);
+    std::vector<double> out_ref(N * C), mean_ref(N), rstd_ref(N), dx_ref(N * C, 0.1), dw_ref(C, 0.2), db_ref(C, 0.3);
+    layernorm_forward(out_ref.data(), mean_ref.data(), rstd_ref.data(), xd.data(), wd.data(), bd.data(), N, C);
+    layernorm_backward(dx_ref.data(), dw_ref.data(), db_ref.data(), dyd.data(), xd.data(), wd.data(), mean_ref.data(),
+                       rstd_ref.data(), N, C);
+    std::vector<bf16> out(N * C);
+    std::vector<float> mean(N), rstd(N), dx(N * C, 0.1f), dw(C, 0.2f), db(C, 0.3f);
+    layernorm_forward_bf16(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+    layernorm_backward_bf16(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(), rstd.data(),
+                            N, C);
+    // forward: the bf16 rounding of the output (2^-8 relative) plus fp32 arithmetic (1e-5 absolute
+    // for outputs of order |w| |norm| + |b| ~ 5)
+    for (int i = 0; i < N * C; i++) CHECK(std::fabs(bf16_to_float(out[i]) - out_ref[i]) <= BF16_ROUND * std::fabs(out_ref[i]) + 1e-5);
+    for (int n = 0; n < N; n++) {
+        CHECK(std::fabs(mean[n] - mean_ref[n]) <= 1e-5 * (1 + std::fabs(mean_ref[n])));
+        CHECK(std::fabs(rstd[n] - rstd_ref[n]) <= 1e-5 * rstd_ref[n]);
+    }
+    // backward: all fp32: sums of C (or N) terms of order 1 each, relative 1e-5 of the terms' scale
+    double dx_scale = 0, dw_scale = 0;
+    for (double v : dx_ref) dx_scale = std::max(dx_scale, std::fabs(v));
+    for (double v : dw_ref) dw_scale = std::max(dw_scale, std::fabs(v));
+    for (int i = 0; i < N * C; i++) CHECK(std::fabs(dx[i] - dx_ref[i]) <= 1e-5 * dx_scale);
+    for (int i = 0; i < C; i++) {
+        CHECK(std::fabs(dw[i] - dw_ref[i]) <= 1e-5 * dw_scale);
+        CHECK(std::fabs(db[i] - db_ref[i]) <= 1e-5 * dw_scale);
+    }
+}
+
+TEST_CASE("GELU: forward (bf16 out), backward (bf16 dinp and fp32 bias sums) against the reference") {
+    if (!have_bf16()) return;
+    const int N = 29, OC = 40;
+    std::vector<float> x = randn(N * OC, 5, 3.0), dy = randn(N * OC, 6);
+    x[0] = 0.0f, x[1] = 1e-4f, x[2] = -12.0f, x[3] = 12.0f;  // around 0, and saturated tanh
+    std::vector<double> xd = to_double(x), dyd = to_double(dy), y_ref(N * OC), dx_ref(N * OC, 0.0);
+    gelu_forward(y_ref.data(), xd.data(), N * OC);
+    gelu_backward(dx_ref.data(), xd.data(), dyd.data(), N * OC);
+    std::vector<bf16> y(N * OC), dx(N * OC);
+    std::vector<float> dbias(OC, 0.5f);
+    gelu_forward_bf16(y.data(), x.data(), N * OC);
+    gelu_backward_bf16(dx.data(), dbias.data(), x.data(), dy.data(), N, OC);
+    // bf16 rounding of the result, plus tanh's fp32 absolute error (1e-6) times |x|/2 <= 6
+    for (int i = 0; i < N * OC; i++) {
+        CHECK(std::fabs(bf16_to_float(y[i]) - y_ref[i]) <= BF16_ROUND * std::fabs(y_ref[i]) + 6e-6);
+        CHECK(std::fabs(bf16_to_float(dx[i]) - dx_ref[i]) <= BF16_ROUND * std::fabs(dx_ref[i]) + 6e-6 * std::fabs(dy[i]));
+    }
+    for (int o = 0; o < OC; o++) {
+        double s = 0.5;
+        for (int n = 0; n < N; n++) s += dx_ref[(size_t)n * OC + o];
+        CHECK(std::fabs(dbias[o] - s) <= 1e-4);
+    }
+}
+
+TEST_CASE("classifier: losses and dlogits = softmax - onehot (bf16) against the reference, padded columns 0") {
+    if (!have_bf16()) return;
+    const int N = 7, V = 1003, Vp = 1024;
+    std::vector<float> logits = randn((size_t)N * Vp, 7, 4.0);
+    std::vector<int> targets = {0, 5, 1002, 17, 500, 999, 3};
+    std::vector<double> ld = to_double(logits), loss_ref(N), dl_ref((size_t)N * Vp);
+    fused_classifier(loss_ref.data(), dl_ref.data(), ld.data(), targets.data(), 1.0, N, V, Vp);
+    std::vector<float> losses(N), scratch;
+    std::vector<bf16> dl((size_t)N * Vp, 0x7fc0);
+    fused_classifier_bf16(losses.data(), dl.data(), logits.data(), targets.data(), N, V, Vp, scratch);
+    for (int n = 0; n < N; n++) {
+        CHECK(std::fabs(losses[n] - loss_ref[n]) <= 1e-5 * (1 + loss_ref[n]));  // fp32 log-sum-exp
+        for (int j = 0; j < Vp; j++) {
+            double ref = dl_ref[(size_t)n * Vp + j], got = bf16_to_float(dl[(size_t)n * Vp + j]);
+            if (j >= V) CHECK(got == 0.0);
+            else CHECK(std::fabs(got - ref) <= BF16_ROUND * std::fabs(ref) + 1e-7);
+        }
+    }
+}
+
+TEST_CASE("AdamW: the reference formula with the gradient scale fused, and the bf16 copy of the new weights") {
+    if (!have_bf16()) return;
+    const size_t n = 1000;  // 62.5 vectors
+    std::vector<float> p = randn(n, 8), g = randn(n, 9, 0.1), m = randn(n, 10, 0.01), v(n);
+    for (size_t i = 0; i < n; i++) v[i] = 1e-4f * (1 + (float)(i % 7));
+    std::vector<float> p_ref = p, g_ref = g, m_ref = m, v_ref = v, m0 = m;
+    for (float& x : g_ref) x *= 0.7f;
+    adamw_update(p_ref.data(), g_ref.data(), m_ref.data(), v_ref.data(), n, 1e-3, 0.9, 0.95, 1e-8, 0.1, 3);
+    std::vector<bf16> p_bf(n);
+    adamw_update_bf16(p.data(), p_bf.data(), g.data(), m.data(), v.data(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.7f, 3);
+    for (size_t i = 0; i < n; i++) {
+        // the same fp32 operations, which the compiler may contract into FMAs in the reference: a
+        // few ulp of the terms (a moment can cancel far below its terms; a step is <= ~lr)
+        double gi = 0.7 * g[i];
+        CHECK(std::fabs(m[i] - m_ref[i]) <= 1e-6 * (0.9 * std::fabs(m0[i]) + 0.1 * std::fabs(gi)));
+        CHECK(std::fabs(v[i] - v_ref[i]) <= 1e-6 * v_ref[i]);
+        CHECK(std::fabs(p[i] - p_ref[i]) <= 1e-6 * (std::fabs(p_ref[i]) + 1e-3));
+        CHECK(p_bf[i] == float_to_bf16(p[i]));
+    }
+}
+
+TEST_CASE("oneDNN bf16 matmul: forward with bias, dinp with alpha, dW accumulated, against fp64 on the same bf16 operands") {
+    if (!have_bf16()) return;
+    const int N = 45, C = 40, OC = 56;
+    auto rounded = [](std::vector<float> x) {
+        for (float& v : x) v = bf16_to_float(float_to_bf16(v));
+        return x;
+    };
+    std::vector<float> inp = rounded(randn(N * C, 11)), w = rounded(randn(OC * C, 12)), dout = rounded(randn(N * OC, 13));
+    std::vector<float> bias = randn(OC, 14), dw0 = randn(OC * C, 15);
+    std::vector<bf16> inp_b(N * C), w_b(OC * C), dout_b(N * OC);
+    round_to_bf16(inp_b.data(), inp.data(), inp.size());
+    round_to_bf16(w_b.data(), w.data(), w.size());
+    round_to_bf16(dout_b.data(), dout.data(), dout.size());
+    MatmulBf16 mm;
+    const float alpha = 0.25f;
+    std::vector<float> out(N * OC), dinp(N * C, 99.0f), dw = dw0;
+    mm.forward(out.data(), inp_b.data(), w_b.data(), bias.data(), N, C, OC);
+    mm.backward(dinp.data(), dw.data(), dout_b.data(), inp_b.data(), w_b.data(), N, C, OC, alpha);
+    // the products of bf16 operands are exact in fp32; the sums of K terms carry K * 2^-24 of the
+    // sum of |terms| at most
+    auto check = [](double got, double ref, double abs_sum, int K) { CHECK(std::fabs(got - ref) <= K * 6e-8 * abs_sum + 1e-7); };
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OC; o++) {
+            double s = bias[o], a = std::fabs(bias[o]);
+            for (int c = 0; c < C; c++) s += (double)inp[n * C + c] * w[o * C + c], a += std::fabs((double)inp[n * C + c] * w[o * C + c]);
+            check(out[n * OC + o], s, a, C);
+        }
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++) {
+            double s = 0, a = 0;
+            for (int o = 0; o < OC; o++) s += (double)dout[n * OC + o] * w[o * C + c], a += std::fabs((double)dout[n * OC + o] * w[o * C + c]);
+            check(dinp[n * C + c], alpha * s, alpha * a, OC);  // overwritten, not accumulated
+        }
+    for (int o = 0; o < OC; o++)
+        for (int c = 0; c < C; c++) {
+            double s = 0, a = 0;
+            for (int n = 0; n < N; n++) s += (double)dout[n * OC + o] * inp[n * C + c], a += std::fabs((double)dout[n * OC + o] * inp[n * C + c]);
+            check(dw[o * C + c], dw0[o * C + c] + alpha * s, std::fabs(dw0[o * C + c]) + alpha * a, N);  // accumulated
+        }
+    // the matmul's dout in bf16 with the bias gradient from the fp32 values
+    std::vector<float> d = randn(N * OC, 16), dbias(OC, 1.0f);
+    std::vector<bf16> d_b(N * OC);
+    matmul_dout_bf16(d_b.data(), dbias.data(), d.data(), N, OC);
+    for (int i = 0; i < N * OC; i++) CHECK(d_b[i] == float_to_bf16(d[i]));
+    for (int o = 0; o < OC; o++) {
+        double s = 1.0;
+        for (int n = 0; n < N; n++) s += d[n * OC + o];
+        CHECK(std::fabs(dbias[o] - s) <= 1e-5 * N);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// the whole model against the fp32 reference
+//
+// Tolerances, as for the CUDA back end (test/test_model_cuda.cu, which derives them): bf16 keeps
+// 8 significant bits (up to 2^-8 relative per rounding). This path rounds only the matmuls' operands
+// (weights, their input activations, the output gradients), about a dozen roundings per layer and
+// direction, each averaging out over the tensor: a gradient tensor differs by ~1% relative in L2
+// (3e-2), the gradient norm and the losses by well under 1% (1e-2). LSSAR with p = 15 amplifies a
+// bf16-sized perturbation of its weights many times (near-tied scores decide which keys get
+// weight), so a check also passes within SENSITIVITY_FACTOR times the difference of a third run:
+// the fp32 reference started from the bf16-rounded weights (the path's first rounding, alone).
+// A wiring error (a wrong operand, a transpose, a missing scale) is O(1), above both.
+constexpr double LOSS_RTOL = 1e-2, GRAD_NORM_RTOL = 1e-2, GRAD_TENSOR_RTOL = 3e-2, SENSITIVITY_FACTOR = 4;
+constexpr float LR = 1e-3f, BETA1 = 0.9f, BETA2 = 0.95f, EPS = 1e-8f, WEIGHT_DECAY = 0.1f;
+
+// L = 2, C = 72 (4.5 vectors), NH = 2 (hd 36), V = 97 padded to 104: nothing a multiple of 16
+static GPT2Config tiny_config(AttnKind kind) {
+    GPT2Config c;
+    c.max_seq_len = 24;
+    c.vocab_size = 97;
+    c.padded_vocab_size = 104;
+    c.num_layers = 2;
+    c.num_heads = 2;
+    c.channels = 72;
+    c.attn = kind;
+    c.p = 15.0f;
+    return c;
+}
+
+// B rows of a learnable stream: next = (5 cur + 3) mod V, with 1 in 8 tokens random
+static void token_batch(std::vector<int>& inputs, std::vector<int>& targets, int B, int T, int V, uint64_t seed) {
+    Rng rng(seed);
+    inputs.clear();
+    targets.clear();
+    for (int b = 0; b < B; b++) {
+        int cur = (int)(rng.next_u64() % V);
+        for (int t = 0; t <= T; t++) {
+            if (t < T) inputs.push_back(cur);
+            if (t > 0) targets.push_back(cur);
+            cur = rng.next_u64() % 8 == 0 ? (int)(rng.next_u64() % V) : (5 * cur + 3) % V;
+        }
+    }
+}
+
+static double diff_norm(const float* a, const float* b, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+    return std::sqrt(s);
+}
+
+static float train_step(ModelCPU& m, const std::vector<int>& in, const std::vector<int>& tg, int B, int T, int step) {
+    m.zero_grad();
+    float loss = m.forward(in.data(), tg.data(), B, T);
+    m.backward(1.0f);
+    double norm = m.grad_norm();
+    m.update(LR, BETA1, BETA2, EPS, WEIGHT_DECAY, norm > 1.0 ? (float)(1.0 / norm) : 1.0f, step);
+    return loss;
+}
+
+static void compare_ten_steps(AttnKind kind) {
+    GPT2Config c = tiny_config(kind);
+    const int B = 4, T = 24;
+    ModelCPU ref(c), perturbed(c), fast(c);
+    ref.init(42);
+    perturbed.init(42);
+    for (float& x : perturbed.gpt.params) x = bf16_to_float(float_to_bf16(x));
+    REQUIRE(fast.select_precision("bf16").find("oneDNN") != std::string::npos);
+    REQUIRE(fast.bf16);
+    fast.init(42);
+    std::vector<int> in, tg;
+    double worst_loss = 0, worst_grad = 0;
+    for (int step = 1; step <= 10; step++) {
+        token_batch(in, tg, B, T, c.vocab_size, 100 + step);
+        ModelCPU* models[3] = {&ref, &perturbed, &fast};
+        float loss[3];
+        double norm[3];
+        for (int k = 0; k < 3; k++) {
+            models[k]->zero_grad();
+            loss[k] = models[k]->forward(in.data(), tg.data(), B, T);
+            models[k]->backward(1.0f);
+            norm[k] = models[k]->grad_norm();
+        }
+        double dloss = std::fabs(loss[2] - loss[0]), sens = std::fabs(loss[1] - loss[0]);
+        worst_loss = std::max(worst_loss, dloss / loss[0]);
+        INFO(std::string(attn_kind_name(kind)) << " step " << step << ": loss fp32 " << loss[0] << " bf16 " << loss[2]
+                                  << " perturbed fp32 " << loss[1]);
+        CHECK(dloss <= std::max(LOSS_RTOL * loss[0], SENSITIVITY_FACTOR * sens));
+        if (step == 1) {  // gradients where both start from the same weights
+            CHECK(std::fabs(norm[2] - norm[0]) <= std::max(GRAD_NORM_RTOL * norm[0], SENSITIVITY_FACTOR * std::fabs(norm[1] - norm[0])));
+            CHECK(loss[2] != loss[0]);  // the bf16 path really ran
+            for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+                size_t off = ref.gpt.param_offsets[i], n = ref.gpt.param_sizes[i];
+                const float* g0 = ref.gpt.grads.data() + off;
+                double ref_norm = std::sqrt(global_norm_squared(g0, n));
+                double rel = diff_norm(fast.gpt.grads.data() + off, g0, n) / ref_norm;
+                double sensitivity = diff_norm(perturbed.gpt.grads.data() + off, g0, n) / ref_norm;
+                worst_grad = std::max(worst_grad, rel);
+                INFO("d" << param_tensor_name(i) << ": relative L2 error " << rel << ", of the perturbed reference " << sensitivity);
+                CHECK(ref_norm > 0);
+                CHECK(rel < std::max(GRAD_TENSOR_RTOL, SENSITIVITY_FACTOR * sensitivity));
+            }
+        }
+        for (int k = 0; k < 3; k++) {
+            double n = norm[k];
+            models[k]->update(LR, BETA1, BETA2, EPS, WEIGHT_DECAY, n > 1.0 ? (float)(1.0 / n) : 1.0f, step);
+        }
+    }
+    MESSAGE(std::string(attn_kind_name(kind)) << ": bf16 vs fp32, largest relative loss difference over 10 steps " << worst_loss
+                                 << ", largest relative gradient-tensor difference at step 1 " << worst_grad);
+    // the bf16 weights are the rounding of the master weights the last update left
+    for (size_t i = 0; i < fast.num_parameters; i += 7) CHECK(fast.bf16->params_bf[i] == float_to_bf16(fast.gpt.params[i]));
+}
+
+TEST_CASE("bf16 path vs fp32 reference, 10 AdamW steps: softmax") {
+    if (have_bf16()) compare_ten_steps(ATTN_SOFTMAX);
+}
+TEST_CASE("bf16 path vs fp32 reference, 10 AdamW steps: LSSA") {
+    if (have_bf16()) compare_ten_steps(ATTN_LSSA);
+}
+TEST_CASE("bf16 path vs fp32 reference, 10 AdamW steps: LSSAR p = 15") {
+    if (have_bf16()) compare_ten_steps(ATTN_LSSAR);
+}
+
+TEST_CASE("bf16 path: stopped after 3 steps, checkpointed to files and resumed, it ends bit for bit as the uninterrupted run") {
+    if (!have_bf16()) return;
+    GPT2Config c = tiny_config(ATTN_LSSAR);
+    const int B = 4, T = 24, STOP = 3, END = 6;
+    std::vector<int> in, tg;
+    ModelCPU straight(c), first(c);
+    straight.select_precision("bf16");
+    first.select_precision("bf16");
+    straight.init(5);
+    first.init(5);
+    std::vector<float> losses_straight, losses_resumed;
+    for (int s = 1; s <= END; s++) {
+        token_batch(in, tg, B, T, c.vocab_size, s);
+        losses_straight.push_back(train_step(straight, in, tg, B, T, s));
+        if (s <= STOP) train_step(first, in, tg, B, T, s);
+    }
+    // the checkpoint files of step STOP, as the trainer writes them
+    TempDir dir;
+    Checkpoint ck;
+    ck.config = c;
+    ck.train.step = STOP;
+    first.get_params(ck.params);
+    checkpoint_write(checkpoint_path(dir.path, STOP), ck);
+    OptimizerShard shard;
+    shard.step = STOP;
+    shard.num_parameters = first.num_parameters;
+    shard.end = first.num_parameters;
+    first.get_optimizer(shard.m, shard.v);
+    optimizer_shard_write(optimizer_shard_path(dir.path, STOP, 0, 1), shard);
+
+    Checkpoint back;
+    checkpoint_read(checkpoint_path(dir.path, STOP), back);
+    OptimizerShard shard_back;
+    optimizer_shard_read(optimizer_shard_path(dir.path, STOP, 0, 1), shard_back, STOP, 0, 1, first.num_parameters);
+    ModelCPU resumed(back.config);
+    resumed.select_precision("bf16");
+    resumed.set_params(back.params, STOP);
+    resumed.set_optimizer(shard_back.m, shard_back.v);
+    CHECK(resumed.bf16->params_bf == first.bf16->params_bf);  // the weights as the last update rounded them
+    for (int s = STOP + 1; s <= END; s++) {
+        token_batch(in, tg, B, T, c.vocab_size, s);
+        losses_resumed.push_back(train_step(resumed, in, tg, B, T, s));
+    }
+    for (int s = STOP + 1; s <= END; s++) CHECK(losses_resumed[s - STOP - 1] == losses_straight[s - 1]);
+    CHECK(resumed.gpt.params == straight.gpt.params);
+    CHECK(resumed.gpt.m == straight.gpt.m);
+    CHECK(resumed.gpt.v == straight.gpt.v);
+    CHECK(resumed.bf16->params_bf == straight.bf16->params_bf);
+}
+
+// ----------------------------------------------------------------------------
+// the trainer
+
+static const char* TRAINER = "./train_gpt2cpu_lssar";
+
+static std::string read_file(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+// "step,loss,grad_norm" of every training record of a log.jsonl
+static std::vector<std::string> loss_records(const std::string& log_path) {
+    std::vector<std::string> out;
+    std::istringstream in(read_file(log_path));
+    std::string line;
+    while (std::getline(in, line)) {
+        size_t lr = line.find(",\"lr\"");
+        if (line.find("\"loss\"") != std::string::npos && lr != std::string::npos) out.push_back(line.substr(0, lr));
+    }
+    return out;
+}
+
+static std::string tiny_run(const std::string& data, const std::string& out, const std::string& extra) {
+    return std::string("OMP_WAIT_POLICY=passive ") + TRAINER + " -i " + data + "/train_*.bin -j \"\" -e d2c32h2v512 -b 4 -t 16 " +
+           "-l 3e-3 -c 0.1 -s 0 -v 0 -x 8 -n 4 -o " + out + " " + extra;
+}
+
+TEST_CASE("trainer: -f bf16 trains, resumes bit for bit (-xi, -y 1); without bf16 hardware it says so and runs fp32") {
+    if (!have_bf16()) return;
+    TempDir data;
+    Rng rng(7);
+    std::vector<uint16_t> tokens(6000);
+    for (size_t i = 0; i < tokens.size(); i++) tokens[i] = rng.uniform() < 0.1 ? (uint16_t)(rng.next_u64() % 512) : (uint16_t)((i * 7 + i / 13) % 500);
+    write_shard(data.path + "/train_000000.bin", tokens.data(), tokens.size());
+
+    TempDir a, b, f32, fallback;
+    Result ra = run(tiny_run(data.path, a.path, "-f bf16"));
+    INFO(ra.output);
+    REQUIRE(ra.code == 0);
+    CHECK(ra.output.find("precision: bf16 matmuls through oneDNN") != std::string::npos);
+    Result rb1 = run(tiny_run(data.path, b.path, "-f bf16 -xi 3"));
+    Result rb2 = run(tiny_run(data.path, b.path, "-f bf16 -y 1"));
+    INFO(rb1.output << rb2.output);
+    REQUIRE(rb2.code == 0);
+    CHECK(read_file(checkpoint_path(a.path, 8)) == read_file(checkpoint_path(b.path, 8)));
+    CHECK(read_file(optimizer_shard_path(a.path, 8, 0, 1)) == read_file(optimizer_shard_path(b.path, 8, 0, 1)));
+    std::vector<std::string> la = loss_records(a.path + "/log.jsonl"), lb = loss_records(b.path + "/log.jsonl");
+    CHECK(la.size() == 8);
+    CHECK(la == lb);
+
+    // oneDNN held to AVX-512 without bf16: the run says so and is the fp32 run, bit for bit
+    Result r32 = run(tiny_run(data.path, f32.path, "-f fp32"));
+    Result rfb = run("ONEDNN_MAX_CPU_ISA=AVX512_CORE " + tiny_run(data.path, fallback.path, "-f bf16"));
+    INFO(r32.output << rfb.output);
+    REQUIRE(rfb.code == 0);
+    CHECK(rfb.output.find("no bf16 here") != std::string::npos);
+    CHECK(rfb.output.find("using the fp32 path") != std::string::npos);
+    CHECK(loss_records(fallback.path + "/log.jsonl") == loss_records(f32.path + "/log.jsonl"));
+    CHECK(loss_records(f32.path + "/log.jsonl") != la);
+    Result bad = run(tiny_run(data.path, f32.path, "-f fp16"));
+    CHECK(bad.code != 0);
+    CHECK(bad.output.find("-f fp16: precision must be fp32, bf16 or auto") != std::string::npos);
+}
