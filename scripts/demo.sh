@@ -5,6 +5,8 @@
 # and how sharp each one's attention stays at 16x (entropy of the attention rows, plotted).
 #   bash scripts/demo.sh                     2-3 minutes of training per model on 2 cores, ~8 minutes in all
 #   STEPS=600 THREADS=8 bash scripts/demo.sh longer / on more cores
+#   PRECISION=fp32 bash scripts/demo.sh      the fp32 reference path (default auto: bf16 matmuls where
+#                                            the CPU has AMX or AVX512-BF16, the fastest; else fp32)
 # Writes out/demo/{softmax,lssar}/ (log.jsonl, the final checkpoint), out/demo/{softmax,lssar}.csv
 # out/demo/loss_vs_length.png, out/demo/maps/ and out/demo/attention_entropy.png. Running it again
 # resumes or reuses finished runs (-y 1).
@@ -15,6 +17,7 @@ THREADS=${THREADS:-2}
 OUT=${OUT:-out/demo}
 MODEL=${MODEL:-d4c128h2}      # 4 layers, 128 channels, 2 heads of 64 (7.2M parameters, 6.4M of them the embedding)
 T=64                          # training length; evaluated at 64 ... 1024
+PRECISION=${PRECISION:-auto}  # the trainer's -f
 
 bash scripts/install_deps.sh
 echo "== building the CPU trainer and the loss-versus-length tool for softmax and lssar"
@@ -34,7 +37,7 @@ for attn in softmax lssar; do
     echo "== training $MODEL with $attn attention: $STEPS steps of 16 x $T tokens"
     ./train_gpt2cpu_$attn -i "data/kjv/kjv_train_*.bin" -j "data/kjv/kjv_val_*.bin" -o "$OUT/$attn" \
         -e "$MODEL" -p 15 -b 16 -t $T -x "$STEPS" -l 2e-3 -u 20 -k cosine -q 0.1 -c 0.1 -gc 1.0 \
-        -v 50 -m 20 -s "$STEPS" -g 48 -gk 40 -gp "And God said" -n "$STEPS" -nk 1 -y 1
+        -v 50 -m 20 -s "$STEPS" -g 48 -gk 40 -gp "And God said" -n "$STEPS" -nk 1 -y 1 -f "$PRECISION"
     echo "== loss versus length, $attn"
     ./build/loss_vs_length_cpu_$attn -e "$OUT/$attn/$final" -j "data/kjv/kjv_val_*.bin" -t $T \
         -l 1,2,4,8,16 -o "$OUT/$attn.csv"

@@ -1,6 +1,8 @@
 """
 The PyTorch side of scripts/bench_cpu_trainer.sh: trains the model of test/gpt2_torch.py (GPT-2 +
-RoPE, nanoGPT style) in float32 on the CPU with AdamW, the same step as the C++ trainer (forward,
+RoPE, nanoGPT style) on the CPU with AdamW, in float32 or (--autocast bf16) with
+torch.autocast("cpu", dtype=torch.bfloat16) around the forward and the loss (PyTorch's CPU mixed
+precision: fp32 weights and optimizer, bf16 matmuls), the same step as the C++ trainer (forward,
 backward, global-norm clipping, AdamW with decay on the matrices), and prints the median tokens/s
 of the timed steps. Not a test: a benchmark.
 
@@ -44,6 +46,7 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2, help="untimed first steps")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--autocast", choices=["none", "bf16"], default="none")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -73,14 +76,16 @@ def main():
         batch = torch.randint(0, cfg.vocab_size, (args.B, args.T + 1))
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=False)
-        _, loss = model(batch[:, :-1], batch[:, 1:])
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast == "bf16"):
+            _, loss = model(batch[:, :-1], batch[:, 1:])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         dt = time.perf_counter() - t0
         if step >= args.warmup:
             tokens_per_s.append(args.B * args.T / dt)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, BLAS: {' '.join(blas_libraries()) or 'none found'}",
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, autocast {args.autocast}, "
+          f"oneDNN (mkldnn) {torch.backends.mkldnn.is_available()}, BLAS: {' '.join(blas_libraries()) or 'none found'}",
           file=sys.stderr)
     print(f"{statistics.median(tokens_per_s):.1f}")
 
