@@ -1,7 +1,6 @@
 // The CPU reference attention (float64) in all three variants against finite differences,
 // the edge cases of LSSAR.md, and LSSAR's stable evaluation at long length in float32.
 // Gradient tolerance: relative error < 1e-6 per element (see test_layers_cpu.cpp and gradcheck.h).
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <limits>

@@ -7,7 +7,6 @@
 //   uninterrupted one does, the bf16 weights rebuilt as the last update rounded them;
 // - the trainer's -f flag, and the fp32 fallback when oneDNN may not use bf16 (ONEDNN_MAX_CPU_ISA).
 // Skipped (with a message) on a CPU without bf16 matmuls, where the path is never taken.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 #include "test/run_command.h"
 #include "test/temp_dir.h"
@@ -25,7 +24,7 @@
 #include "layers/gelu_cpu.h"
 #include "layers/layernorm_cpu.h"
 #include "model/backend_cpu.h"
-#include "model/checkpoint.h"
+#include "runtime/checkpoint.h"
 #include "model/rand.h"
 
 static bool have_bf16() {

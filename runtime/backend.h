@@ -1,0 +1,34 @@
+// The back end a program is built for, and the attention variant: the CPU back end with
+// -DTRAIN_BACKEND_CPU (g++), else the CUDA back end (nvcc, or g++ with the SIMT emulator).
+// train.mk sets ATTN_NAME from the rule's variant (ATTN=<variant>).
+//   Model                  the model type (the back-end interface of model/backend_cpu.h)
+//   BACKEND_NAME           "cpu" or "cuda", as printed
+//   BACKEND_BINARY_NAME    "cpu" or "cu", as in the binaries' names (train_gpt2cpu_lssar)
+//   select_precision(model, "fp32" | "bf16" | "auto")   the arithmetic (the CPU back end's two
+//                          paths, model/backend_cpu.h) and a line saying what runs; throws
+//                          std::invalid_argument if the back end has no such path
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#ifdef TRAIN_BACKEND_CPU
+#include "model/backend_cpu.h"
+typedef ModelCPU Model;
+#define BACKEND_NAME "cpu"
+#define BACKEND_BINARY_NAME "cpu"
+inline std::string select_precision(ModelCPU& model, const std::string& name) { return model.select_precision(name); }
+#else
+#include "model/gpt2_cuda.cuh"
+typedef GPT2Cuda Model;
+#define BACKEND_NAME "cuda"
+#define BACKEND_BINARY_NAME "cu"
+inline std::string select_precision(GPT2Cuda&, const std::string& name) {
+    if (name == "fp32") throw std::invalid_argument("the CUDA back end trains in bf16 mixed precision only (bf16 or auto)");
+    return "bf16 mixed precision (CUDA back end)";
+}
+#endif
+
+#ifndef ATTN_NAME
+#error "build with -DATTN_NAME='\"softmax\"' (or another variant); make sets it from ATTN=..."
+#endif
