@@ -16,7 +16,7 @@ system are left out: the masses are in the positions only through motion the mod
 """
 import numpy as np
 
-ALPHAS = 10.0 ** np.arange(-2, 5)
+ALPHAS = 10.0 ** np.arange(-4, 5)
 
 
 def step_features(hidden, bodies, steps):

@@ -4,7 +4,7 @@
 # each model's frozen final hidden states, and run symbolic regression on the true and the
 # predicted forces.
 #   bash scripts/orbits.sh --quick     CPU, 4,000 systems, d2c64, 400 steps: ~10 minutes on 2 idle cores
-#   bash scripts/orbits.sh             CPU, 20,000 systems, d4c128, 2,000 steps (see orbits/README.md)
+#   bash scripts/orbits.sh             CPU, 8,000 systems, d4c128, 1,000 steps (see orbits/README.md)
 #   bash scripts/orbits_gpu.sh         the reference's scale on GPUs (this script with BACKEND=cu)
 # Outputs under --out (default $OUT or out/orbits): simulator.csv, probe.csv, laws.csv,
 # expressions.csv, forces.png, the data (data/) and each model's run (<attn>_<model>/).
@@ -39,7 +39,7 @@ positive --threads "$THREADS" 1 256
 if [ $QUICK = 1 ]; then
     : "${SYSTEMS_TRAIN:=4000}" "${SYSTEMS_VAL:=100}" "${SYSTEMS_PROBE:=300}" "${MODEL:=d2c64h1}" "${STEPS:=400}" "${LR:=3e-3}"
 else
-    : "${SYSTEMS_TRAIN:=20000}" "${SYSTEMS_VAL:=200}" "${SYSTEMS_PROBE:=600}" "${MODEL:=d4c128h2}" "${STEPS:=2000}" "${LR:=2e-3}"
+    : "${SYSTEMS_TRAIN:=8000}" "${SYSTEMS_VAL:=200}" "${SYSTEMS_PROBE:=600}" "${MODEL:=d4c128h2}" "${STEPS:=1000}" "${LR:=2e-3}"
 fi
 : "${PLANETS:=1}" "${SIM_STEPS:=63}" "${BINS:=128}" "${BATCH:=8}" "${CHUNK:=20000}" "${JOBS:=1}" "${WARMUP:=20}" "${BACKEND:=cpu}" "${GPUS:=1}"
 for v in SYSTEMS_TRAIN:1:100000000 SYSTEMS_VAL:1:1000000 SYSTEMS_PROBE:8:1000000 PLANETS:1:8 SIM_STEPS:2:100000 \
