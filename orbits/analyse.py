@@ -49,6 +49,7 @@ def parse_args(argv):
     p.add_argument("-o", "--out", required=True, help="output directory")
     p.add_argument("--labelled", type=float, default=0.75, help="fraction of the systems the probe is fitted on")
     p.add_argument("--skip", type=int, default=4, help="first steps of every system left out")
+    p.add_argument("--plot", default="", help="comma-separated labels of the models in forces.png (default: all)")
     return p.parse_args(argv)
 
 
@@ -100,7 +101,11 @@ def main(argv=None):
         print(f"{r['source']:>10} {r['a']:8.3f} {r['b']:8.3f} {r['c']:8.3f} {r['rel_err']:8.3g}  "
               f"{r['best_expr']:<32} {r['verdict']}")
     import plot_forces
-    plot_forces.plot(sim, preds, labelled, a.skip, os.path.join(a.out, "forces.png"))
+    shown = a.plot.split(",") if a.plot else list(preds)
+    missing = [s for s in shown if s not in preds]
+    if missing:
+        sys.exit(f"error: --plot {a.plot}: no model labelled {', '.join(missing)} (have {', '.join(preds)})")
+    plot_forces.plot(sim, {s: preds[s] for s in shown}, labelled, a.skip, os.path.join(a.out, "forces.png"))
     print(f"wrote {a.out}/probe.csv, laws.csv, expressions.csv, forces.png")
     if not sane:
         print(f"error: the fit on the TRUE forces gave a = {t['a']:.6f}, b = {t['b']:.6f}, c = {t['c']:.6f}, "

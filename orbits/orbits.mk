@@ -16,7 +16,7 @@ CPU_BINS += $(BUILD)/hidden_states_cpu_$(ATTN)
 # and the hidden-state tool end to end on a checkpoint the CPU trainer makes in a second.
 # build/test_orbits runs it; it prints a doctest-style summary line that scripts/run_tests.sh counts.
 ORBITS_PY := $(wildcard orbits/*.py)
-$(BUILD)/test_orbits: $(ORBITS_PY) $(BUILD)/hidden_states_cpu_lssar train_gpt2cpu_lssar | $(BUILD)
+$(BUILD)/test_orbits: $(ORBITS_PY) scripts/orbits.sh $(BUILD)/hidden_states_cpu_lssar train_gpt2cpu_lssar | $(BUILD)
 	@printf '#!/bin/sh\nexec /usr/bin/python3 orbits/test_orbits.py "$$@"\n' > $@
 	@chmod +x $@
 TESTS += $(BUILD)/test_orbits

@@ -132,6 +132,8 @@ def bad_flags_refused():
         for cmd, want in cases:
             r = run(cmd)
             assert r.returncode != 0 and want in r.stderr, (cmd, r.stderr)
+        r = run(["bash", "scripts/orbits.sh", "--quick"], env=dict(os.environ, BINS="1"))
+        assert r.returncode != 0 and "BINS 1: expected an integer in [2, 16000]" in r.stderr, r.stderr
         np.savez(f"{d}/dummy.npz", x=1)
         r = run([PY, "orbits/tokens.py", f"{d}/dummy.npz", "--bins", "1", "-o", f"{d}/t.bin"])
         assert r.returncode == 1 and "--bins 1: outside [2, 16000]" in r.stderr, r.stderr

@@ -57,7 +57,7 @@ DATA=$OUT/data
 start=$(date +%s)
 
 echo "== building the $BACKEND trainer and the hidden-state tool (softmax, lssar)"
-make -s train_gpt2${BACKEND}_softmax train_gpt2${BACKEND}_lssar build/hidden_states_cpu_softmax build/hidden_states_cpu_lssar
+make -s train_gpt2${BACKEND}_softmax train_gpt2${BACKEND}_lssar train_gpt2cpu_lssar build/hidden_states_cpu_softmax build/hidden_states_cpu_lssar
 mkdir -p "$DATA"
 export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS OMP_WAIT_POLICY=passive
 
@@ -101,7 +101,16 @@ for attn in softmax lssar; do
         -o "$RUN/hidden_probe.npy" | grep -E "^(checkpoint|wrote)"
 done
 
+# the control: the same model at its initialisation (one step of lr 0), random features
+RUN=$OUT/untrained_$MODEL
+echo "== control: $MODEL (lssar) untrained, final hidden states of the probe systems"
+./train_gpt2cpu_lssar -i "$DATA/orbits_val_*.bin" -j "" -o "$RUN" -e "${MODEL}v$V" -b 1 -t $T -x 1 -l 0 \
+    -v 0 -s 0 -n 1 -nk 1 -y 1 > "$RUN.log" 2>&1 || { cat "$RUN.log" >&2; exit 1; }
+./build/hidden_states_cpu_lssar -e "$RUN/ckpt_00000001.bin" -i "$DATA/orbits_probe_000000.bin" -t $T \
+    -o "$RUN/hidden_probe.npy" | grep -E "^wrote"
+
 echo "== force probe and symbolic regression"
 $PY orbits/analyse.py "$DATA/systems_probe_000000.npz" softmax="$OUT/softmax_$MODEL/hidden_probe.npy" \
-    lssar="$OUT/lssar_$MODEL/hidden_probe.npy" -o "$OUT"
+    lssar="$OUT/lssar_$MODEL/hidden_probe.npy" untrained="$OUT/untrained_$MODEL/hidden_probe.npy" \
+    --plot softmax,lssar -o "$OUT"
 echo "total $(( $(date +%s) - start )) s"
