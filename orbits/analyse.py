@@ -43,7 +43,7 @@ def write_csv(path, rows):
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("systems", help="probe systems (.npz of orbits/simulate.py), in the order of the hidden states")
     p.add_argument("models", nargs="+", help="LABEL=hidden.npy (orbits/hidden_states.cu output)")
     p.add_argument("-o", "--out", required=True, help="output directory")

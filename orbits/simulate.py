@@ -4,7 +4,7 @@
 
 Units: AU, years, solar masses, so G = 4 pi^2. Distributions (all independent, per system):
   star mass        M    log-uniform in [star_min, star_max]          (default 0.5 .. 2)
-  planet mass      m_i  log-uniform in [planet_min, planet_max] x 1  (default 0.05 .. 0.3)
+  planet mass      m_i  log-uniform in [planet_min, planet_max]      (default 0.05 .. 0.3)
                    heavy enough that the star's reflex motion spans bins: the planet's mass is in
                    the positions only through that motion (the mass ratio) and the period (M + m)
   semi-major axis  a_1  uniform in [a_min, a_max]; a_{i+1} = a_i x uniform [spacing_min, spacing_max]
@@ -235,13 +235,12 @@ def load(path):
 
 def parse_args(argv):
     d = default_config()
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-n", "--systems", type=int, required=True, help="accepted systems to write")
     p.add_argument("-o", "--out", required=True, help="output .npz")
     p.add_argument("--seed", type=int, default=0)
     for k, v in d.items():
-        p.add_argument("--" + k.replace("_", "-"), type=type(v), default=v)
+        p.add_argument("--" + k.replace("_", "-"), type=type(v), default=v, help=f"(default {v})")
     return p.parse_args(argv)
 
 
