@@ -9,7 +9,7 @@
 # Outputs under --out (default $OUT or out/orbits): simulator.csv, probe.csv, laws.csv,
 # expressions.csv, forces.png, the data (data/) and each model's run (<attn>_<model>/).
 # Every size can be overridden from the environment: SYSTEMS_TRAIN SYSTEMS_VAL SYSTEMS_PROBE
-# PLANETS SIM_STEPS BINS MODEL STEPS LR WARMUP BATCH TOTAL_BATCH CHUNK JOBS BACKEND (cpu|cu) GPUS.
+# PLANETS SIM_STEPS BINS MODEL STEPS LR WARMUP BATCH TOTAL_BATCH CHUNK JOBS SEED (the trainer's) BACKEND (cpu|cu) GPUS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,9 +41,9 @@ if [ $QUICK = 1 ]; then
 else
     : "${SYSTEMS_TRAIN:=8000}" "${SYSTEMS_VAL:=200}" "${SYSTEMS_PROBE:=600}" "${MODEL:=d4c128h2}" "${STEPS:=1000}" "${LR:=2e-3}"
 fi
-: "${PLANETS:=1}" "${SIM_STEPS:=63}" "${BINS:=128}" "${BATCH:=8}" "${CHUNK:=20000}" "${JOBS:=1}" "${WARMUP:=20}" "${BACKEND:=cpu}" "${GPUS:=1}"
+: "${PLANETS:=1}" "${SIM_STEPS:=63}" "${BINS:=128}" "${BATCH:=8}" "${CHUNK:=20000}" "${JOBS:=1}" "${WARMUP:=20}" "${SEED:=1337}" "${BACKEND:=cpu}" "${GPUS:=1}"
 for v in SYSTEMS_TRAIN:1:100000000 SYSTEMS_VAL:1:1000000 SYSTEMS_PROBE:8:1000000 PLANETS:1:8 SIM_STEPS:2:100000 \
-         BINS:2:16000 STEPS:1:100000000 BATCH:1:4096 WARMUP:0:100000000 CHUNK:1:100000000 JOBS:1:1024 GPUS:1:1024; do
+         BINS:2:16000 STEPS:1:100000000 SEED:0:4000000000 BATCH:1:4096 WARMUP:0:100000000 CHUNK:1:100000000 JOBS:1:1024 GPUS:1:1024; do
     IFS=: read -r name lo hi <<< "$v"
     positive "$name" "${!name}" "$lo" "$hi"
 done
@@ -93,7 +93,7 @@ for attn in softmax lssar; do
     echo "== pre-training $MODEL (vocabulary $V) with $attn attention: $STEPS steps of $TOTAL_BATCH tokens"
     "${launch[@]}" ./train_gpt2${BACKEND}_$attn -i "$DATA/orbits_train_*.bin" -j "$DATA/orbits_val_*.bin" \
         -o "$RUN" -e "${MODEL}v$V" -p 15 -b "$BATCH" -t $T -d "$TOTAL_BATCH" -x "$STEPS" -l "$LR" -u "$WARMUP" \
-        -k cosine -q 0.1 -c 0.1 -gc 1.0 -v 100 -m 10 -s 0 -n "$STEPS" -nk 1 -y 1 |
+        -k cosine -q 0.1 -c 0.1 -gc 1.0 -v 100 -m 10 -s 0 -n "$STEPS" -nk 1 -y 1 -rs "$SEED" |
         grep --line-buffered -E "^(model|step [0-9]*0/|val|wrote)" || true
     [ -s "$RUN/$final" ] || { echo "error: training $attn left no $RUN/$final" >&2; exit 1; }
     echo "== final hidden states of the $SYSTEMS_PROBE probe systems, $attn"
@@ -105,7 +105,7 @@ done
 RUN=$OUT/untrained_$MODEL
 echo "== control: $MODEL (lssar) untrained, final hidden states of the probe systems"
 ./train_gpt2cpu_lssar -i "$DATA/orbits_val_*.bin" -j "" -o "$RUN" -e "${MODEL}v$V" -b 1 -t $T -x 1 -l 0 \
-    -v 0 -s 0 -n 1 -nk 1 -y 1 > "$RUN.log" 2>&1 || { cat "$RUN.log" >&2; exit 1; }
+    -v 0 -s 0 -n 1 -nk 1 -y 1 -rs "$SEED" > "$RUN.log" 2>&1 || { cat "$RUN.log" >&2; exit 1; }
 ./build/hidden_states_cpu_lssar -e "$RUN/ckpt_00000001.bin" -i "$DATA/orbits_probe_000000.bin" -t $T \
     -o "$RUN/hidden_probe.npy" | grep -E "^wrote"
 
