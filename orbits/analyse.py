@@ -80,7 +80,8 @@ def main(argv=None):
     for label, path in models:
         hidden = np.load(path, mmap_mode="r")
         if hidden.shape[0] != n:
-            sys.exit(f"error: {path} holds {hidden.shape[0]} sequences, {a.systems} {n} systems")
+            sys.exit(f"error: {path} holds {hidden.shape[0]} sequences, {a.systems} holds {n} systems: "
+                     "give the hidden states of these systems")
         pred, met = probe.fit_probe(np.asarray(hidden), sim, labelled, a.skip)
         preds[label] = pred
         probe_rows.append(dict(model=label, **met))
