@@ -69,6 +69,11 @@ def main(argv=None):
             sys.exit(f"error: '{spec}': expected LABEL=hidden.npy")
         label, path = spec.split("=", 1)
         models.append((label, path))
+    labels = [label for label, _ in models]
+    shown = a.plot.split(",") if a.plot else labels
+    missing = [s for s in shown if s not in labels]
+    if missing:
+        sys.exit(f"error: --plot {a.plot}: no model labelled {', '.join(missing)} (have {', '.join(labels)})")
     os.makedirs(a.out, exist_ok=True)
     pos, m, body, F_true = heldout_samples(sim, labelled, a.skip, sim["forces"][:, :, 1:])
     feat = symreg.pair_features(pos, m, body)
@@ -102,10 +107,6 @@ def main(argv=None):
         print(f"{r['source']:>10} {r['a']:8.3f} {r['b']:8.3f} {r['c']:8.3f} {r['rel_err']:8.3g}  "
               f"{r['best_expr']:<32} {r['verdict']}")
     import plot_forces
-    shown = a.plot.split(",") if a.plot else list(preds)
-    missing = [s for s in shown if s not in preds]
-    if missing:
-        sys.exit(f"error: --plot {a.plot}: no model labelled {', '.join(missing)} (have {', '.join(preds)})")
     plot_forces.plot(sim, {s: preds[s] for s in shown}, labelled, a.skip, os.path.join(a.out, "forces.png"))
     print(f"wrote {a.out}/probe.csv, laws.csv, expressions.csv, forces.png")
     if not sane:
