@@ -2,7 +2,6 @@
 // the edge cases (doc/attention.md, section 'Edge cases'), and LSSAR's stable evaluation at long
 // length in float32.
 // Gradient tolerance: relative error < 1e-6 per element (see test_layers_cpu.cpp and gradcheck.h).
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <limits>

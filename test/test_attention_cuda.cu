@@ -8,7 +8,6 @@
 // the score gradients cast to bf16 for the tensor-core products (relative error <= u = 2^-8 each,
 // round to nearest), the bf16 outputs (u), the bf16 output y inside D = dy . y (u), and fp32
 // accumulation (~1e-6 relative, negligible next to u). Tolerances are stated per quantity below.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <algorithm>
