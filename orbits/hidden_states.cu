@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "model/backend.h"
-#include "eval/cli.h"
-#include "model/checkpoint.h"
+#include "runtime/backend.h"
+#include "runtime/cli.h"
+#include "runtime/checkpoint.h"
 #include "dataloader/shard.h"
 
 static void usage(const char* argv0) {

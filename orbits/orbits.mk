@@ -1,12 +1,10 @@
-# Orbits to Newton's law (orbits/README.md): the hidden-state tool per attention variant, and the
-# pipeline's tests.
+# Orbits to Newton's law (orbits/README.md): the hidden-state tool per attention variant (recipe
+# in train.mk), and the pipeline's tests.
 #   make hidden_states_cpu ATTN=lssar   -> build/hidden_states_cpu_lssar
 #   bash scripts/orbits.sh --quick      the whole pipeline on the CPU
-# model/model.mk, read before this fragment, defines the trainer's headers and objects used here.
 HIDDEN_STATES_CPU_BINS := $(addprefix $(BUILD)/hidden_states_cpu_,$(ATTN_VARIANTS))
-.SECONDEXPANSION:
-$(HIDDEN_STATES_CPU_BINS): $(BUILD)/hidden_states_cpu_%: orbits/hidden_states.cu $$(TRAINER_CPU_HEADERS) $$(TRAINER_OBJS) | $(BUILD)
-	$(CXX) $(CXXFLAGS) -DTRAIN_BACKEND_CPU -DATTN_NAME='"$*"' -x c++ $< -x none $(TRAINER_OBJS) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
+$(HIDDEN_STATES_CPU_BINS): $(BUILD)/hidden_states_cpu_%: orbits/hidden_states.cu $(TRAINER_OBJS) | $(BUILD)
+	$(BUILD_CPU_PROGRAM)
 
 .PHONY: hidden_states_cpu
 hidden_states_cpu: $(BUILD)/hidden_states_cpu_$(ATTN)
