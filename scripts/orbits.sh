@@ -9,12 +9,13 @@
 # Outputs under --out (default $OUT or out/orbits): simulator.csv, probe.csv, laws.csv,
 # expressions.csv, forces.png, the data (data/) and each model's run (<attn>_<model>/).
 # Every size can be overridden from the environment: SYSTEMS_TRAIN SYSTEMS_VAL SYSTEMS_PROBE
-# PLANETS SIM_STEPS BINS MODEL STEPS LR WARMUP BATCH TOTAL_BATCH CHUNK JOBS SEED (the trainer's) BACKEND (cpu|cu) GPUS.
+# PLANETS SIM_STEPS BINS MODEL STEPS LR WARMUP BATCH TOTAL_BATCH CHUNK JOBS SEED (the trainer's) BACKEND (cpu|cu) GPUS
+# PRECISION (the trainer's -f: auto, the fastest, by default; fp32 for the CPU reference path).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 usage() {
-    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
     echo "flags: --quick, --threads N (1..256, default \$THREADS or 2), --out DIR, -h"
 }
 QUICK=0
@@ -93,8 +94,8 @@ for attn in softmax lssar; do
     echo "== pre-training $MODEL (vocabulary $V) with $attn attention: $STEPS steps of $TOTAL_BATCH tokens"
     "${launch[@]}" ./train_gpt2${BACKEND}_$attn -i "$DATA/orbits_train_*.bin" -j "$DATA/orbits_val_*.bin" \
         -o "$RUN" -e "${MODEL}v$V" -p 15 -b "$BATCH" -t $T -d "$TOTAL_BATCH" -x "$STEPS" -l "$LR" -u "$WARMUP" \
-        -k cosine -q 0.1 -c 0.1 -gc 1.0 -v 100 -m 10 -s 0 -n "$STEPS" -nk 1 -y 1 -rs "$SEED" |
-        grep --line-buffered -E "^(model|step [0-9]*0/|val|wrote)" || true
+        -k cosine -q 0.1 -c 0.1 -gc 1.0 -v 100 -m 10 -s 0 -n "$STEPS" -nk 1 -y 1 -rs "$SEED" -f "${PRECISION:-auto}" |
+        grep --line-buffered -E "^(model|precision|step [0-9]*0/|val|wrote)" || true
     [ -s "$RUN/$final" ] || { echo "error: training $attn left no $RUN/$final" >&2; exit 1; }
     echo "== final hidden states of the $SYSTEMS_PROBE probe systems, $attn"
     ./build/hidden_states_cpu_$attn -e "$RUN/$final" -i "$DATA/orbits_probe_000000.bin" -t $T \
