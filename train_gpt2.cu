@@ -25,6 +25,7 @@
 #endif
 #include "dataloader/dataloader.h"
 #include "dataloader/tokenizer.h"
+#include "eval/mc_eval.h"
 #include "eval/sample.h"
 #include "model/checkpoint.h"
 #include "model/rand.h"
@@ -103,6 +104,8 @@ struct Options {
     int max_skips = 5;                                       // -sk
     float spike_z = 0.0f;                                    // -sl
     int zero1 = 0;                                           // -z
+    std::string mc_files;                                    // -f
+    int mc_every = 0, mc_max = 0;                            // -fv, -fn
 };
 
 static void usage() {
@@ -150,6 +153,11 @@ static void usage() {
         "Evaluation and sampling\n"
         "  -v <int>     validation loss every this many steps, and at the end (default %d; 0 = never)\n"
         "  -m <int>     validation batches per evaluation (default %d)\n"
+        "  -f <list>    multiple-choice eval files in llm.c's format, comma separated (scripts/prepare_mc.py;\n"
+        "               eval/mc_eval.h): acc and acc_norm every -fv steps and at the end, printed and in\n"
+        "               log.jsonl as mc_<file>_acc, mc_<file>_acc_norm (default: none)\n"
+        "  -fv <int>    multiple-choice evaluation every this many steps (default 0: the -v interval)\n"
+        "  -fn <int>    examples per file and evaluation, the first ones (default 0: all)\n"
         "  -s <int>     sample every this many steps, and at the end (default %d; 0 = never)\n"
         "  -g <int>     tokens to generate per sample (default %d)\n"
         "  -gk <int>    top-k sampling (default %d; 1 = greedy)\n"
@@ -249,6 +257,9 @@ static Options parse_args(int argc, char** argv) {
         else if (flag == "-sk") o.max_skips = (int)parse_int(flag, v, 1, BIG, "consecutive skips");
         else if (flag == "-sl") o.spike_z = parse_float(flag, v, 0, 1e30, "loss spike threshold");
         else if (flag == "-z") o.zero1 = (int)parse_int(flag, v, 0, 1, "ZeRO-1");
+        else if (flag == "-f") o.mc_files = v;
+        else if (flag == "-fv") o.mc_every = (int)parse_int(flag, v, 0, BIG, "multiple-choice evaluation interval");
+        else if (flag == "-fn") o.mc_max = (int)parse_int(flag, v, 0, BIG, "multiple-choice examples");
         else fail("unknown flag " + flag + " (-h lists the flags)");
     }
     if ((o.ckpt_every > 0 || o.resume) && o.out_dir.empty())
@@ -360,6 +371,7 @@ struct Trainer {
     std::string log_path, last_checkpoint;
     FILE* log = nullptr;
     std::vector<int> inputs, targets;
+    McTrainerEval mc;  // -f: multiple-choice eval files
 
     void log_line(const std::string& json) {
         if (!log) return;
@@ -531,6 +543,8 @@ struct Trainer {
             val_loader.init(opt.val_pattern, opt.B, opt.T, rank, world, (uint64_t)opt.seed, false, config.vocab_size);
             have_val = true;
         }
+        mc.init(opt.mc_files, opt.mc_every > 0 ? opt.mc_every : opt.val_every, opt.mc_max, config.vocab_size, opt.T,
+                rank, world);
         max_steps = opt.max_steps >= 0 ? opt.max_steps : (int)(train_loader.batches_per_epoch / grad_accum);
         if (max_steps == 0 && opt.max_steps < 0)
             fail("-i " + opt.train_pattern + ": one epoch (" + std::to_string(train_loader.batches_per_epoch) +
@@ -687,6 +701,8 @@ struct Trainer {
                 printf("val loss %.6f\n", val);
                 log_line("{\"step\":" + std::to_string(step) + ",\"val_loss\":" + json_number(val) + "}");
             }
+            if (mc.due(step, last))
+                log_line("{\"step\":" + std::to_string(step) + mc.run(*model, dist, opt.B, opt.T, step) + "}");
             if (is_main() && opt.sample_every > 0 && (step % opt.sample_every == 0 || last)) sample(step);
             bool stop_here = step == end && end < max_steps;
             if (!opt.out_dir.empty() && ok &&

@@ -24,12 +24,14 @@ static const char* usage =
     "usage: build/tokenize COMMAND [options]\n"
     "  shard -o PREFIX FILE...   text files -> PREFIX_train_000000.bin, PREFIX_val_000000.bin, ...\n"
     "                            each document is <|endoftext|> followed by its tokens\n"
-    "      --sep S               documents inside a file are separated by S (escapes \\n \\t \\r \\\\);\n"
+    "      --sep S               documents inside a file are separated by S (escapes \\n \\t \\r \\0 \\\\);\n"
     "                            default: each file is one document\n"
     "      --val F               every round(1/F)-th document goes to val (default 0.05; 0: no val)\n"
     "      --shard-tokens N      tokens per shard (default 100000000, as llm.c)\n"
     "  encode [--special]        stdin -> token ids, space-separated, on stdout\n"
     "                            --special: the text <|endoftext|> becomes token 50256\n"
+    "      --sep S               stdin holds several texts separated by S (e.g. '\\0'): one line of\n"
+    "                            ids per text, in order (an empty text gives an empty line)\n"
     "  decode                    token ids (whitespace-separated) on stdin -> text on stdout\n"
     "  info SHARD...             header and token count of each shard; checks ids < vocab size\n"
     "  bench FILE                encoder speed on FILE: one thread, then -j threads\n"
@@ -72,7 +74,8 @@ static std::string unescape(const std::string& s) {
         else if (e == 't') out += '\t';
         else if (e == 'r') out += '\r';
         else if (e == '\\') out += '\\';
-        else die("--sep '" + s + "': unknown escape \\" + e + "; use \\n \\t \\r or \\\\");
+        else if (e == '0') out += '\0';
+        else die("--sep '" + s + "': unknown escape \\" + e + "; use \\n \\t \\r \\0 or \\\\");
     }
     return out;
 }
@@ -266,16 +269,30 @@ static int cmd_encode(const Options& o) {
     std::stringstream ss;
     ss << std::cin.rdbuf();
     std::string text = ss.str();
-    std::vector<int> ids;
-    BpeCache cache;
-    if (o.special) tok.encode_special(text, ids, &cache);
-    else tok.encode(text, ids, &cache);
-    std::string line;
-    for (size_t i = 0; i < ids.size(); i++) {
-        if (i) line += ' ';
-        line += std::to_string(ids[i]);
+    std::vector<std::string_view> texts;  // --sep: each piece, else the whole of stdin
+    for (size_t pos = 0;;) {
+        size_t hit = o.sep.empty() ? std::string::npos : text.find(o.sep, pos);
+        texts.push_back(std::string_view(text).substr(pos, hit == std::string::npos ? std::string::npos : hit - pos));
+        if (hit == std::string::npos) break;
+        pos = hit + o.sep.size();
     }
-    printf("%s\n", line.c_str());
+    std::vector<std::string> lines(texts.size());
+    std::vector<BpeCache> caches(o.threads);
+    #pragma omp parallel for schedule(dynamic, 64) num_threads(o.threads)
+    for (size_t k = 0; k < texts.size(); k++) {
+        int t = 0;
+#ifdef _OPENMP
+        t = omp_get_thread_num();
+#endif
+        std::vector<int> ids;
+        if (o.special) tok.encode_special(texts[k], ids, &caches[t]);
+        else tok.encode(texts[k], ids, &caches[t]);
+        for (size_t i = 0; i < ids.size(); i++) {
+            if (i) lines[k] += ' ';
+            lines[k] += std::to_string(ids[i]);
+        }
+    }
+    for (const std::string& line : lines) printf("%s\n", line.c_str());
     return 0;
 }
 

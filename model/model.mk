@@ -6,10 +6,10 @@
 ATTN_VARIANTS := softmax lssa lssar
 CHECKPOINT_OBJ := $(BUILD)/model/checkpoint.o
 TRAINER_CPU_HEADERS := model/backend.h model/backend_cpu.h model/gpt2_cpu.h model/gpt2_config.h model/rand.h model/checkpoint.h \
-                       eval/sample.h eval/loss_vs_length.h eval/cli.h attention/attention_cpu.h $(wildcard layers/*_cpu.h) \
+                       eval/sample.h eval/loss_vs_length.h eval/cli.h eval/mc_eval.h eval/mc_file.h attention/attention_cpu.h $(wildcard layers/*_cpu.h) \
                        $(wildcard dataloader/*.h)
 TRAINER_CUDA_HEADERS := model/backend.h model/gpt2_cuda.cuh model/distributed.h model/rendezvous.h layers/nccl_common.cuh model/gpt2_config.h model/rand.h \
-                        model/checkpoint.h eval/sample.h eval/loss_vs_length.h eval/cli.h $(wildcard layers/*.cuh attention/*.cuh) attention/attention_cpu.h \
+                        model/checkpoint.h eval/sample.h eval/loss_vs_length.h eval/cli.h eval/mc_eval.h eval/mc_file.h $(wildcard layers/*.cuh attention/*.cuh) attention/attention_cpu.h \
                         $(wildcard dataloader/*.h)
 TRAINER_OBJS = $(CHECKPOINT_OBJ) $(DATALOADER_OBJS)
 
