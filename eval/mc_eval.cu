@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "model/backend.h"
-#include "eval/cli.h"
+#include "runtime/backend.h"
+#include "runtime/cli.h"
 #include "eval/mc_eval.h"
-#include "model/checkpoint.h"
+#include "runtime/checkpoint.h"
 
 #ifdef TRAIN_BACKEND_CPU
 #define BACKEND_NAME "cpu"

@@ -11,7 +11,7 @@ per completion, in float64, for test/test_mc_eval.cpp (per-example losses as a C
 
     /usr/bin/python3 test/gpt2_torch.py --mc-eval CKPT --mc-file FILE.bin --out scores.csv [--n N]
 
-The attention follows LSSAR.md (the project's specification), written here from the formulas
+The attention follows doc/attention.md (the project's specification), written here from the formulas
 with PyTorch autograd doing the backward; nothing is shared with the C++ code.
 """
 import argparse

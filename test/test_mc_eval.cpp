@@ -10,7 +10,6 @@
 // - the emulated CUDA tool and an independent PyTorch model (test/gpt2_torch.py, float64) score
 //   the same file as the CPU tool: same predictions, losses within the precision's tolerance;
 // - the tool's refusals, and the preparation script's unit tests (test/test_prepare_mc.py).
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 #include "test/run_command.h"
 #include "test/temp_dir.h"
@@ -26,7 +25,7 @@
 #include "dataloader/shard.h"
 #include "eval/mc_eval.h"
 #include "model/backend_cpu.h"
-#include "model/checkpoint.h"
+#include "runtime/checkpoint.h"
 #include "model/rand.h"
 
 static const char* CPU_TOOL = "./build/mc_eval_cpu_lssar";
