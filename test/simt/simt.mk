@@ -8,7 +8,7 @@ SIMT_HEADERS  := test/simt/simt.h test/simt/simt_bf16.h layers/cuda_common.cuh l
 SIMT_SRCS     := test/simt/simt_runtime.cpp test/simt/simt_exec.cpp
 SIMT_OBJS     := $(patsubst test/simt/%.cpp,$(BUILD)/simt/%.o,$(SIMT_SRCS))
 SIMT_LIB      := $(BUILD)/libsimt.a
-SIMT_LDLIBS   := $(SIMT_LIB) -lboost_context
+SIMT_LDLIBS   := $(SIMT_LIB) -lboost_context -rdynamic   # -rdynamic: kernel names in SIMT_LAUNCH_LOG
 
 $(BUILD)/simt/%.o: test/simt/%.cpp test/simt/simt_internal.h $(SIMT_HEADERS) | $(BUILD)
 	@mkdir -p $(BUILD)/simt
