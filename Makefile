@@ -2,7 +2,7 @@
 #   make test                 build and run every test that needs no GPU (emulated CUDA included)
 #   make train_gpt2cpu        CPU trainer        (ATTN=softmax|lssa|lssar, default lssar)
 #   make train_gpt2cu         CUDA trainer (nvcc)
-#   make cuda                 compile and link every CUDA target with nvcc (sm_80, sm_90)
+#   make cuda                 compile and link every CUDA target with nvcc (sm_80, sm_90, PTX)
 # Each directory adds its targets in its own <dir>/*.mk fragment.
 
 ATTN ?= lssar
@@ -17,8 +17,11 @@ CXXFLAGS ?= -O2 -march=native
 CXXFLAGS += -std=c++17 -fopenmp -Wall -Wextra -Wno-unused-parameter -I.
 LDLIBS   += -lm
 BLAS_LDLIBS := -lopenblas   # the CPU back end's large matmuls (layers/matmul_cpu.h)
+# SASS for A100 and H100/H200, and compute_90 PTX, which the driver compiles for any newer GPU
+# (Blackwell and later: PTX of an architecture runs on every later one)
 NVCCFLAGS ?= -O3 --use_fast_math -std=c++17 \
-             -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+             -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+             -gencode arch=compute_90,code=compute_90
 NVCCFLAGS += -I. -Xcompiler -fopenmp
 
 TESTS     :=   # test binaries that `make test` runs, in order

@@ -4,7 +4,7 @@
 # and depend on $(SIMT_LIB) (and $(SIMT_HEADERS) if they like).
 
 SIMT_CXXFLAGS := -DSIMT -Itest/simt/include
-SIMT_HEADERS  := test/simt/simt.h test/simt/simt_bf16.h layers/cuda_common.cuh layers/mma.cuh
+SIMT_HEADERS  := test/simt/simt.h test/simt/simt_bf16.h test/simt/simt_fastmath.h layers/cuda_common.cuh layers/mma.cuh
 SIMT_SRCS     := test/simt/simt_runtime.cpp test/simt/simt_exec.cpp
 SIMT_OBJS     := $(patsubst test/simt/%.cpp,$(BUILD)/simt/%.o,$(SIMT_SRCS))
 SIMT_LIB      := $(BUILD)/libsimt.a
