@@ -703,6 +703,65 @@ TEST_CASE("cublas: Sgemm and GemmStridedBatchedEx") {
 }
 
 // ----------------------------------------------------------------------------
+// NCCL: a non-blocking communicator of one rank (model/distributed.h's path), here and on one GPU
+
+// Polls ncclCommGetAsyncError until the communicator's last call is no longer in progress (at most
+// 10 s); returns its state and counts the polls that said ncclInProgress.
+static ncclResult_t wait_comm(ncclComm_t comm, int* in_progress) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    ncclResult_t state = ncclInProgress;
+    while (std::chrono::steady_clock::now() < deadline) {
+        REQUIRE(ncclCommGetAsyncError(comm, &state) == ncclSuccess);
+        if (state != ncclInProgress) return state;
+        (*in_progress)++;
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    return state;
+}
+
+TEST_CASE("nccl: a non-blocking one-rank communicator: init, all-reduce, finalize through ncclInProgress") {
+    ncclUniqueId id;
+    REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t comm = nullptr;
+    int in_progress = 0;
+    ncclResult_t r = ncclCommInitRankConfig(&comm, 1, id, 0, &config);
+    REQUIRE((r == ncclSuccess || r == ncclInProgress));  // NCCL may answer either
+    REQUIRE(wait_comm(comm, &in_progress) == ncclSuccess);
+    DeviceVec<float> x(1000, 0.5f);
+    r = ncclAllReduce(x.data(), x.data(), 1000, ncclFloat32, ncclSum, comm, nullptr);
+    REQUIRE((r == ncclSuccess || r == ncclInProgress));
+    REQUIRE(wait_comm(comm, &in_progress) == ncclSuccess);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    for (float v : x) CHECK(v == 0.5f);  // the sum over one rank
+    r = ncclCommFinalize(comm);
+    REQUIRE((r == ncclSuccess || r == ncclInProgress));
+    CHECK(wait_comm(comm, &in_progress) == ncclSuccess);
+    CHECK(ncclCommDestroy(comm) == ncclSuccess);
+#if !defined(__CUDACC__)
+    CHECK(in_progress == 3);  // the host NCCL answers each call "in progress" once
+#endif
+}
+
+#if !defined(__CUDACC__)
+TEST_CASE("nccl host: a call on a non-blocking communicator before the last one completed is refused") {
+    ncclUniqueId id;
+    REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t comm = nullptr;
+    REQUIRE(ncclCommInitRankConfig(&comm, 1, id, 0, &config) == ncclInProgress);
+    CHECK(ncclCommFinalize(comm) == ncclInvalidUsage);  // not polled yet
+    ncclConfig_t bad;
+    memset(&bad, 0, sizeof bad);
+    ncclComm_t other = nullptr;
+    CHECK(ncclCommInitRankConfig(&other, 1, id, 0, &bad) == ncclInvalidArgument);  // no NCCL_CONFIG_INITIALIZER
+    ncclCommDestroy(comm);
+}
+#endif
+
+// ----------------------------------------------------------------------------
 // NCCL: ranks as threads
 
 // Runs body(rank, comm) on nranks threads that joined one communicator.
