@@ -28,13 +28,14 @@
 #include <unistd.h>
 #include <vector>
 
-#include "eval/cli.h"
+#include "runtime/cli.h"
 #include "model/gpt2_cpu.h"
 #include "model/gpt2_cuda.cuh"
+#include "model/gpt2_descriptor.h"
 #include "model/rand.h"
 
 #ifndef ATTN_NAME
-#error "build with -DATTN_NAME='\"softmax\"' (or lssa, lssar): eval/gradcheck.mk does"
+#error "build with -DATTN_NAME='\"softmax\"' (or another variant): eval/eval.mk does"
 #endif
 
 constexpr double FLOOR = 3e-2;              // relative L2 error of a tensor that any bf16 run may have
@@ -62,31 +63,6 @@ static void usage(const char* argv0) {
            "  -f   CPU precision in bits (default: 64 where two float64 models fit in memory, else 32)\n"
            "  -scale NAME=F  multiply the CUDA gradient of tensor NAME (wte, qkvw, ..., lnfb) by F before\n"
            "       comparing: a deliberately wrong gradient, which the check must report\n", argv0, ATTN_NAME);
-}
-
-// "d12", "d4c256h4", "d2c32h2v512": layers, channels (64 per layer), heads (one per 64 channels), vocab
-static bool parse_descriptor(const std::string& s, GPT2Config& c) {
-    if (s.size() < 2 || s[0] != 'd') return false;
-    long vals[4] = {0, 0, 0, 0};  // d, c, h, v
-    const char* keys = "dchv";
-    size_t i = 0;
-    int last = -1;
-    while (i < s.size()) {
-        const char* k = strchr(keys, s[i]);
-        if (!k || s[i] == 0 || (int)(k - keys) <= last) return false;
-        last = (int)(k - keys);
-        size_t j = ++i;
-        while (j < s.size() && isdigit((unsigned char)s[j])) j++;
-        if (j == i || j - i > 9) return false;
-        vals[last] = atol(s.substr(i, j - i).c_str());
-        i = j;
-    }
-    c.num_layers = (int)vals[0];
-    c.channels = vals[1] ? (int)vals[1] : 64 * c.num_layers;
-    c.num_heads = vals[2] ? (int)vals[2] : std::max(1, c.channels / 64);
-    c.vocab_size = vals[3] ? (int)vals[3] : 50257;
-    c.padded_vocab_size = (c.vocab_size + 127) / 128 * 128;
-    return true;
 }
 
 static Options parse_options(int argc, char** argv) {
@@ -307,12 +283,14 @@ static double available_bytes() {
 int main(int argc, char** argv) {
     Options o = parse_options(argc, argv);
     GPT2Config config;
-    if (!parse_descriptor(o.model, config))
+    std::string err;
+    if (!gpt2_parse_descriptor(o.model, &config, &err))
         cli_fail("-e " + o.model + ": not a model descriptor dL[cC][hH][vV] (like d12 or d2c64h2v97)");
+    if (!err.empty()) cli_fail("-e " + o.model + ": " + err);
     config.max_seq_len = o.T;
     attn_kind_from_name(ATTN_NAME, &config.attn);
     config.p = o.p;
-    std::string err = gpt2_cuda_config_error(config);
+    err = gpt2_cuda_config_error(config);
     if (err.empty()) err = gpt2_config_error(config);
     if (!err.empty()) cli_fail("-e " + o.model + ": " + err);
     double need64 = 2 * cpu_model_bytes(config, o.B, o.T, 8), avail = available_bytes();

@@ -2,7 +2,7 @@
 // on the CUDA back end as it is, and fails, naming the tensor, when one gradient is deliberately
 // scaled (-scale NAME=F, which multiplies the CUDA gradient of NAME before the comparison), so a
 // wrong gradient cannot pass; bad flags end it with a message naming the flag.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
 #include "test/run_command.h"
 
 #include <string>

@@ -1,12 +1,11 @@
-// Tests of the SIMT emulator (test/simt/) and the tensor-core wrappers (layers/mma.cuh).
+// Tests of the SIMT emulator (simt/) and the tensor-core wrappers (simt/mma.cuh).
 // The same file builds with nvcc and runs unchanged on a GPU, except the checks of
 // what only the emulator reports (races, deadlocks, bad shared accesses), which are
 // skipped under __CUDACC__.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include "layers/cuda_common.cuh"
-#include "layers/mma.cuh"
+#include "simt/mma.cuh"
 
 #include <cmath>
 #include <cstring>
@@ -1513,7 +1512,7 @@ TEST_CASE("ldmatrix takes part in race detection") {
 
 // ----------------------------------------------------------------------------
 // fast math: nvcc --use_fast_math makes expf, logf, exp2f, log2f, powf the intrinsics __expf, ...,
-// which are not correctly rounded; the emulator models them (test/simt/simt_fastmath.h). On a GPU
+// which are not correctly rounded; the emulator models them (simt/simt_fastmath.h). On a GPU
 // this checks the hardware against the same documented bounds (CUDA C++ Programming Guide,
 // intrinsic functions), under the emulator it checks the model, and that the model is on.
 

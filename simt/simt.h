@@ -1,7 +1,7 @@
 // SIMT emulator: the CUDA programming model on the CPU, for tests.
 //
-// Included by layers/cuda_common.cuh when the compiler is not nvcc. It supplies the
-// names a kernel and its host launcher use (see test/simt/README.md):
+// Included by simt/dialect.cuh when the compiler is not nvcc. It supplies the
+// names a kernel and its host launcher use (see simt/README.md):
 //   - runtime API: cudaMalloc/Memcpy/Memset, streams, events, errors, device properties
 //   - kernel execution: launch_kernel() runs every block; the threads of a block are
 //     fibers switched at __syncthreads and warp collectives; blocks run on OpenMP threads
@@ -656,7 +656,7 @@ template <class T> inline void __stcg(T* p, T v) { *p = v; }
 template <class T> inline void __stwb(T* p, T v) { *p = v; }
 template <class T> inline void __stwt(T* p, T v) { *p = v; }
 
-// fast-math intrinsics: test/simt/simt_fastmath.h
+// fast-math intrinsics: simt/simt_fastmath.h
 namespace simt { namespace fastmath { inline bool on_device() { return ::simt::detail::t_thread != nullptr; } } }
 inline float __expf(float x) { return simt::fastmath::expf_(x); }
 inline float __exp10f(float x) { return exp10f(x); }

@@ -17,15 +17,13 @@ GPU_CHECK_TOOLS := gradcheck_cu_softmax gradcheck_cu_lssar attention_forward att
 GPU_CHECK_LIBS := $(shell for l in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do \
                       ldconfig -p 2>/dev/null | awk -v l=$$l '$$1 == l && /x86-64/ { print $$NF; exit }'; done)
 
-# $$(...): the trainer's headers and objects come from model/model.mk
-.SECONDEXPANSION:
 # the trainers of the folder (the top-level train_gpt2cu_<attn> keep the project's flags)
-$(BUILD)/train_gpt2cu_%: train_gpt2.cu $$(TRAINER_CUDA_HEADERS) $$(TRAINER_OBJS)
-	$(NVCC) $(NVCCFLAGS) -DATTN_NAME='"$*"' $< $(TRAINER_OBJS) -o $@ $(NVCC_LDLIBS) $(BLAS_LDLIBS) -lgomp
+$(BUILD)/train_gpt2cu_%: train_gpt2.cu $(TRAINER_OBJS) | $(BUILD)
+	$(BUILD_CU_PROGRAM)
 
 # a synthetic shard of random GPT-2 token ids for the trainer's speed run (no dataset there)
-$(BUILD)/write_random_shard: scripts/write_random_shard.cpp dataloader/shard.cpp dataloader/shard.h | $(BUILD)
-	$(CXX) -O2 -std=c++17 -I. scripts/write_random_shard.cpp dataloader/shard.cpp -o $@
+$(BUILD)/write_random_shard: scripts/write_random_shard.cpp $(DATALOADER_OBJS) | $(BUILD)
+	$(CXX_HOST) $< $(DATALOADER_OBJS) -o $@
 
 .PHONY: gpu-check-build
 gpu-check-build:
