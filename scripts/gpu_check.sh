@@ -44,7 +44,11 @@ dir=$(cd "$dir" && pwd)
 note "gpu_check $(date -u +%FT%TZ), binaries of $dir (commit $(cat "$dir/COMMIT" 2>/dev/null || echo ?))"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader | tee -a "$SUMMARY"
 ngpu=$(nvidia-smi -L | grep -c '^GPU')
-export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# the folder's own OpenBLAS (and its Fortran runtime), gzipped by make gpu-check-build
+libdir=${TMPDIR:-/tmp}/gpu_check_lib
+mkdir -p "$libdir"
+for z in "$dir"/lib/*.gz; do [ -e "$z" ] && gunzip -c "$z" > "$libdir/$(basename "$z" .gz)"; done
+export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 missing_libs() { ldd "$dir"/test_* "$dir"/train_* "$dir"/gradcheck_* "$dir"/attention_* 2>/dev/null | grep 'not found' | sort -u; }
 if [ -n "$(missing_libs)" ]; then
     # CUDA's libraries (cuBLAS, NCCL, cuDNN) may be there only as Python wheels (nvidia/*/lib)

@@ -2,9 +2,10 @@
 # travels to a GPU machine, where nothing is compiled (bash scripts/gpu_check.sh --prebuilt DIR).
 #   make gpu-check-build            -> $(GPU_CHECK_DIR) (default build/gpu_check), about 60 MB
 # The folder's binaries carry sm_90 (H100/H200) code only, are stripped, link only the libraries
-# they use (--as-needed), and find OpenBLAS (the CPU reference's matmuls) in the folder's lib/
-# (scripts/gpu_check.sh puts it on LD_LIBRARY_PATH), so a machine without Debian's OpenBLAS runs them. They are built by the
-# project's own rules (a second make with BUILD=$(BUILD)/gpu_check_obj and these NVCCFLAGS).
+# they use (--as-needed), and find OpenBLAS (the CPU reference's matmuls) in the folder's lib/,
+# gzipped (36 MB -> 11 MB; scripts/gpu_check.sh unpacks it and puts it on LD_LIBRARY_PATH), so a
+# machine without Debian's OpenBLAS runs them too. They are built by the project's own rules (a
+# second make with BUILD=$(BUILD)/gpu_check_obj and these NVCCFLAGS).
 GPU_CHECK_DIR ?= $(BUILD)/gpu_check
 GPU_CHECK_OBJ := $(BUILD)/gpu_check_obj
 GPU_CHECK_NVCCFLAGS := -O3 --use_fast_math -std=c++17 -gencode arch=compute_90,code=sm_90 -I. -Xcompiler -fopenmp \
@@ -32,7 +33,7 @@ gpu-check-build:
 	@mkdir -p $(GPU_CHECK_DIR)/lib
 	cp $(addprefix $(GPU_CHECK_OBJ)/,$(GPU_CHECK_TESTS) $(GPU_CHECK_TOOLS) write_random_shard) $(GPU_CHECK_DIR)/
 	strip $(addprefix $(GPU_CHECK_DIR)/,$(GPU_CHECK_TESTS) $(GPU_CHECK_TOOLS) write_random_shard)
-	$(if $(GPU_CHECK_LIBS),cp -L $(GPU_CHECK_LIBS) $(GPU_CHECK_DIR)/lib/)
+	$(if $(GPU_CHECK_LIBS),cp -L $(GPU_CHECK_LIBS) $(GPU_CHECK_DIR)/lib/ && gzip -f $(GPU_CHECK_DIR)/lib/*.so.*)
 	@git rev-parse --short HEAD > $(GPU_CHECK_DIR)/COMMIT 2>/dev/null || true
 	@du -sh $(GPU_CHECK_DIR)
 	@ls -l $(GPU_CHECK_DIR) $(GPU_CHECK_DIR)/lib | awk 'NF > 5 { print $$5, $$NF }'
