@@ -8,6 +8,8 @@
 # second make with BUILD=$(BUILD)/gpu_check_obj and these NVCCFLAGS).
 GPU_CHECK_DIR ?= $(BUILD)/gpu_check
 GPU_CHECK_OBJ := $(BUILD)/gpu_check_obj
+# host objects for any x86-64 (the GPU machine's processor may lack this one's AVX-512)
+GPU_CHECK_CXXFLAGS := -O2 -std=c++17 -fopenmp -Wall -Wextra -Wno-unused-parameter -I.
 GPU_CHECK_NVCCFLAGS := -O3 --use_fast_math -std=c++17 -gencode arch=compute_90,code=sm_90 -I. -Xcompiler -fopenmp \
                        -Xlinker --as-needed
 # in the order scripts/gpu_check.sh runs them
@@ -28,7 +30,7 @@ $(BUILD)/write_random_shard: scripts/write_random_shard.cpp $(DATALOADER_OBJS) |
 
 .PHONY: gpu-check-build
 gpu-check-build:
-	+$(MAKE) BUILD=$(GPU_CHECK_OBJ) NVCCFLAGS="$(GPU_CHECK_NVCCFLAGS)" \
+	+$(MAKE) BUILD=$(GPU_CHECK_OBJ) NVCCFLAGS="$(GPU_CHECK_NVCCFLAGS)" CXXFLAGS="$(GPU_CHECK_CXXFLAGS)" \
 	    $(addprefix $(GPU_CHECK_OBJ)/,$(GPU_CHECK_TESTS) $(GPU_CHECK_TOOLS) write_random_shard)
 	@mkdir -p $(GPU_CHECK_DIR)/lib
 	cp $(addprefix $(GPU_CHECK_OBJ)/,$(GPU_CHECK_TESTS) $(GPU_CHECK_TOOLS) write_random_shard) $(GPU_CHECK_DIR)/
