@@ -561,7 +561,7 @@ TEST_CASE("bad flags are refused, naming the flag and the value") {
     Result help = run(std::string(TRAINER) + " -h");
     CHECK(help.code == 0);
     for (const char* flag : {"-i", "-j", "-o", "-e", "-b", "-t", "-d", "-l", "-k", "-u", "-q", "-c", "-gc", "-x", "-xi",
-                             "-rs", "-sk", "-sl", "-v", "-m", "-s", "-g", "-gk", "-gt", "-gp", "-n", "-nk", "-y", "-p", "-rb"})
+                             "-rs", "-sk", "-sl", "-v", "-m", "-s", "-g", "-gk", "-gt", "-gp", "-n", "-nk", "-y", "-ow", "-p", "-rb"})
         CHECK_MESSAGE(help.output.find(std::string("\n  ") + flag + " ") != std::string::npos, "undocumented " << flag);
 }
 
