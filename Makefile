@@ -49,6 +49,7 @@ include model/model.mk
 include train.mk                    # the trainer per back end and variant
 include eval/eval.mk                # evaluation tools per back end and variant
 include dev/dev.mk
+include doc/doc.mk                  # the check of citations of doc/attention.md and other .md files
 
 all: $(CPU_BINS)
 cuda: $(CUDA_BINS)

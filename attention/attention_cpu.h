@@ -1,5 +1,6 @@
 // CPU reference of causal attention in three variants: Softmax, LSSA and LSSAR.
-// The specification is LSSAR.md; every formula below follows it line by line.
+// The specification is doc/attention.md (sections 'Softmax' to 'Backward'); every formula below
+// follows it line by line.
 // Templated on the float type: float for the CPU back end, double for gradient checks.
 //
 // qkv  (B, T, 3, NH, hd)  q, k, v of every head, RoPE already applied to q and k
@@ -38,7 +39,7 @@ inline bool attn_kind_from_name(const char* name, AttnKind* kind) {
 
 constexpr double LSSA_NORM_EPS = 1e-12;  // eps of the q/k L2 normalisation
 
-// softplus without a threshold: exact for every s (LSSAR.md "Numerics notes")
+// softplus without a threshold: exact for every s (doc/attention.md, section 'Softplus')
 template <class T> inline T softplus_exact(T s) {
     return std::max(s, T(0)) + std::log1p(std::exp(-std::fabs(s)));
 }
@@ -215,7 +216,7 @@ void attention_forward(T* out, T* stats, const T* qkv, int B, int T_, int NH, in
     }
 }
 
-// d(score) of one row from dW (= dy . v_j), following LSSAR.md "Backward".
+// d(score) of one row from dW (= dy . v_j), following doc/attention.md, section 'Backward'.
 // w: the row's final weights; s, a: its scores and softplus values; stats as in the forward.
 // Writes ds[0..t] (the gradient with respect to s_tj); dA is scratch of length t+1.
 template <class T>

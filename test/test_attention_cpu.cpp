@@ -1,5 +1,6 @@
 // The CPU reference attention (float64) in all three variants against finite differences,
-// the edge cases of LSSAR.md, and LSSAR's stable evaluation at long length in float32.
+// the edge cases (doc/attention.md, section 'Edge cases'), and LSSAR's stable evaluation at long
+// length in float32.
 // Gradient tolerance: relative error < 1e-6 per element (see test_layers_cpu.cpp and gradcheck.h).
 #include <doctest/doctest.h>
 
@@ -199,8 +200,9 @@ TEST_CASE("float32 q and k norms of 1e20 and 1e30 (the sum of squares overflows 
 }
 
 // ---------------------------------------------------------------------------------------------
-// LSSAR at long length in float32 (LSSAR.md "Numerics notes"): the stable form stays finite and
-// matches float64; the naive relu(x)^p form overflows or underflows on the same inputs.
+// LSSAR at long length in float32 (doc/attention.md, section 'Stable evaluation of the re-weighting'):
+// the stable form stays finite and matches float64; the naive relu(x)^p form overflows or
+// underflows on the same inputs.
 
 // The naive form: W = relu(x)^p / sum relu(x)^p, evaluated in T without max-normalisation.
 // Counts the rows (t >= 3) it breaks: overflow (the sum is inf: W is NaN or 0 for all keys) and
