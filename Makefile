@@ -1,5 +1,6 @@
 # One entry point: build, test, demo, dev kernels.
 #   make test                 build and run every test that needs no GPU (emulated CUDA included)
+#   make test-build           build them, run none
 #   make train_gpt2cpu        CPU trainer        (ATTN=<variant>, default lssar)
 #   make train_gpt2cu         CUDA trainer (nvcc)
 #   make cuda                 compile and link every CUDA target with nvcc (sm_80, sm_90)
@@ -36,7 +37,7 @@ CPU_BINS  :=   # host programs built by `make all`
 CUDA_BINS :=   # nvcc programs built by `make cuda`
 DOCTEST_MAIN := $(BUILD)/test/doctest_main.o   # doctest's main, compiled once (test/test.mk)
 
-.PHONY: all test cuda clean
+.PHONY: all test test-build cuda clean
 all:
 
 include simt/simt.mk                # the emulator and the host cuBLASLt/NCCL: SIMT_*, VENDOR_*
@@ -48,6 +49,7 @@ include test/test.mk                # CPU reference tests, doctest's main
 include model/model.mk
 include train.mk                    # the trainer per back end and variant
 include eval/eval.mk                # evaluation tools per back end and variant
+include orbits/orbits.mk            # orbits to Newton's law: the hidden-state tool, the pipeline's tests
 include dev/dev.mk
 include doc/doc.mk                  # the check of citations of doc/attention.md and other .md files
 
@@ -56,6 +58,8 @@ cuda: $(CUDA_BINS)
 
 test: $(TESTS)
 	@bash scripts/run_tests.sh $(TESTS)
+
+test-build: $(TESTS)   # every test program, built, none run
 
 $(BUILD):
 	@mkdir -p $(BUILD)
