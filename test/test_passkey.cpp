@@ -362,4 +362,17 @@ TEST_CASE("the tool refuses other vocabularies, other attention, short lengths, 
     r = run(std::string(TOOL) + " -l 256");
     CHECK(r.code != 0);
     CHECK(r.output.find("-e CHECKPOINT is required") != std::string::npos);
+
+    // -l: empty, malformed, huge and too many values, each refused naming -l (runtime/cli.h's parser)
+    std::string many = "256";
+    for (int i = 0; i < 64; i++) many += ",256";
+    for (std::string bad : std::vector<std::string>{"''", "','", "256,,512", "256,", "x", "256x", "-256", "0", "99999999999999999999",
+                            "16777217", many}) {
+        CAPTURE(bad);
+        r = run(std::string(TOOL) + " -e " + lssar + " -n 1 -l " + bad);
+        CHECK(r.code == 1);
+        CHECK(r.output.find("error: -l '") != std::string::npos);
+    }
+    r = run(std::string(TOOL) + " -e " + lssar + " -n 1 --foo");
+    CHECK(r.output.find("unknown flag --foo") != std::string::npos);
 }
