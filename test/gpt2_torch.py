@@ -194,13 +194,15 @@ def init_weights(model, cfg, gen):
 # multiple-choice scoring of a checkpoint (model/checkpoint.h's model file, llm.c's eval file)
 
 def load_checkpoint(path):
-    """(Config, flat float64 parameters) of a model file: 1024-byte header, then fp32 weights."""
+    """(Config, flat float64 parameters) of a model file (runtime/checkpoint.h): 1024-byte header,
+    then fp32 weights."""
     with open(path, "rb") as f:
         data = f.read()
     magic, version, T, V, Vp, L, NH, C, attn = struct.unpack_from("<2I7i", data, 0)
     p, rope_base = struct.unpack_from("<2f", data, 36)
     (num_params,) = struct.unpack_from("<Q", data, 48)
-    assert magic == 0x52415353 and version == 2, f"{path}: not a version 2 checkpoint"
+    # versions 2 and 3 share these first 64 bytes (3 adds the run's identity after the train state)
+    assert magic == 0x52415353 and version in (2, 3), f"{path}: magic {magic:#x} version {version}, expected a version 2 or 3 checkpoint"
     cfg = Config()
     cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.vocab_size, cfg.padded_vocab_size = L, NH, C, V, Vp
     cfg.attn = {v: k for k, v in ATTN_KINDS.items()}[attn]
