@@ -583,7 +583,12 @@ struct Trainer {
             if (resumed) truncate_log(log_path, state.step);
             log = fopen(log_path.c_str(), resumed ? "a" : "w");
             if (!log) fail("cannot open " + log_path + " (" + strerror(errno) + ")");
-            if (!resumed) log_line("{\"step\":0,\"world_size\":" + std::to_string(world) + "}");
+            // the run's header: what eval/plot_training.py needs to put tokens on an axis
+            if (!resumed)
+                log_line("{\"step\":0,\"world_size\":" + std::to_string(world) + ",\"tokens_per_step\":" +
+                         std::to_string(opt.total_batch) + ",\"B\":" + std::to_string(opt.B) + ",\"T\":" +
+                         std::to_string(opt.T) + ",\"attn\":\"" + attn_kind_name(config.attn) + "\",\"p\":" +
+                         json_number(config.p) + "}");
         }
         if (!opt.prompt.empty() && config.vocab_size != GPT2Tokenizer::VOCAB_SIZE)
             fail("-gp: a prompt needs the GPT-2 vocabulary (50257 tokens), this model has " +
