@@ -4,14 +4,14 @@
 # FRACTION of them holding eval/passkey.h's prompt with KJV text as filler, the evaluation's keys
 # held out), with the same budget, schedule and seed, then scores passkey retrieval at 1x-16x the
 # training length (TRIALS trials per length, the needle's depth recorded per trial).
-#   bash scripts/passkey_experiment.sh          ~75 minutes on 2 otherwise idle cores (4 x 1,500 steps)
-#   STEPS=3000 JOBS=1 THREADS=8 bash scripts/passkey_experiment.sh
+#   bash scripts/passkey_experiment.sh          ~30 minutes on 2 otherwise idle cores (4 x 600 steps)
+#   STEPS=1500 JOBS=1 THREADS=8 OUT=out/passkey_1500 bash scripts/passkey_experiment.sh
 # Writes out/passkey_exp/<run>/ (log.jsonl, train.out, the final checkpoint, passkey.csv,
 # passkey_trials.csv), out/passkey_exp/passkey_table.txt, passkey_accuracy.png,
 # passkey_depth.png and training_curves.png. Running it again reuses finished runs (-y 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-STEPS=${STEPS:-1500}           # optimizer steps per model, B x T = 1,024 tokens each
+STEPS=${STEPS:-600}            # optimizer steps per model, B x T = 1,024 tokens each
 THREADS=${THREADS:-2}          # cores in all
 JOBS=${JOBS:-2}                # models trained at once, THREADS / JOBS threads each
 OUT=${OUT:-out/passkey_exp}
