@@ -77,18 +77,22 @@ lane() {
 }
 pids=()
 for j in $(seq 0 $((JOBS - 1))); do lane "$j" & pids+=($!); done
-for pid in "${pids[@]}"; do wait "$pid"; done
+failed=0
+for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
 
 echo "== passkey retrieval at $LENGTHS (trained at $T), $TRIALS trials per length"
 specs=() curves=()
 for spec in $RUNS; do
     IFS=: read -r name attn p <<<"$spec"
     label=$name; [ "$attn" = lssar ] && label="lssar p=$p"
+    if [ ! -s "$OUT/$name/passkey_trials.csv" ]; then echo "[$name] no passkey result: left out of the table"; continue; fi
     specs+=("$label=$OUT/$name/passkey_trials.csv")
     curves+=("$label=$OUT/$name/log.jsonl")
 done
+[ ${#specs[@]} -gt 0 ] || { echo "no run finished" >&2; exit 1; }
 /usr/bin/python3 eval/passkey_report.py "${specs[@]}" --train-len "$T" \
     --title "KJV + passkey mix ($FRACTION), $MODEL, T $T, $STEPS steps" \
     -o "$OUT/passkey_accuracy.png" --heatmap "$OUT/passkey_depth.png" | tee "$OUT/passkey_table.txt"
 /usr/bin/python3 eval/plot_training.py "${curves[@]}" --title "passkey mix, $MODEL, T $T" -o "$OUT/training_curves.png"
+[ "$failed" -eq 0 ] || echo "some runs failed (see above); the table holds the others"
 echo "== done in $(( ($(date +%s) - start_s) / 60 )) minutes (load: $(cut -d' ' -f1-3 /proc/loadavg))"
