@@ -2,7 +2,8 @@
 The in-distribution gap between LSSAR and softmax: validation loss at the training length of pairs
 of runs trained alike (train_gpt2 -o DIR/log.jsonl, validated every few steps), one pair per
 setting. Prints a table (final validation losses and the gap, absolute and relative) and writes a
-PNG: the gap against the step along each pair's runs, and the final gap per setting.
+PNG: both runs' validation loss and the gap against the step along each pair's runs, and the final
+gap per setting.
 
     /usr/bin/python3 eval/gap_report.py "200 steps, lr 2e-3, warmup 20"=out/gap/a_softmax/log.jsonl,out/gap/a_lssar/log.jsonl \
         ... -o out/gap/gap.png
@@ -47,7 +48,7 @@ def main():
 
     print(f"{'setting':>34} {'softmax':>8} {'lssar':>8} {'gap':>8} {'gap %':>7}   gap % along the run (step: gap)")
     finals = []
-    fig, (along, final) = plt.subplots(1, 2, figsize=(12, 4.4))
+    fig, (curves, along, final) = plt.subplots(1, 3, figsize=(16, 4.4))
     for i, (label, soft, lssar) in enumerate(pairs):
         steps = sorted(set(soft) & set(lssar) - {0})
         if not steps:
@@ -58,12 +59,20 @@ def main():
         trail = " ".join(f"{s}:{g:+.1f}" for s, g in zip(steps, gaps))
         print(f"{label:>34} {soft[last]:8.4f} {lssar[last]:8.4f} {lssar[last] - soft[last]:+8.4f} {gaps[-1]:+6.2f}%   {trail}")
         along.plot(steps, gaps, marker="o", markersize=3, color=f"C{i}", label=label)
+        curves.plot(steps, [soft[s] for s in steps], color=f"C{i}", marker="o", markersize=3, label=f"{label}: softmax")
+        curves.plot(steps, [lssar[s] for s in steps], color=f"C{i}", marker="s", markersize=3, linestyle="--",
+                    label=f"{label}: lssar")
+    curves.set_xlabel("step")
+    curves.set_ylabel("validation loss at the training length")
+    curves.grid(True, alpha=0.3)
+    curves.legend(fontsize=6)
     along.axhline(0, color="gray", linewidth=0.8)
     along.set_xlabel("step")
     along.set_ylabel("(LSSAR - softmax) / softmax validation loss (%)")
     along.grid(True, alpha=0.3)
     along.legend(fontsize=7)
-    final.barh([f for f, _ in finals], [g for _, g in finals], color=[f"C{i}" for i in range(len(finals))])
+    final.barh([f for f, _ in finals], [g for _, g in finals], height=0.5,
+               color=[f"C{i}" for i in range(len(finals))])
     final.axvline(0, color="gray", linewidth=0.8)
     final.set_xlabel("gap at the last step (%)")
     final.invert_yaxis()
