@@ -312,6 +312,30 @@ static std::vector<std::vector<std::string>> read_csv(const std::string& path) {
     return rows;
 }
 
+#if !defined(SIMT) && !defined(__CUDACC__)
+TEST_CASE("CPU back end: logits from a row on equal those of the full forward; rows before it are refused") {
+    GPT2Config c = small_config();
+    RealModel model(c);
+    model.init(5);
+    const int T = 96, from = 90;
+    std::vector<int> ids(T);
+    for (int t = 0; t < T; t++) ids[t] = (t * 7919) % 50257;
+    model.forward(ids.data(), nullptr, 1, T);
+    std::vector<std::vector<float>> full(T - from, std::vector<float>(c.padded_vocab_size));
+    for (int t = from; t < T; t++) model.logits_row(0, t, full[t - from].data());
+    model.set_logits_from_row(from);
+    model.forward(ids.data(), nullptr, 1, T);
+    std::vector<float> row(c.padded_vocab_size);
+    for (int t = from; t < T; t++) {
+        model.logits_row(0, t, row.data());
+        // the same dot products; BLAS may block a matmul of fewer rows differently: fp32 rounding
+        for (int v = 0; v < c.vocab_size; v++) REQUIRE(row[v] == doctest::Approx(full[t - from][v]).epsilon(1e-5));
+    }
+    CHECK_THROWS_AS(model.logits_row(0, from - 1, row.data()), std::logic_error);
+    model.set_logits_from_row(0);
+}
+#endif
+
 TEST_CASE("the tool scores a checkpoint at several lengths and writes the CSV") {
     TempDir dir("passkey");
     GPT2Config c = small_config();
