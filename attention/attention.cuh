@@ -1,5 +1,5 @@
 // Attention on the GPU: the one entry point the trainer calls, for every variant
-// (Softmax, LSSA, LSSAR: LSSAR.md). Kernels: attention/attention_softmax.cuh and
+// (Softmax, LSSA, LSSAR: doc/attention.md). Kernels: attention/attention_softmax.cuh and
 // attention/attention_lssar.cuh; CPU twin: attention/attention_cpu.h;
 // test: test/test_attention_cuda.cu; benchmarks: dev/attention_forward.cu, dev/attention_backward.cu.
 //
@@ -65,7 +65,7 @@ inline void attention_check_args(int B, int T, int NH, int hd, AttnKind kind, fl
         exit(EXIT_FAILURE);
     }
     if (kind == ATTN_LSSAR && !(p >= 1.0f)) {
-        fprintf(stderr, "[ERROR] %s: LSSAR power p = %g must be >= 1 (LSSAR.md; the paper uses 3 and 15)\n", who, p);
+        fprintf(stderr, "[ERROR] %s: LSSAR power p = %g must be >= 1 (doc/attention.md; the paper uses 3 and 15)\n", who, p);
         exit(EXIT_FAILURE);
     }
 }

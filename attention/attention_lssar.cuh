@@ -1,4 +1,5 @@
-// LSSA and LSSAR attention (LSSAR.md): causal, flash-style, O(T) memory, tensor cores.
+// LSSA and LSSAR attention (doc/attention.md, section 'The CUDA kernels'): causal, flash-style,
+// O(T) memory, tensor cores.
 // One kernel family for both: REWEIGHT = false is LSSA (stage 1), true is LSSAR (stage 2 on).
 // CPU twin: attention/attention_cpu.h. Test: test/test_attention_cuda.cu.
 //
@@ -34,7 +35,7 @@
 #include <cmath>
 #include "attention/tile.cuh"
 
-constexpr float LSSA_EPS = 1e-12f;  // eps of the q/k L2 normalisation (LSSAR.md)
+constexpr float LSSA_EPS = 1e-12f;  // eps of the q/k L2 normalisation (doc/attention.md, section 'LSSA')
 
 // softplus(s) and sigmoid(s) from one exponential: e = exp(-|s|).
 __device__ __forceinline__ float softplus_from(float s, float e) { return fmaxf(s, 0.0f) + log1pf(e); }
@@ -518,7 +519,8 @@ lssar_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* dout, 
                                    key, T, dk_acc, dv_acc, lane);
 }
 
-// dq and dk from the gradients of the normalised vectors (LSSAR.md):
+// dq and dk from the gradients of the normalised vectors
+// (doc/attention.md, section 'Through the normalisation of q and k'):
 //   dx = (dxh - xh (xh . dxh)) / |x|  when |x| > eps,  dx = dxh / eps  otherwise.
 // With NORMALISED = false (softmax) dx = dxh. One warp per (b, t, h) row; writes q and k of dqkv.
 template <int HD, bool NORMALISED>

@@ -17,8 +17,8 @@
 #include "eval/attention_maps.h"
 #include "eval/loss_vs_length.h"
 #include "model/backend_cpu.h"
-#include "eval/cli.h"
-#include "model/checkpoint.h"
+#include "runtime/cli.h"
+#include "runtime/checkpoint.h"
 
 #ifndef ATTN_NAME
 #error "build with -DATTN_NAME='\"softmax\"' (or lssa, lssar); make sets it from ATTN=..."
@@ -189,7 +189,7 @@ int main(int argc, char** argv) {
     long long layer = -1, head = -1;  // -1: all
     std::string flag;
     const char* val;
-    for (int i = 1; cli_next_flag(argc, argv, &i, usage, &flag, &val);) {
+    for (int i = 1; cli_next_flag(argc, argv, &i, usage, &flag, &val, "-e -p -j -T -layer -head -o -rows");) {
         if (flag == "-e") ckpt_path = val;
         else if (flag == "-p") { text = val; have_text = true; }
         else if (flag == "-j") { shards = val; have_shards = true; }

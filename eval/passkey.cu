@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "model/backend.h"
+#include "runtime/backend.h"
 #include "eval/passkey.h"
-#include "eval/cli.h"
-#include "model/checkpoint.h"
+#include "runtime/cli.h"
+#include "runtime/checkpoint.h"
 
 static void usage(const char* argv0) {
     fprintf(stderr,
@@ -38,15 +38,8 @@ static void usage(const char* argv0) {
 // "1024,2048" -> {1024, 2048}
 static std::vector<int> parse_lengths(const std::string& list) {
     std::vector<int> lengths;
-    for (const char* s = list.c_str(); *s;) {
-        char* end;
-        long v = strtol(s, &end, 10);
-        if (end == s || v <= 0 || v > (1 << 24) || (*end != ',' && *end != 0))
-            cli_fail("-l " + list + ": expected positive lengths in tokens separated by commas, e.g. 1024,2048,4096");
+    for (long long v : cli_parse_int_list("-l", list.c_str(), 1, 1 << 24, 64, "prompt lengths in tokens", "1024,2048,4096"))
         lengths.push_back((int)v);
-        s = *end ? end + 1 : end;
-    }
-    if (lengths.empty()) cli_fail("-l: no length given");
     return lengths;
 }
 
@@ -91,7 +84,7 @@ int main(int argc, char** argv) {
     uint64_t seed = 1337;
     std::string flag;
     const char* val;
-    for (int i = 1; cli_next_flag(argc, argv, &i, usage, &flag, &val);) {
+    for (int i = 1; cli_next_flag(argc, argv, &i, usage, &flag, &val, "-e -l -n -rs -o");) {
         if (flag == "-e") ckpt_path = val;
         else if (flag == "-l") length_list = val;
         else if (flag == "-n") trials = (int)cli_parse_int("-n", val, 1, 1000000);

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "dataloader/shard.h"
-#include "eval/cli.h"
+#include "runtime/cli.h"
 #include "eval/passkey_mix.h"
 
 static void usage(const char* argv0) {

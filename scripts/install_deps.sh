@@ -8,7 +8,8 @@ pkgs=(
   libboost-context-dev   # fibers for the SIMT emulator
   libopenblas-dev        # BLAS for the CPU back end's large matmuls
   python3-torch python3-numpy   # independent PyTorch reference (/usr/bin/python3)
-  python3-matplotlib python3-scipy   # PNG plots, binomial intervals
+  python3-matplotlib     # PNG plots
+  python3-scipy          # orbits/: least squares (symbolic regression), Kepler reference in the tests; binomial intervals
   bible-kjv              # real English text for demos and tokenizer tests
   libpcre2-dev           # Unicode-aware regex for the GPT-2 pre-tokeniser
   clang-14 libclang-rt-14-dev   # libFuzzer

@@ -6,7 +6,7 @@ steps in float64 with autograd, and writes everything to a small binary debug st
 
     /usr/bin/python3 test/gpt2_torch.py --attn lssar --p 15 --out build/torch_state_lssar.bin
 
-The attention follows LSSAR.md (the project's specification), written here from the formulas
+The attention follows doc/attention.md (the project's specification), written here from the formulas
 with PyTorch autograd doing the backward; nothing is shared with the C++ code.
 """
 import argparse

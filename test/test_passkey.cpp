@@ -8,7 +8,6 @@
 // - the tool end to end on a checkpoint of the small model, and its refusals.
 // Built for each back end (below); needs the GPT-2 vocabulary (scripts/install_gpt2_vocab.sh; the
 // test script installs it).
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 #include "test/run_command.h"
 #include "test/temp_dir.h"
@@ -24,7 +23,7 @@
 
 #include "eval/passkey.h"
 #include "eval/sample.h"
-#include "model/checkpoint.h"
+#include "runtime/checkpoint.h"
 
 // One source, three builds: the CPU back end (build/test_passkey, with build/passkey_cpu_lssar),
 // the CUDA back end under the SIMT emulator (build/test_passkey_cu_emu, with
@@ -409,4 +408,17 @@ TEST_CASE("the tool refuses other vocabularies, other attention, short lengths, 
     r = run(std::string(TOOL) + " -l 256");
     CHECK(r.code != 0);
     CHECK(r.output.find("-e CHECKPOINT is required") != std::string::npos);
+
+    // -l: empty, malformed, huge and too many values, each refused naming -l (runtime/cli.h's parser)
+    std::string many = "256";
+    for (int i = 0; i < 64; i++) many += ",256";
+    for (std::string bad : std::vector<std::string>{"''", "','", "256,,512", "256,", "x", "256x", "-256", "0", "99999999999999999999",
+                            "16777217", many}) {
+        CAPTURE(bad);
+        r = run(std::string(TOOL) + " -e " + lssar + " -n 1 -l " + bad);
+        CHECK(r.code == 1);
+        CHECK(r.output.find("error: -l '") != std::string::npos);
+    }
+    r = run(std::string(TOOL) + " -e " + lssar + " -n 1 --foo");
+    CHECK(r.output.find("unknown flag --foo") != std::string::npos);
 }

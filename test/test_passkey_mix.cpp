@@ -6,7 +6,6 @@
 // - the tool end to end: the validation shard copied unchanged with no needle in any of its
 //   windows, the needles CSV matching the stream, refusals (a mix given as corpus, a too short T).
 // Needs the GPT-2 vocabulary (scripts/install_gpt2_vocab.sh).
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 #include "test/run_command.h"
 #include "test/temp_dir.h"

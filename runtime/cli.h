@@ -1,0 +1,120 @@
+// What the command lines of the trainer and the evaluation tools share: an error that ends the
+// program, "-flag value" pairs, number flags checked against their range, and the checkpoint of
+// this binary's variant.
+#pragma once
+
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "runtime/checkpoint.h"
+
+// Prints "error: msg" and exits with `status` (1 unless told).
+[[noreturn]] inline void cli_fail(const std::string& msg, int status = 1) {
+    fprintf(stderr, "error: %s\n", msg.c_str());
+    exit(status);
+}
+
+// "flag value: what: " (what may be null), the start of a flag's error message
+inline std::string cli_flag_prefix(const char* flag, const char* s, const char* what) {
+    return std::string(flag) + " " + s + ": " + (what != nullptr ? std::string(what) + ": " : "");
+}
+
+// The integer s given to flag (what it sets: `what`), which must lie in [lo, hi]; anything else
+// ends the program naming the flag, the value and the range.
+inline long long cli_parse_int(const char* flag, const char* s, long long lo, long long hi, const char* what = nullptr) {
+    char* end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (*s == 0 || *end != 0 || errno != 0 || v < lo || v > hi)
+        cli_fail(cli_flag_prefix(flag, s, what) + "expected an integer in [" + std::to_string(lo) + ", " +
+                 std::to_string(hi) + "]");
+    return v;
+}
+
+// The finite number s given to flag, which must lie in [lo, hi], as cli_parse_int.
+inline float cli_parse_float(const char* flag, const char* s, double lo, double hi, const char* what = nullptr) {
+    char* end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (*s == 0 || *end != 0 || errno != 0 || !(v >= lo && v <= hi)) {
+        char range[96];
+        snprintf(range, sizeof range, ": expected a number in [%.9g, %.9g]", lo, hi);
+        cli_fail(cli_flag_prefix(flag, s, what) + (range + 2));
+    }
+    return (float)v;
+}
+
+// The comma-separated integers s given to flag (what they are: `what`), each in [lo, hi], at most
+// max_count of them, e.g. "1,2,4": anything else (empty, an empty item, a non-number, out of range,
+// too many) ends the program naming the flag, the value, the rule and an example.
+inline std::vector<long long> cli_parse_int_list(const char* flag, const char* s, long long lo, long long hi,
+                                                 size_t max_count, const char* what, const char* example) {
+    std::vector<long long> values;
+    std::string text = s;
+    auto fail = [&](const std::string& why) {
+        cli_fail(std::string(flag) + " '" + text + "': " + why + "; expected " + what + ", comma separated, each in [" +
+                 std::to_string(lo) + ", " + std::to_string(hi) + "], at most " + std::to_string(max_count) +
+                 " (e.g. " + example + ")");
+    };
+    if (text.empty()) fail("empty list");
+    size_t start = 0;
+    while (true) {
+        size_t comma = text.find(',', start);
+        std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        char* end;
+        errno = 0;
+        long long v = item.empty() ? 0 : strtoll(item.c_str(), &end, 10);
+        if (item.empty()) fail("empty item");
+        if (*end != 0 || errno != 0 || !isdigit((unsigned char)item.back()) || (!isdigit((unsigned char)item[0]) && item[0] != '-'))
+            fail("'" + item + "' is not an integer");
+        if (v < lo || v > hi) fail(item + " is out of range");
+        values.push_back(v);
+        if (values.size() > max_count) fail("more than " + std::to_string(max_count) + " values");
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+    }
+    return values;
+}
+
+// The next "-flag value" pair of argv at *i (start at 1): true with flag and val set, *i moved on;
+// false once argv is done. "-h" (or "--help") prints usage and exits 0; a word that is not a flag, or a flag
+// without its value, ends the program naming it. known: the tool's flags, space separated (e.g.
+// "-e -j -o"), so that an unknown flag as the last word is reported as unknown, not as lacking a value.
+inline bool cli_next_flag(int argc, char** argv, int* i, void (*usage)(const char*), std::string* flag,
+                          const char** val, const char* known = nullptr) {
+    if (*i >= argc) return false;
+    if (strcmp(argv[*i], "-h") == 0 || strcmp(argv[*i], "--help") == 0) {
+        usage(argv[0]);
+        exit(0);
+    }
+    if (argv[*i][0] != '-')
+        cli_fail(std::string("unexpected argument '") + argv[*i] + "' (flags take the form -x value; -h lists them)");
+    if (*i + 1 >= argc) {
+        std::string padded = std::string(" ") + (known ? known : "") + " ";
+        if (known && padded.find(std::string(" ") + argv[*i] + " ") == std::string::npos)
+            cli_fail(std::string("unknown flag ") + argv[*i] + " (-h lists the flags)");
+        cli_fail(std::string(argv[*i]) + ": missing value (-h lists the flags)");
+    }
+    *flag = argv[*i];
+    *val = argv[*i + 1];
+    *i += 2;
+    return true;
+}
+
+// The checkpoint at path; one made for another attention variant than attn_name (this binary's)
+// ends the program with checkpoint_config_mismatch's message. RoPE has no length limit, so the
+// tools may run it at other lengths than it was trained at. Read errors throw, as checkpoint_read.
+inline Checkpoint cli_read_checkpoint(const std::string& path, const char* attn_name) {
+    Checkpoint ck;
+    checkpoint_read(path, ck);
+    GPT2Config want = ck.config;
+    attn_kind_from_name(attn_name, &want.attn);
+    std::string mismatch = checkpoint_config_mismatch(path, ck.config, want, false);
+    if (!mismatch.empty()) cli_fail(mismatch);
+    return ck;
+}
