@@ -53,6 +53,8 @@ include model/model.mk
 include train.mk                    # the trainer per back end and variant
 include eval/eval.mk                # evaluation tools per back end and variant
 include eval/mc.mk                  # zero-shot multiple choice: its tools and test
+include eval/passkey_mix.mk         # the passkey training mix: build/passkey_mix
+include eval/plot_training.mk       # the training-curves tool's test
 include orbits/orbits.mk            # orbits to Newton's law: the hidden-state tool, the pipeline's tests
 include dev/dev.mk
 include doc/doc.mk                  # the check of citations of doc/attention.md and other .md files

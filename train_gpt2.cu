@@ -296,7 +296,12 @@ struct Trainer {
     void setup_output(bool resumed) {
         if (opt.out_dir.empty() || !is_main()) return;
         log.open(opt.out_dir + "/log.jsonl", resumed ? state.step : -1);
-        if (!resumed) log.line("{\"step\":0,\"world_size\":" + std::to_string(world()) + "}");
+        // the run's header: what eval/plot_training.py needs to put tokens on an axis
+        if (!resumed)
+            log.line("{\"step\":0,\"world_size\":" + std::to_string(world()) + ",\"tokens_per_step\":" +
+                     std::to_string(opt.total_batch) + ",\"B\":" + std::to_string(opt.B) + ",\"T\":" +
+                     std::to_string(opt.T) + ",\"attn\":\"" + attn_kind_name(config.attn) + "\",\"p\":" +
+                     json_number(config.p) + "}");
     }
 
     void load_tokenizer() {

@@ -7,8 +7,8 @@
 #   bash scripts/demo.sh                     2-3 minutes of training per model on 2 cores, ~8 minutes in all
 #   STEPS=600 THREADS=8 bash scripts/demo.sh longer / on more cores
 # Writes out/demo/{softmax,lssar}/ (log.jsonl, the final checkpoint), out/demo/{softmax,lssar}.csv
-# out/demo/loss_vs_length.png, out/demo/maps/, out/demo/attention_entropy.png and
-# out/demo/kjv_cloze_{softmax,lssar}.csv. Running it again
+# out/demo/loss_vs_length.png, out/demo/training_curves.png, out/demo/maps/,
+# out/demo/attention_entropy.png and out/demo/kjv_cloze_{softmax,lssar}.csv. Running it again
 # resumes or reuses finished runs (-y 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,6 +42,10 @@ for attn in softmax lssar; do
         -l 1,2,4,8,16 -o "$OUT/$attn.csv"
 done
 
+echo "== training curves"
+/usr/bin/python3 eval/plot_training.py softmax="$OUT/softmax/log.jsonl" "lssar p=15"="$OUT/lssar/log.jsonl" \
+    --tokens-per-step $((16 * T)) --title "KJV, $MODEL, T $T, $STEPS steps" -o "$OUT/training_curves.png"
+
 echo "== softmax and LSSAR side by side (trained at $T tokens)"
 /usr/bin/python3 eval/plot_loss_vs_length.py softmax="$OUT/softmax.csv" "lssar p=15"="$OUT/lssar.csv" \
     --train-len $T --title "KJV, $MODEL, trained at $T tokens for $STEPS steps" -o "$OUT/loss_vs_length.png"
@@ -69,3 +73,6 @@ for attn in softmax lssar; do
     printf "%-10s %-28s %-28s %s\n" "$attn" "$(grep '^acc ' "$f" | awk '{print $2, $6, $7}')" \
         "$(grep '^acc_norm ' "$f" | awk '{print $2, $6, $7}')" "$(grep '^chance ' "$f" | awk '{print $2}')"
 done
+echo "== passkey retrieval learned at the training length and tested at 1x-16x: a separate run of"
+echo "   about 30 minutes on 2 idle cores (4 models, 600 steps each): bash scripts/passkey_experiment.sh"
+echo "   the gap to softmax at the training length against steps, lr and warmup: bash scripts/gap_experiment.sh"
