@@ -25,7 +25,7 @@
 // Everything here is deterministic for a fixed thread count, so a resumed run repeats the
 // uninterrupted one bit for bit.
 //
-// Two paths, chosen at run time (select_precision, the trainer's -f): fp32, GPT2<float> itself, the
+// Two paths, chosen at run time (select_precision, the trainer's -pr): fp32, GPT2<float> itself, the
 // reference (the default); bf16, model/gpt2_cpu_bf16.h on the same master weights, where the CPU
 // has bf16 matmuls (AMX or AVX512-BF16, asked of cpuid and oneDNN), else it says so and stays fp32.
 #pragma once
@@ -72,9 +72,15 @@ struct ModelCPU {
         return bf16 ? bf16->forward(inputs, targets, B, T) : gpt.forward(inputs, targets, B, T);
     }
 
+    // A forward without targets then computes only the logits of rows b*T + t >= row (default 0).
+    void set_logits_from_row(size_t row) { gpt.logits_from = row; }
+
     // logits (Vp) of position (b,t) of the last forward
     void logits_row(int b, int t, float* out) {
         check_position(b, t);
+        if (!gpt.have_targets && (size_t)b * gpt.T + t < gpt.logits_from)
+            throw std::logic_error("logits_row: row " + std::to_string((size_t)b * gpt.T + t) +
+                                   " was not computed (set_logits_from_row(" + std::to_string(gpt.logits_from) + "))");
         const float* row = gpt.acts.logits + ((size_t)b * gpt.T + t) * config.padded_vocab_size;
         std::copy(row, row + config.padded_vocab_size, out);
     }

@@ -26,6 +26,7 @@ struct TrainOptions {
     float temperature = 1.0f;                                // -gt
     std::string prompt;                                      // -gp
     int ckpt_every = 0, ckpt_keep = 0, resume = 0;           // -n, -nk, -y
+    int overwrite = 0;                                       // -ow
     long long seed = 1337;                                   // -rs
     float p = 15.0f;                                         // -p
     bool p_given = false;
@@ -34,7 +35,9 @@ struct TrainOptions {
     int max_skips = 5;                                       // -sk
     UpdateGuard guard;                                       // -sl
     int zero1 = 0;                                           // -z
-    std::string precision;                                   // -f ("": the back end's default)
+    std::string mc_files;                                    // -f
+    int mc_every = 0, mc_max = 0;                            // -fv, -fn
+    std::string precision;                                   // -pr ("": the back end's default)
 };
 
 inline void train_usage(const char*) {
@@ -53,7 +56,7 @@ inline void train_usage(const char*) {
         "               (its weights; fresh optimizer and data order) (default %s)\n"
         "  -p <float>   LSSAR re-weighting power p >= 1 (default %g; ignored by softmax and lssa)\n"
         "  -rb <float>  RoPE base (default %g)\n"
-        "  -f <name>    CPU back end's arithmetic: fp32 (the reference, default), bf16 (bf16 matmuls with\n"
+        "  -pr <name>   CPU back end's arithmetic: fp32 (the reference, default), bf16 (bf16 matmuls with\n"
         "               fp32 accumulation, fp32 master weights and AdamW, on AMX or AVX512-BF16 through\n"
         "               oneDNN; where the CPU has neither it says so and runs fp32), auto (bf16 where the\n"
         "               CPU has it: the fastest). The CUDA back end is bf16 always (bf16 or auto)\n"
@@ -86,6 +89,11 @@ inline void train_usage(const char*) {
         "Evaluation and sampling\n"
         "  -v <int>     validation loss every this many steps, and at the end (default %d; 0 = never)\n"
         "  -m <int>     validation batches per evaluation (default %d)\n"
+        "  -f <list>    multiple-choice eval files in llm.c's format, comma separated (scripts/prepare_mc.py;\n"
+        "               eval/mc_eval.h): acc and acc_norm every -fv steps and at the end, printed and in\n"
+        "               log.jsonl as mc_<file>_acc, mc_<file>_acc_norm (default: none)\n"
+        "  -fv <int>    multiple-choice evaluation every this many steps (default 0: the -v interval)\n"
+        "  -fn <int>    examples per file and evaluation, the first ones (default 0: all)\n"
         "  -s <int>     sample every this many steps, and at the end (default %d; 0 = never)\n"
         "  -g <int>     tokens to generate per sample (default %d)\n"
         "  -gk <int>    top-k sampling (default %d; 1 = greedy)\n"
@@ -95,7 +103,10 @@ inline void train_usage(const char*) {
         "  -n <int>     checkpoint every this many steps, and at the end (default %d = never; needs -o)\n"
         "  -nk <int>    keep only the newest this many checkpoints (default %d = keep all)\n"
         "  -y <int>     1: resume from the newest checkpoint in -o (model, optimizer, data position, rng,\n"
-        "               step), if there is one; with as many ranks as the run had (default %d)\n"
+        "               step), if there is one, and only if it is this run's (config, seed -rs, training data -i);\n"
+        "               with as many ranks as the run had (default %d)\n"
+        "  -ow <int>    1: start over in -o, removing the checkpoints there. Without it a new run refuses an\n"
+        "               output dir that holds checkpoints (default 0)\n"
         "  -h           this help\n",
         BACKEND_BINARY_NAME, ATTN_NAME, ATTN_NAME, d.train_pattern.c_str(), d.val_pattern.c_str(), d.model.c_str(),
         d.p, d.rope_base, d.B, d.T, d.zero1, d.schedule.lr, d.schedule.kind.c_str(), d.schedule.warmup,
@@ -108,7 +119,9 @@ inline TrainOptions train_parse_args(int argc, char** argv) {
     const long long BIG = 1000000000;
     std::string flag;
     const char* v;
-    for (int i = 1; cli_next_flag(argc, argv, &i, train_usage, &flag, &v);) {
+    const char* known = "-i -j -o -e -b -t -d -l -k -u -q -c -gc -x -xi -v -m -s -g -gk -gt -gp -n -nk -y -ow -rs -p -rb "
+                        "-sk -sl -z";
+    for (int i = 1; cli_next_flag(argc, argv, &i, train_usage, &flag, &v, known);) {
         const char* f = flag.c_str();
         if (flag == "-i") o.train_pattern = v;
         else if (flag == "-j") o.val_pattern = v;
@@ -138,19 +151,24 @@ inline TrainOptions train_parse_args(int argc, char** argv) {
         else if (flag == "-n") o.ckpt_every = (int)cli_parse_int(f, v, 0, BIG, "checkpoint interval");
         else if (flag == "-nk") o.ckpt_keep = (int)cli_parse_int(f, v, 0, BIG, "checkpoints to keep");
         else if (flag == "-y") o.resume = (int)cli_parse_int(f, v, 0, 1, "resume");
+        else if (flag == "-ow") o.overwrite = (int)cli_parse_int(f, v, 0, 1, "overwrite");
         else if (flag == "-rs") o.seed = cli_parse_int(f, v, 0, (1LL << 62), "seed");
         else if (flag == "-p") { o.p = cli_parse_float(f, v, 1, 1e6, "LSSAR p"); o.p_given = true; }
         else if (flag == "-rb") { o.rope_base = cli_parse_float(f, v, 1.0001, 1e30, "RoPE base"); o.rope_given = true; }
         else if (flag == "-sk") o.max_skips = (int)cli_parse_int(f, v, 1, BIG, "consecutive skips");
         else if (flag == "-sl") o.guard.spike_z = cli_parse_float(f, v, 0, 1e30, "loss spike threshold");
         else if (flag == "-z") o.zero1 = (int)cli_parse_int(f, v, 0, 1, "ZeRO-1");
-        else if (flag == "-f") {
+        else if (flag == "-f") o.mc_files = v;
+        else if (flag == "-fv") o.mc_every = (int)cli_parse_int(f, v, 0, BIG, "multiple-choice evaluation interval");
+        else if (flag == "-fn") o.mc_max = (int)cli_parse_int(f, v, 0, BIG, "multiple-choice examples");
+        else if (flag == "-pr") {
             o.precision = v;
             if (o.precision != "fp32" && o.precision != "bf16" && o.precision != "auto")
                 cli_fail(flag + " " + v + ": precision must be fp32, bf16 or auto");
         }
         else cli_fail("unknown flag " + flag + " (-h lists the flags)");
     }
+    if (o.resume && o.overwrite) cli_fail("-y 1 -ow 1: resume the run in -o, or start over there (removing it), not both");
     if ((o.ckpt_every > 0 || o.resume) && o.out_dir.empty())
         cli_fail(std::string(o.resume ? "-y 1" : "-n " + std::to_string(o.ckpt_every)) +
                  ": checkpoints need an output dir (-o)");

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CPU trainer benchmark (not a test): tokens/s of this project's CPU trainer on each of its paths
-# (-f fp32, -f bf16) and of PyTorch on the CPU (test/torch_trainer_bench.py: float32, and bf16
+# (-pr fp32, -pr bf16) and of PyTorch on the CPU (test/torch_trainer_bench.py: float32, and bf16
 # autocast) training the same GPT-2 + RoPE model, in one run, alternating all of them ROUNDS
 # times; then the medians, the ratios, the achieved FLOP/s of the bf16 path as a share of the
 # bf16 matmul throughput measured in the same rounds (build/profile_cpu), and the bf16 path's
@@ -44,8 +44,8 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
 ours() {  # $1 attn, $2 precision: median tokens/s of the timed steps of one run
     rm -rf "$tmp/out"
     ./train_gpt2cpu_$1 -i "$tmp/bench_*.bin" -j "" -o "$tmp/out" -e "$DEPTH" -b "$B" -t "$T" \
-        -x $((STEPS + WARMUP)) -v 0 -s 0 -l 3e-4 -f "$2" >"$tmp/ours.out"
-    grep -q "^precision: $2" "$tmp/ours.out" || { echo "error: -f $2 did not run $2:" >&2; cat "$tmp/ours.out" >&2; exit 1; }
+        -x $((STEPS + WARMUP)) -v 0 -s 0 -l 3e-4 -pr "$2" >"$tmp/ours.out"
+    grep -q "^precision: $2" "$tmp/ours.out" || { echo "error: -pr $2 did not run $2:" >&2; cat "$tmp/ours.out" >&2; exit 1; }
     sed -n 's/^{"step":\([0-9]*\),.*"tokens_per_s":\([0-9.e+]*\).*/\1 \2/p' "$tmp/out/log.jsonl" |
         awk -v w=$WARMUP '$1 > w {print $2}' | median
 }
@@ -84,8 +84,8 @@ for attn in $ATTNS; do
     echo
     echo "| $attn | tokens/s (median) | GFLOP/s | vs PyTorch bf16 autocast |"
     echo "|---|---:|---:|---:|"
-    echo "| this trainer, -f fp32 | $of | $(gf "$of") | $(ratio "$of" "$tb")x |"
-    echo "| this trainer, -f bf16 | $ob | $(gf "$ob") | $(ratio "$ob" "$tb")x |"
+    echo "| this trainer, -pr fp32 | $of | $(gf "$of") | $(ratio "$of" "$tb")x |"
+    echo "| this trainer, -pr bf16 | $ob | $(gf "$ob") | $(ratio "$ob" "$tb")x |"
     echo "| PyTorch fp32 | $tf | $(gf "$tf") | $(ratio "$tf" "$tb")x |"
     echo "| PyTorch bf16 autocast | $tb | $(gf "$tb") | 1.00x |"
     echo "matmuls alone, one step's shapes (median of the rounds): bf16 oneDNN $mmb GFLOP/s, fp32 OpenBLAS $mmf GFLOP/s"

@@ -10,7 +10,7 @@
 # expressions.csv, forces.png, the data (data/) and each model's run (<attn>_<model>/).
 # Every size can be overridden from the environment: SYSTEMS_TRAIN SYSTEMS_VAL SYSTEMS_PROBE
 # PLANETS SIM_STEPS BINS MODEL STEPS LR WARMUP BATCH TOTAL_BATCH CHUNK JOBS SEED (the trainer's) BACKEND (cpu|cu) GPUS
-# PRECISION (the trainer's -f: auto, the fastest, by default; fp32 for the CPU reference path).
+# PRECISION (the trainer's -pr: auto, the fastest, by default; fp32 for the CPU reference path).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -94,7 +94,7 @@ for attn in softmax lssar; do
     echo "== pre-training $MODEL (vocabulary $V) with $attn attention: $STEPS steps of $TOTAL_BATCH tokens"
     "${launch[@]}" ./train_gpt2${BACKEND}_$attn -i "$DATA/orbits_train_*.bin" -j "$DATA/orbits_val_*.bin" \
         -o "$RUN" -e "${MODEL}v$V" -p 15 -b "$BATCH" -t $T -d "$TOTAL_BATCH" -x "$STEPS" -l "$LR" -u "$WARMUP" \
-        -k cosine -q 0.1 -c 0.1 -gc 1.0 -v 100 -m 10 -s 0 -n "$STEPS" -nk 1 -y 1 -rs "$SEED" -f "${PRECISION:-auto}" |
+        -k cosine -q 0.1 -c 0.1 -gc 1.0 -v 100 -m 10 -s 0 -n "$STEPS" -nk 1 -y 1 -rs "$SEED" -pr "${PRECISION:-auto}" |
         grep --line-buffered -E "^(model|precision|step [0-9]*0/|val|wrote)" || true
     [ -s "$RUN/$final" ] || { echo "error: training $attn left no $RUN/$final" >&2; exit 1; }
     echo "== final hidden states of the $SYSTEMS_PROBE probe systems, $attn"

@@ -5,7 +5,7 @@
 //   the gradient norm, as the CUDA back end is checked (test/test_model_cuda.cu);
 // - exact resume: a run stopped and resumed from its checkpoint files ends bit for bit where the
 //   uninterrupted one does, the bf16 weights rebuilt as the last update rounded them;
-// - the trainer's -f flag, and the fp32 fallback when oneDNN may not use bf16 (ONEDNN_MAX_CPU_ISA).
+// - the trainer's -pr flag, and the fp32 fallback when oneDNN may not use bf16 (ONEDNN_MAX_CPU_ISA).
 // Skipped (with a message) on a CPU without bf16 matmuls, where the path is never taken.
 #include <doctest/doctest.h>
 #include "test/run_command.h"
@@ -466,7 +466,7 @@ static std::string tiny_run(const std::string& data, const std::string& out, con
            "-l 3e-3 -c 0.1 -s 0 -v 0 -x 8 -n 4 -o " + out + " " + extra;
 }
 
-TEST_CASE("trainer: -f bf16 trains, resumes bit for bit (-xi, -y 1); without bf16 hardware it says so and runs fp32") {
+TEST_CASE("trainer: -pr bf16 trains, resumes bit for bit (-xi, -y 1); without bf16 hardware it says so and runs fp32") {
     if (!have_bf16()) return;
     TempDir data;
     Rng rng(7);
@@ -475,12 +475,12 @@ TEST_CASE("trainer: -f bf16 trains, resumes bit for bit (-xi, -y 1); without bf1
     write_shard(data.path + "/train_000000.bin", tokens.data(), tokens.size());
 
     TempDir a, b, f32, fallback;
-    Result ra = run(tiny_run(data.path, a.path, "-f bf16"));
+    Result ra = run(tiny_run(data.path, a.path, "-pr bf16"));
     INFO(ra.output);
     REQUIRE(ra.code == 0);
     CHECK(ra.output.find("precision: bf16 matmuls through oneDNN") != std::string::npos);
-    Result rb1 = run(tiny_run(data.path, b.path, "-f bf16 -xi 3"));
-    Result rb2 = run(tiny_run(data.path, b.path, "-f bf16 -y 1"));
+    Result rb1 = run(tiny_run(data.path, b.path, "-pr bf16 -xi 3"));
+    Result rb2 = run(tiny_run(data.path, b.path, "-pr bf16 -y 1"));
     INFO(rb1.output << rb2.output);
     REQUIRE(rb2.code == 0);
     CHECK(read_file(checkpoint_path(a.path, 8)) == read_file(checkpoint_path(b.path, 8)));
@@ -490,15 +490,15 @@ TEST_CASE("trainer: -f bf16 trains, resumes bit for bit (-xi, -y 1); without bf1
     CHECK(la == lb);
 
     // oneDNN held to AVX-512 without bf16: the run says so and is the fp32 run, bit for bit
-    Result r32 = run(tiny_run(data.path, f32.path, "-f fp32"));
-    Result rfb = run("ONEDNN_MAX_CPU_ISA=AVX512_CORE " + tiny_run(data.path, fallback.path, "-f bf16"));
+    Result r32 = run(tiny_run(data.path, f32.path, "-pr fp32"));
+    Result rfb = run("ONEDNN_MAX_CPU_ISA=AVX512_CORE " + tiny_run(data.path, fallback.path, "-pr bf16"));
     INFO(r32.output << rfb.output);
     REQUIRE(rfb.code == 0);
     CHECK(rfb.output.find("no bf16 here") != std::string::npos);
     CHECK(rfb.output.find("using the fp32 path") != std::string::npos);
     CHECK(loss_records(fallback.path + "/log.jsonl") == loss_records(f32.path + "/log.jsonl"));
     CHECK(loss_records(f32.path + "/log.jsonl") != la);
-    Result bad = run(tiny_run(data.path, f32.path, "-f fp16"));
+    Result bad = run(tiny_run(data.path, f32.path, "-pr fp16"));
     CHECK(bad.code != 0);
-    CHECK(bad.output.find("-f fp16: precision must be fp32, bf16 or auto") != std::string::npos);
+    CHECK(bad.output.find("-pr fp16: precision must be fp32, bf16 or auto") != std::string::npos);
 }
