@@ -7,6 +7,7 @@
 #   SETTINGS="400:2e-3:20 400:4e-3:20" bash scripts/gap_experiment.sh
 # A setting is STEPS:LR:WARMUP. Writes out/gap/<setting>_<attn>/ (log.jsonl, train.out),
 # out/gap/gap_table.txt and out/gap/gap.png. Running it again reuses finished runs.
+# PRECISION: the trainer's -pr (default auto, the fastest CPU path; fp32 for the reference).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SETTINGS=${SETTINGS:-"200:2e-3:20 600:2e-3:20 200:6e-3:20 200:1e-3:20 200:2e-3:100"}
@@ -30,7 +31,7 @@ train_one() {  # steps lr warmup attn
     mkdir -p "$dir"
     ./train_gpt2cpu_$attn -i "data/kjv/kjv_train_*.bin" -j "data/kjv/kjv_val_*.bin" -o "$dir" -e "$MODEL" -p 15 \
         -b 16 -t $T -x "$steps" -l "$lr" -u "$warmup" -k cosine -q 0.1 -c 0.1 -gc 1.0 -v 50 -m 20 -s 0 -n 0 \
-        -rs 1337 >"$dir/train.out" 2>&1 || { echo "training failed: $dir/train.out" >&2; tail -3 "$dir/train.out" >&2; return 1; }
+        -rs 1337 -pr "${PRECISION:-auto}" >"$dir/train.out" 2>&1 || { echo "training failed: $dir/train.out" >&2; tail -3 "$dir/train.out" >&2; return 1; }
     echo "[$(basename "$dir")] $(grep '^val loss' "$dir/train.out" | tail -1)"
 }
 

@@ -6,6 +6,7 @@
 # training length (TRIALS trials per length, the needle's depth recorded per trial).
 #   bash scripts/passkey_experiment.sh          ~30 minutes on 2 otherwise idle cores (4 x 600 steps)
 #   STEPS=1500 JOBS=1 THREADS=8 OUT=out/passkey_1500 bash scripts/passkey_experiment.sh
+#   PRECISION=fp32 bash scripts/passkey_experiment.sh   the CPU reference path (default: -pr auto, the fastest)
 # Writes out/passkey_exp/<run>/ (log.jsonl, train.out, the final checkpoint, passkey.csv,
 # passkey_trials.csv), out/passkey_exp/passkey_table.txt, passkey_accuracy.png,
 # passkey_depth.png and training_curves.png. Running it again reuses finished runs (-y 1).
@@ -51,7 +52,7 @@ train_one() {  # name variant p: trains, prints every 100th step and the validat
     mkdir -p "$OUT/$name"
     ./train_gpt2cpu_$attn -i "${mix}_train_*.bin" -j "${mix}_val_*.bin" -o "$OUT/$name" -e "$MODEL" -p "$p" \
         -b "$B" -t "$T" -x "$STEPS" -l "$LR" -u 50 -k cosine -q 0.1 -c 0.1 -gc 1.0 -v 100 -m 20 -s 0 \
-        -n 250 -nk 1 -y 1 -rs "$SEED" >"$OUT/$name/train.out" 2>&1 || { echo "[$name] training failed: $OUT/$name/train.out"; tail -3 "$OUT/$name/train.out"; return 1; }
+        -n 250 -nk 1 -y 1 -rs "$SEED" -pr "${PRECISION:-auto}" >"$OUT/$name/train.out" 2>&1 || { echo "[$name] training failed: $OUT/$name/train.out"; tail -3 "$OUT/$name/train.out"; return 1; }
     grep -E "^step +[0-9]*00/|^val loss" "$OUT/$name/train.out" | tail -2 | sed "s/^/[$name] /"
 }
 
