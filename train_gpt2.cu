@@ -9,9 +9,7 @@
 // Flags follow llm.c's train_gpt2.cu where the meaning is the same; -h lists them all.
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -43,15 +41,6 @@ typedef SingleProcess<Model> Distributed;
 
 // ----------------------------------------------------------------------------
 
-// What one optimizer step measured.
-struct StepResult {
-    double loss = 0, norm = 0, ms = 0;
-    double last_micro_loss = 0;  // this rank's loss of the last micro-batch, before the update
-    float lr = 0;
-    bool applied = true;
-    std::string skip_reason;
-};
-
 struct Trainer {
     TrainOptions opt;
     GPT2Config config;
@@ -65,7 +54,7 @@ struct Trainer {
     Rng rng{0};
     int grad_accum = 1, max_steps = 0;
     std::string last_checkpoint;  // the newest written or resumed from
-    double last_checked_loss = -1;  // the loss check_update_before_checkpoint saw last (-1: none yet)
+    BlowUpCheck blow_up;          // the loss check before each checkpoint
     RunIdentity run_id;           // seed and training data: with the config, what makes a checkpoint ours
     Checkpoint init_ck;           // -e CHECKPOINT: the weights that start the run
     bool from_checkpoint = false;
@@ -98,42 +87,17 @@ struct Trainer {
     }
 
     void sample(int step) {
-        // <|endoftext|> starts the context and fills the unused positions (token 0 for a smaller vocabulary)
         int eot = config.vocab_size > GPT2Tokenizer::EOT ? GPT2Tokenizer::EOT : 0;
-        std::vector<int> tokens = {eot};
-        if (!opt.prompt.empty()) tokenizer.encode(opt.prompt, tokens, nullptr);
-        size_t prompt_len = tokens.size();
-        generate(*model, tokens, opt.gen_tokens, opt.B, opt.T, opt.top_k, opt.temperature, rng, eot);
-        printf("---- sample at step %d\n", step);
-        if (have_tokenizer) {
-            printf("%s%s\n", opt.prompt.c_str(), tokenizer.decode(tokens.data() + prompt_len, tokens.size() - prompt_len).c_str());
-        } else {
-            for (size_t i = prompt_len; i < tokens.size(); i++) printf("%d ", tokens[i]);
-            printf("\n");
-        }
-        printf("----\n");
+        print_sample(*model, have_tokenizer ? &tokenizer : nullptr, opt.prompt, eot, step, opt.gen_tokens, opt.B,
+                     opt.T, opt.top_k, opt.temperature, rng);
     }
 
-    // "No checkpoint ..." or "The last good checkpoint is X", and what to do from there.
-    std::string recovery_advice() const {
-        if (last_checkpoint.empty())
-            return "No checkpoint of this run was written: start it again with a lower learning rate (-l) or "
-                   "harder clipping (a lower -gc).";
-        return "The last good checkpoint is " + last_checkpoint +
-               ": lower the learning rate (-l) or clip harder (a lower -gc), then resume from it (-y 1).";
-    }
-
-    // Before step's checkpoint: the loss of the step's last micro-batch again, with the updated
-    // weights. A blow-up (not finite, or above 2 x + 1 of the loss before the update, or of the loss
-    // this check saw at the previous checkpoint) stops the run before it becomes a checkpoint, so
-    // the checkpoint the advice names is one the advice works from. Every rank decides alike.
+    // Before step's checkpoint: runtime/guard.h's BlowUpCheck on the step's last micro-batch, the
+    // same decision on every rank.
     void check_update_before_checkpoint(int step, const StepResult& r) {
         double after = model->forward(inputs.data(), targets.data(), opt.B, opt.T);
-        double reference = r.last_micro_loss;
-        if (last_checked_loss >= 0) reference = std::min(reference, last_checked_loss);
-        bool blew_up = !(std::isfinite(after) && after <= 2 * reference + 1);
-        if (!dist.any(blew_up)) {
-            last_checked_loss = after;
+        if (!dist.any(blow_up.blew_up(r.last_micro_loss, after))) {
+            blow_up.passed(after);
             return;
         }
         char what[256];
@@ -142,7 +106,7 @@ struct Trainer {
                  "it, lr %.3g); its checkpoint is not written; stopping. ",
                  step, r.last_micro_loss, after, r.lr);
         log.line("{\"step\":" + std::to_string(step) + ",\"stopped\":\"update blew up\"}");
-        cli_fail(what + recovery_advice(), 2);
+        cli_fail(what + recovery_advice(last_checkpoint), 2);
     }
 
     // Every rank calls this (runtime/run_checkpoint.h: shards first, the model file last).
@@ -190,15 +154,8 @@ struct Trainer {
         from_checkpoint = !gpt2_parse_descriptor(opt.model, &config, &error);
         if (!error.empty()) cli_fail("-e " + opt.model + ": " + error);
         if (from_checkpoint) {
-            if (!path_exists(opt.model))
-                cli_fail("-e " + opt.model + ": neither a depth descriptor (like d12 or d4c256h4) nor a checkpoint file");
-            checkpoint_read(opt.model, init_ck);
-            GPT2Config want = init_ck.config;
-            want.attn = config.attn;
-            if (opt.p_given) want.p = opt.p;
-            if (opt.rope_given) want.rope_base = opt.rope_base;
-            std::string mismatch = checkpoint_config_mismatch(opt.model, init_ck.config, want, false);
-            if (!mismatch.empty()) cli_fail(mismatch);
+            error = read_init_checkpoint(opt.model, config, opt.p_given, opt.rope_given, &init_ck);
+            if (!error.empty()) cli_fail(error);
             config = init_ck.config;
             config.max_seq_len = opt.T;
         } else {
@@ -210,15 +167,8 @@ struct Trainer {
     // Refuses a run that cannot fit, before allocating: the estimate against what this rank has.
     void check_memory() {
         MemoryEstimate need = training_memory_estimate(config, opt.B, opt.T);
-        double available = host_memory_available();
-        std::string where = "MemAvailable of /proc/meminfo";
-#if !defined(TRAIN_BACKEND_CPU) && !defined(SIMT)
-        size_t free_bytes = 0, total_bytes = 0;
-        if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
-            available = (double)free_bytes;
-            where = "free memory of the GPU (cudaMemGetInfo)";
-        }
-#endif
+        std::string where;
+        double available = backend_memory_available(&where);
         std::string err = memory_shortfall(need, available, "-e " + opt.model + " -b " + std::to_string(opt.B) +
                                                                 " -t " + std::to_string(opt.T), where);
         if (!err.empty()) cli_fail(err);
@@ -303,12 +253,8 @@ struct Trainer {
     void setup_output(bool resumed) {
         if (opt.out_dir.empty() || !is_main()) return;
         log.open(opt.out_dir + "/log.jsonl", resumed ? state.step : -1);
-        // the run's header: what eval/plot_training.py needs to put tokens on an axis
         if (!resumed)
-            log.line("{\"step\":0,\"world_size\":" + std::to_string(world()) + ",\"tokens_per_step\":" +
-                     std::to_string(opt.total_batch) + ",\"B\":" + std::to_string(opt.B) + ",\"T\":" +
-                     std::to_string(opt.T) + ",\"attn\":\"" + attn_kind_name(config.attn) + "\",\"p\":" +
-                     json_number(config.p) + "}");
+            log.line(run_header_record(world(), opt.total_batch, opt.B, opt.T, attn_kind_name(config.attn), config.p));
     }
 
     void load_tokenizer() {
@@ -342,16 +288,8 @@ struct Trainer {
         std::string err = make_dirs(opt.out_dir);
         if (!err.empty()) cli_fail("-o " + opt.out_dir + ": " + err);
         if (!is_main()) return;
-        err = run_dir_lock(opt.out_dir);
-        if (!err.empty()) cli_fail("-o " + opt.out_dir + ": " + err);
-        if (opt.overwrite) {
-            run_dir_remove_checkpoints(opt.out_dir);
-        } else if (!opt.resume) {
-            err = run_dir_new_run_error(opt.out_dir);
-            if (!err.empty()) cli_fail(err);
-        }
-        for (const std::string& path : run_dir_remove_orphans(opt.out_dir, run_id))
-            printf("removed %s (its model file is gone: left by an interrupted run)\n", path.c_str());
+        err = run_dir_claim(opt.out_dir, opt.overwrite, opt.resume, run_id);
+        if (!err.empty()) cli_fail(err);
     }
 
     void setup() {
@@ -402,25 +340,15 @@ struct Trainer {
     // The step line (loss, norm, lr, time, tokens/s, MFU on a known GPU, ETA) and its log record.
     void report_step(int step, const StepResult& r, double mfu, double eta_s) {
         double tok_s = opt.total_batch / (r.ms / 1000.0);
-        char mfu_text[32] = "";
-        if (mfu > 0) snprintf(mfu_text, sizeof mfu_text, " | MFU %.1f%%", 100.0 * mfu);
-        std::string skipped = r.applied ? "" : " | SKIPPED: " + r.skip_reason;
-        printf("step %*d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s%s | ETA %s%s\n",
-               (int)std::to_string(max_steps).size(), step, max_steps, r.loss, r.norm, r.lr, r.ms, tok_s, mfu_text,
-               format_duration(eta_s).c_str(), skipped.c_str());
-        fflush(stdout);
-        std::string rec = "{\"step\":" + std::to_string(step) + ",\"loss\":" + json_number(r.loss) +
-                          ",\"grad_norm\":" + json_number(r.norm) + ",\"lr\":" + json_number(r.lr) +
-                          ",\"ms\":" + json_number(r.ms) + ",\"tokens_per_s\":" + json_number(tok_s);
-        if (!r.applied) rec += ",\"skipped\":\"" + r.skip_reason + "\"";
-        log.line(rec + "}");
+        print_step_line(step, max_steps, r, tok_s, mfu, eta_s);
+        log.line(step_record(step, r, tok_s));
     }
 
     // Too many skipped updates in a row: stop, naming the checkpoint to go back to.
     void stop_if_stuck(int step, const StepResult& r) {
         if (r.applied || state.consecutive_skips < opt.max_skips) return;
         std::string msg = std::to_string(state.consecutive_skips) + " consecutive updates skipped (last: " +
-                          r.skip_reason + " at step " + std::to_string(step) + "); stopping. " + recovery_advice();
+                          r.skip_reason + " at step " + std::to_string(step) + "); stopping. " + recovery_advice(last_checkpoint);
         log.line("{\"step\":" + std::to_string(step) + ",\"stopped\":\"" + r.skip_reason + "\"}");
         cli_fail(msg, 2);
     }

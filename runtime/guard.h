@@ -36,3 +36,26 @@ struct UpdateGuard {
         return true;
     }
 };
+
+// The check before a checkpoint is written: the loss of the step's last micro-batch again, with
+// the updated weights. A blow-up (not finite, or above 2 x + 1 of the loss before the update or of
+// the loss the check saw at the previous checkpoint) stops the run before it becomes a checkpoint,
+// so that the checkpoint the advice names is one the advice works from.
+struct BlowUpCheck {
+    double last_checked_loss = -1;  // -1: none yet
+
+    bool blew_up(double before, double after) const {
+        double reference = last_checked_loss >= 0 ? std::min(before, last_checked_loss) : before;
+        return !(std::isfinite(after) && after <= 2 * reference + 1);
+    }
+    void passed(double after) { last_checked_loss = after; }
+};
+
+// "No checkpoint ..." or "The last good checkpoint is X", and what to do from there.
+inline std::string recovery_advice(const std::string& last_checkpoint) {
+    if (last_checkpoint.empty())
+        return "No checkpoint of this run was written: start it again with a lower learning rate (-l) or "
+               "harder clipping (a lower -gc).";
+    return "The last good checkpoint is " + last_checkpoint +
+           ": lower the learning rate (-l) or clip harder (a lower -gc), then resume from it (-y 1).";
+}

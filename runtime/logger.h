@@ -26,6 +26,42 @@ inline std::string format_duration(double seconds) {
     return buf;
 }
 
+// What one optimizer step measured.
+struct StepResult {
+    double loss = 0, norm = 0, ms = 0;
+    double last_micro_loss = 0;  // this rank's loss of the last micro-batch, before the update
+    float lr = 0;
+    bool applied = true;         // false: the guard skipped the update, for skip_reason
+    std::string skip_reason;
+};
+
+// "step  5/200 | loss ... | norm ... | lr ... | ms | tok/s[ | MFU][ | ETA][ | SKIPPED: why]"
+inline void print_step_line(int step, int max_steps, const StepResult& r, double tok_s, double mfu, double eta_s) {
+    char mfu_text[32] = "";
+    if (mfu > 0) snprintf(mfu_text, sizeof mfu_text, " | MFU %.1f%%", 100.0 * mfu);
+    std::string skipped = r.applied ? "" : " | SKIPPED: " + r.skip_reason;
+    printf("step %*d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s%s | ETA %s%s\n",
+           (int)std::to_string(max_steps).size(), step, max_steps, r.loss, r.norm, r.lr, r.ms, tok_s, mfu_text,
+           format_duration(eta_s).c_str(), skipped.c_str());
+    fflush(stdout);
+}
+
+// the step's record of log.jsonl
+inline std::string step_record(int step, const StepResult& r, double tok_s) {
+    std::string rec = "{\"step\":" + std::to_string(step) + ",\"loss\":" + json_number(r.loss) +
+                      ",\"grad_norm\":" + json_number(r.norm) + ",\"lr\":" + json_number(r.lr) +
+                      ",\"ms\":" + json_number(r.ms) + ",\"tokens_per_s\":" + json_number(tok_s);
+    if (!r.applied) rec += ",\"skipped\":\"" + r.skip_reason + "\"";
+    return rec + "}";
+}
+
+// The first record of a run's log: what eval/plot_training.py needs to put tokens on an axis.
+inline std::string run_header_record(int world, long long tokens_per_step, int B, int T, const char* attn, double p) {
+    return "{\"step\":0,\"world_size\":" + std::to_string(world) + ",\"tokens_per_step\":" +
+           std::to_string(tokens_per_step) + ",\"B\":" + std::to_string(B) + ",\"T\":" + std::to_string(T) +
+           ",\"attn\":\"" + attn + "\",\"p\":" + json_number(p) + "}";
+}
+
 struct JsonlLog {
     std::string path;
     FILE* file = nullptr;

@@ -61,3 +61,17 @@ inline std::string memory_shortfall(const MemoryEstimate& need, double available
            "), the machine has " + format_bytes(available) + " available (" + where +
            "); use a smaller model (-e), micro-batch (-b) or sequence length (-t)";
 }
+
+// The memory a run of this back end can use, and *where what it is measured: the GPU's free memory
+// on the CUDA back end, MemAvailable of /proc/meminfo on the CPU back end and under the emulator.
+inline double backend_memory_available(std::string* where) {
+#if defined(__CUDACC__)
+    size_t free_bytes = 0, total_bytes = 0;
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
+        *where = "free memory of the GPU (cudaMemGetInfo)";
+        return (double)free_bytes;
+    }
+#endif
+    *where = "MemAvailable of /proc/meminfo";
+    return host_memory_available();
+}

@@ -16,6 +16,7 @@
 
 #include "dataloader/dataloader.h"
 #include "runtime/checkpoint.h"
+#include "runtime/fs.h"
 
 // Writes step's checkpoint into dir (every rank calls it); `state` is the trainer's state at that
 // step (step, rng and loader filled in by the caller). `previous` names the last checkpoint written
@@ -122,4 +123,18 @@ inline bool find_resume_point(const std::string& dir, const GPT2Config& config, 
         throw std::runtime_error(e.what() + resume_fallback_advice(dir, steps));
     }
     return true;
+}
+
+// -e CHECKPOINT: the checkpoint whose weights start a new run, into *out; "" if it suits the run
+// (`asked`: this binary's variant, and p and the RoPE base where the flags gave them), else the
+// refusal. The run takes the checkpoint's config (its length aside).
+inline std::string read_init_checkpoint(const std::string& path, const GPT2Config& asked, bool p_given, bool rope_given,
+                                        Checkpoint* out) {
+    if (!path_exists(path)) return "-e " + path + ": neither a depth descriptor (like d12 or d4c256h4) nor a checkpoint file";
+    checkpoint_read(path, *out);
+    GPT2Config want = out->config;
+    want.attn = asked.attn;
+    if (p_given) want.p = asked.p;
+    if (rope_given) want.rope_base = asked.rope_base;
+    return checkpoint_config_mismatch(path, out->config, want, false);
 }

@@ -130,3 +130,20 @@ inline std::vector<std::string> run_dir_remove_orphans(const std::string& dir, c
     }
     return removed;
 }
+
+// What the trainer's rank 0 does with its output dir before training: lock it for this process,
+// start over (-ow 1) or refuse a new run over another's checkpoints, and remove this run's orphans
+// (printed). "" on success, else the refusal.
+inline std::string run_dir_claim(const std::string& dir, bool overwrite, bool resume, const RunIdentity& run) {
+    std::string err = run_dir_lock(dir);
+    if (!err.empty()) return "-o " + dir + ": " + err;
+    if (overwrite) {
+        run_dir_remove_checkpoints(dir);
+    } else if (!resume) {
+        err = run_dir_new_run_error(dir);
+        if (!err.empty()) return err;
+    }
+    for (const std::string& path : run_dir_remove_orphans(dir, run))
+        printf("removed %s (its model file is gone: left by an interrupted run)\n", path.c_str());
+    return "";
+}
