@@ -298,9 +298,9 @@ std::string checkpoint_config_mismatch(const std::string& path, const GPT2Config
             return msg;
         }
     }
-    if (have.attn == ATTN_LSSAR && have.p != want.p) {
-        snprintf(msg, sizeof msg, "checkpoint %s has LSSAR p = %g, this run asks for p = %g", path.c_str(), have.p,
-                 want.p);
+    if (attn_reweights(have.attn) && have.p != want.p) {
+        snprintf(msg, sizeof msg, "checkpoint %s has %s p = %g, this run asks for p = %g", path.c_str(),
+                 attn_kind_name(have.attn), have.p, want.p);
         return msg;
     }
     if (have.rope_base != want.rope_base) {

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <string>
 
-#include "attention/attention_cpu.h"
+#include "attention/attention_kind.h"
 #include "model/rand.h"
 
 struct GPT2Config {
@@ -17,7 +17,7 @@ struct GPT2Config {
     int num_heads = 12;
     int channels = 768;
     AttnKind attn = ATTN_LSSAR;
-    float p = 15.0f;                // LSSAR's re-weighting power (ignored by softmax and LSSA)
+    float p = 15.0f;                // the re-weighting power (ignored by variants without re-weighting)
     float rope_base = 10000.0f;
 };
 
@@ -47,12 +47,14 @@ inline std::string gpt2_config_error(const GPT2Config& c) {
                  c.channels / c.num_heads);
         return msg;
     }
-    if (c.attn != ATTN_SOFTMAX && c.attn != ATTN_LSSA && c.attn != ATTN_LSSAR) {
-        snprintf(msg, sizeof msg, "config: attn = %d is not softmax (0), lssa (1) or lssar (2)", (int)c.attn);
+    if (!attn_valid(c.attn)) {
+        snprintf(msg, sizeof msg, "config: attn = %d is not an attention variant (0..%d: %s)", (int)c.attn,
+                 ATTN_NUM_KINDS - 1, attn_kind_list().c_str());
         return msg;
     }
-    if (c.attn == ATTN_LSSAR && !(c.p >= 1.0f)) {
-        snprintf(msg, sizeof msg, "config: p = %g must be >= 1 for LSSAR", c.p);
+    if (attn_reweights(c.attn) && !(c.p >= 1.0f)) {
+        snprintf(msg, sizeof msg, "config: p = %g must be >= 1 for %s (the re-weighting power)", c.p,
+                 attn_kind_name(c.attn));
         return msg;
     }
     if (!(c.rope_base > 1.0f)) {
