@@ -1,14 +1,11 @@
 # One entry point: build, test, demo, dev kernels.
 #   make test                 build and run every test that needs no GPU (emulated CUDA included)
-#   make train_gpt2cpu        CPU trainer        (ATTN=softmax|lssa|lssar, default lssar)
+#   make train_gpt2cpu        CPU trainer        (ATTN=<variant>, default lssar; make ATTN=x lists them)
 #   make train_gpt2cu         CUDA trainer (nvcc)
 #   make cuda                 compile and link every CUDA target with nvcc (sm_80, sm_90)
 # Each directory adds its targets in its own <dir>/*.mk fragment.
 
-ATTN ?= lssar
-ifeq ($(filter $(ATTN),softmax lssa lssar),)
-$(error ATTN=$(ATTN) is not a known attention variant: use ATTN=softmax, ATTN=lssa or ATTN=lssar)
-endif
+ATTN ?= lssar   # checked against ATTN_VARIANTS (attention/attention.mk) below
 
 CXX      ?= g++
 NVCC     ?= /usr/local/cuda/bin/nvcc
@@ -30,6 +27,10 @@ all:
 
 # the emulator's fragments first: the others use the variables they define
 include $(sort $(wildcard test/*/*.mk)) $(sort $(wildcard */*.mk))
+
+ifeq ($(filter $(ATTN),$(ATTN_VARIANTS)),)
+$(error ATTN=$(ATTN) is not a known attention variant; the known ones are: $(ATTN_VARIANTS))
+endif
 
 all: $(CPU_BINS)
 cuda: $(CUDA_BINS)

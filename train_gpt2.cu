@@ -109,7 +109,7 @@ static void usage() {
     Options d;
     fprintf(stderr,
         "Usage: ./train_gpt2%s_%s [options]\n"
-        "Trains GPT-2 + RoPE with %s attention (fixed at build time: make ... ATTN=softmax|lssa|lssar).\n"
+        "Trains GPT-2 + RoPE with %s attention (fixed at build time: make ... ATTN=<variant>; make ATTN=x lists them).\n"
         "Data and output\n"
         "  -i <glob>    training shards (default %s)\n"
         "  -j <glob>    validation shards (default %s; \"\" = none)\n"
@@ -119,7 +119,7 @@ static void usage() {
         "  -e <model>   a depth descriptor dL[cC][hH][vV] (L layers, C channels = 64L, H heads = C/64,\n"
         "               V vocab = 50257 by default; e.g. d12, d4c256h4), or a checkpoint to start from\n"
         "               (its weights; fresh optimizer and data order) (default %s)\n"
-        "  -p <float>   LSSAR re-weighting power p >= 1 (default %g; ignored by softmax and lssa)\n"
+        "  -p <float>   re-weighting power p >= 1 (default %g; variants with re-weighting only)\n"
         "  -rb <float>  RoPE base (default %g)\n"
         "Batch\n"
         "  -b <int>     micro-batch size B (default %d)\n"
@@ -244,13 +244,16 @@ static Options parse_args(int argc, char** argv) {
         else if (flag == "-nk") o.ckpt_keep = (int)parse_int(flag, v, 0, BIG, "checkpoints to keep");
         else if (flag == "-y") o.resume = (int)parse_int(flag, v, 0, 1, "resume");
         else if (flag == "-rs") o.seed = parse_int(flag, v, 0, (1LL << 62), "seed");
-        else if (flag == "-p") { o.p = parse_float(flag, v, 1, 1e6, "LSSAR p"); o.p_given = true; }
+        else if (flag == "-p") { o.p = parse_float(flag, v, 1, 1e6, "re-weighting power p"); o.p_given = true; }
         else if (flag == "-rb") { o.rope_base = parse_float(flag, v, 1.0001, 1e30, "RoPE base"); o.rope_given = true; }
         else if (flag == "-sk") o.max_skips = (int)parse_int(flag, v, 1, BIG, "consecutive skips");
         else if (flag == "-sl") o.spike_z = parse_float(flag, v, 0, 1e30, "loss spike threshold");
         else if (flag == "-z") o.zero1 = (int)parse_int(flag, v, 0, 1, "ZeRO-1");
         else fail("unknown flag " + flag + " (-h lists the flags)");
     }
+    if (o.p_given && !attn_reweights(ATTN_BUILT))
+        fail(std::string("-p: ") + ATTN_NAME + " attention has no re-weighting, so p does not apply (leave -p out, "
+             "or build a variant with re-weighting: lssar, softmax_rw, sigmoid_l1_rw, relu_l1_rw)");
     if ((o.ckpt_every > 0 || o.resume) && o.out_dir.empty())
         fail(std::string(o.resume ? "-y 1" : "-n " + std::to_string(o.ckpt_every)) + ": checkpoints need an output dir (-o)");
     return o;
@@ -599,7 +602,7 @@ struct Trainer {
             }
         }
         printf("model: %s attention%s, %d layers, %d heads, %d channels, vocab %d (padded %d), %zu parameters, %s back end\n",
-               attn_kind_name(config.attn), config.attn == ATTN_LSSAR ? (" p " + json_number(config.p)).c_str() : "",
+               attn_kind_name(config.attn), attn_reweights(config.attn) ? (" p " + json_number(config.p)).c_str() : "",
                config.num_layers, config.num_heads, config.channels, config.vocab_size, config.padded_vocab_size,
                model->num_parameters,
 #ifdef TRAIN_BACKEND_CPU

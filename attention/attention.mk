@@ -1,18 +1,15 @@
-# Attention (Softmax, LSSA, LSSAR): CUDA kernels, their emulated test, dev benchmarks.
+# The attention family (attention/attention_kind.h): CUDA kernels, their emulated test, dev benchmarks.
 #   make build/test_attention_cuda      emulated test (SIMT), part of make test
 #   make build/test_attention_cuda_gpu  the same test under nvcc, for a GPU (make cuda)
 #   make build/attention_forward build/attention_backward   dev benchmarks (nvcc; with cuDNN's flash
 #                                       attention as a baseline where cuDNN is installed)
-# The trainer takes the variant from ATTN_NVCCFLAGS (-DATTN_VARIANT=0|1|2 for softmax|lssa|lssar).
+# The variants make knows, in attention/attention_kind.h's order: ATTN=<one of them> builds a
+# program for that variant only (-DATTN_NAME='"<name>"': the kind is a compile-time constant).
+ATTN_VARIANTS := softmax lssa lssar sigmoid relu softmax_rw sigmoid_l1_rw relu_l1_rw
 
-ATTN_VARIANT_softmax := 0
-ATTN_VARIANT_lssa    := 1
-ATTN_VARIANT_lssar   := 2
-ATTN_NVCCFLAGS := -DATTN_VARIANT=$(ATTN_VARIANT_$(ATTN))
-
-ATTN_CUDA_HEADERS := attention/attention.cuh attention/attention_softmax.cuh attention/attention_lssar.cuh \
-                     attention/tile.cuh attention/attention_cpu.h layers/cuda_common.cuh layers/floatx.cuh \
-                     layers/mma.cuh
+ATTN_CUDA_HEADERS := attention/attention.cuh attention/attention_forward.cuh attention/attention_backward.cuh \
+                     attention/attention_common.cuh attention/attention_kind.h attention/tile.cuh \
+                     attention/attention_cpu.h layers/cuda_common.cuh layers/floatx.cuh layers/mma.cuh
 
 TESTS += $(BUILD)/test_attention_cuda
 $(BUILD)/test_attention_cuda: test/test_attention_cuda.cu $(ATTN_CUDA_HEADERS) $(SIMT_LIB) | $(BUILD)

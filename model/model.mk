@@ -3,7 +3,7 @@
 #   make train_gpt2cu ATTN=lssar    -> ./train_gpt2cu_lssar    (nvcc, CUDA back end)
 #   make loss_vs_length_cpu ATTN=.. -> build/loss_vs_length_cpu_<attn>   (and loss_vs_length_cu)
 #   build/train_gpt2cu_emu_<attn>   the CUDA back end's trainer under the SIMT emulator (tests only)
-ATTN_VARIANTS := softmax lssa lssar
+# ATTN_VARIANTS: attention/attention.mk
 CHECKPOINT_OBJ := $(BUILD)/model/checkpoint.o
 TRAINER_CPU_HEADERS := model/backend.h model/backend_cpu.h model/gpt2_cpu.h model/gpt2_config.h model/rand.h model/checkpoint.h \
                        eval/sample.h eval/loss_vs_length.h eval/cli.h attention/attention_cpu.h $(wildcard layers/*_cpu.h) \

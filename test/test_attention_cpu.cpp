@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "attention/attention_cpu.h"
+#include "eval/cli.h"
 #include "test/gradcheck.h"
 #include "test/lssar_kink.h"
 
@@ -387,4 +388,20 @@ TEST_CASE("LSSAR at T=4096 in float32, nearly identical keys: stable form matche
     naive_lssar_broken_rows(qkv32, in.T, in.hd, 15.0, &overflow, &underflow);
     MESSAGE("naive float32 relu(x)^15: " << underflow << " of " << in.T - 3 << " rows underflow to 0/0");
     CHECK(underflow > in.T / 2);
+}
+
+TEST_CASE("evaluating at another p: refused below 1 and for variants without re-weighting") {
+    double p;
+    CHECK(cli_p_override_error(ATTN_LSSAR, "c.bin", "3", &p).empty());
+    CHECK(p == 3.0);
+    CHECK(cli_p_override_error(ATTN_RELU_L1_RW, "c.bin", "15", &p).empty());
+    std::string low = cli_p_override_error(ATTN_LSSAR, "c.bin", "0.5", &p);
+    CHECK(low.find("-p 0.5") != std::string::npos);
+    CHECK(low.find(">= 1") != std::string::npos);
+    std::string none = cli_p_override_error(ATTN_SOFTMAX, "c.bin", "3", &p);
+    CHECK(none.find("c.bin") != std::string::npos);
+    CHECK(none.find("softmax") != std::string::npos);
+    CHECK(none.find("no re-weighting") != std::string::npos);
+    CHECK(cli_p_override_error(ATTN_SIGMOID, "c.bin", "3", &p).find("no re-weighting") != std::string::npos);
+    CHECK(cli_p_override_error(ATTN_LSSAR, "c.bin", "x", &p).find("expected a number") != std::string::npos);
 }

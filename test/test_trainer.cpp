@@ -304,6 +304,8 @@ TEST_CASE("checkpoints of another variant or config, with a wrong magic, truncat
     SUBCASE("another p or RoPE base than asked for") {
         check_refused(start_from(good.path, "-p 3"), {good.path, "p = 15", "p = 3"});
         check_refused(start_from(good.path, "-rb 500"), {good.path, "rope_base = 10000", "500"});
+        // evaluation at another p: the tools take -p >= 1 (and refuse less)
+        check_refused(run(std::string(LVL_TOOL) + " -e " + good.path + " -p 0.5"), {"-p 0.5", ">= 1"});
     }
     SUBCASE("resuming into a run of another config") {
         // the output dir holds a d2c32h2 checkpoint; this run asks for 64 channels, or another T
@@ -514,7 +516,7 @@ TEST_CASE("bad flags are refused, naming the flag and the value") {
         {"-d 100", {"-d 100", "multiple of B*T = 64"}},
         {"-k step", {"-k step", "cosine, linear or constant"}},
         {"-q 2", {"-q 2", "final learning rate fraction"}},
-        {"-p 0.5", {"-p 0.5", "LSSAR p"}},
+        {"-p 0.5", {"-p 0.5", "re-weighting power p"}},
         {"-y 2", {"-y 2", "resume"}},
         {"-n 5", {"-n 5", "output dir (-o)"}},
         {"-zz 1", {"unknown flag -zz"}},
