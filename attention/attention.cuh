@@ -77,7 +77,7 @@ void attention_forward_hd(floatX* out, float* stats, const floatX* qkv, void* sc
     dim3 grid(ceil_div(T, Tile::ROWS), B * NH);
     AttentionScratch s = attention_scratch_split(scratch, B, T, NH, HD);
     int rows = B * T * NH;
-    if (attn_cos_len<K>()) {
+    if (AttnTraits<K>::cos_len) {
         cuda_launch(lssa_scales_kernel<HD>, ceil_div(rows, 8), 256, 0, stream, s.scales, qkv, B, T, NH);
     }
     cuda_launch((attention_forward_kernel<HD, K>), grid, Tile::THREADS, 0, stream, out, stats, qkv,
@@ -88,25 +88,25 @@ template <int HD, AttnKind K>
 void attention_backward_hd(floatX* dqkv, const floatX* dout, const floatX* qkv, const floatX* out,
                            const float* stats, void* scratch, int B, int T, int NH, float p, cudaStream_t stream) {
     using Tile = AttnTile<HD>;
-    constexpr AttnVariant V = attn_variant(K);
+    using V = AttnTraits<K>;
     dim3 grid(ceil_div(T, Tile::ROWS), B * NH);
     AttentionScratch s = attention_scratch_split(scratch, B, T, NH, HD);
     int rows = B * T * NH, p_int = attention_p_int(p);
     cudaCheck(cudaMemsetAsync(s.dqh, 0, sizeof(float) * rows * HD, stream));
-    if (attn_cos_len<K>()) {
+    if (AttnTraits<K>::cos_len) {
         cuda_launch(lssa_scales_kernel<HD>, ceil_div(rows, 8), 256, 0, stream, s.scales, qkv, B, T, NH);
     }
-    if (V.reweight) {  // D2 and D1 from the unrounded weights
+    if (V::reweight) {  // D2 and D1 from the unrounded weights
         cuda_launch((attention_rowd_kernel<HD, K>), grid, Tile::THREADS, 0, stream, s.rowd, dout, qkv, stats,
                     (const float*)s.scales, T, NH, p, p_int);
-    } else if (V.norm == ATTN_NORM_L1) {  // D2 = D1 = dy . y
+    } else if (V::norm == ATTN_NORM_L1) {  // D2 = D1 = dy . y
         cuda_launch(attention_rowdot_kernel<HD>, ceil_div(rows, 8), 256, 0, stream, s.rowd, dout, out, B, T, NH);
     } else {  // none, mean: no row sum to differentiate
         cudaCheck(cudaMemsetAsync(s.rowd, 0, sizeof(float) * rows * 2, stream));
     }
     cuda_launch((attention_backward_kernel<HD, K>), grid, Tile::THREADS, 0, stream, dqkv, s.dqh, s.dkh, dout, qkv,
                 stats, (const float*)s.rowd, (const float*)s.scales, T, NH, p, p_int);
-    cuda_launch((lssa_normgrad_kernel<HD, attn_cos_len<K>()>), ceil_div(rows, 8), 256, 0, stream, dqkv,
+    cuda_launch((lssa_normgrad_kernel<HD, AttnTraits<K>::cos_len>), ceil_div(rows, 8), 256, 0, stream, dqkv,
                 (const float*)s.dqh, (const float*)s.dkh, qkv, (const float*)s.scales, B, T, NH);
 }
 

@@ -3,21 +3,15 @@
 #   make build/test_attention_cuda_gpu  the same test under nvcc, for a GPU (make cuda)
 #   make build/attention_forward build/attention_backward   dev benchmarks (nvcc; with cuDNN's flash
 #                                       attention as a baseline where cuDNN is installed)
-# The variants make knows, in attention/attention_kind.h's order: ATTN=<one of them> builds a
-# program for that variant only (-DATTN_NAME='"<name>"': the kind is a compile-time constant).
-ATTN_VARIANTS := softmax lssa lssar sigmoid relu softmax_rw sigmoid_l1_rw relu_l1_rw
-
-ATTN_CUDA_HEADERS := attention/attention.cuh attention/attention_forward.cuh attention/attention_backward.cuh \
-                     attention/attention_common.cuh attention/attention_kind.h attention/tile.cuh \
-                     attention/attention_cpu.h layers/cuda_common.cuh layers/floatx.cuh layers/mma.cuh
+# The variants: ATTN_VARIANTS in the Makefile.
 
 TESTS += $(BUILD)/test_attention_cuda
-$(BUILD)/test_attention_cuda: test/test_attention_cuda.cu $(ATTN_CUDA_HEADERS) $(SIMT_LIB) | $(BUILD)
-	$(CXX) $(CXXFLAGS) $(SIMT_CXXFLAGS) -x c++ test/test_attention_cuda.cu -x none $(SIMT_LDLIBS) -o $@
+$(BUILD)/test_attention_cuda: test/test_attention_cuda.cu $(DOCTEST_MAIN) $(SIMT_LIB) | $(BUILD)
+	$(CXX_EMU) -x c++ $< -x none $(DOCTEST_MAIN) $(SIMT_LIB) -lboost_context $(LDLIBS) -o $@
 
 CUDA_BINS += $(BUILD)/test_attention_cuda_gpu $(BUILD)/attention_forward $(BUILD)/attention_backward
-$(BUILD)/test_attention_cuda_gpu: test/test_attention_cuda.cu $(ATTN_CUDA_HEADERS) | $(BUILD)
-	$(NVCC) $(NVCCFLAGS) -x cu test/test_attention_cuda.cu -o $@
+$(BUILD)/test_attention_cuda_gpu: test/test_attention_cuda.cu $(DOCTEST_MAIN) | $(BUILD)
+	$(NVCC_CUDA) $< $(DOCTEST_MAIN) -o $@
 
 # cuDNN's flash attention joins the dev benchmarks as a baseline (dev/attention_cudnn.h) where cuDNN's
 # header and library are both found; CUDNN_DIR points elsewhere (its include/ and lib64/ or lib/).
@@ -31,12 +25,8 @@ ATTN_DEV_CUDNN_FLAGS := -DATTN_DEV_CUDNN -I$(dir $(CUDNN_HEADER))
 ATTN_DEV_CUDNN_LIBS  := -L$(dir $(CUDNN_LIBRARY)) -Xlinker -rpath=$(dir $(CUDNN_LIBRARY)) -lcudnn
 endif
 
-$(BUILD)/attention_forward: dev/attention_forward.cu dev/attention_cudnn.h $(ATTN_CUDA_HEADERS) | $(BUILD)
-	$(NVCC) $(NVCCFLAGS) $(ATTN_DEV_CUDNN_FLAGS) -lineinfo -x cu dev/attention_forward.cu -o $@ $(ATTN_DEV_CUDNN_LIBS)
-
-$(BUILD)/attention_backward: dev/attention_backward.cu dev/attention_forward.cu dev/attention_cudnn.h \
-                             $(ATTN_CUDA_HEADERS) | $(BUILD)
-	$(NVCC) $(NVCCFLAGS) $(ATTN_DEV_CUDNN_FLAGS) -lineinfo -x cu dev/attention_backward.cu -o $@ $(ATTN_DEV_CUDNN_LIBS)
+$(BUILD)/attention_forward $(BUILD)/attention_backward: $(BUILD)/attention_%: dev/attention_%.cu | $(BUILD)
+	$(NVCC_CUDA) $(ATTN_DEV_CUDNN_FLAGS) -lineinfo $< -o $@ $(ATTN_DEV_CUDNN_LIBS)
 
 # test_cudnn_graph: the graphs of dev/attention_cudnn.h finalized and put through cuDNN's heuristics
 # against a described sm_90 device, without a GPU. Part of make test where nvcc and a cuDNN whose
@@ -47,6 +37,5 @@ NVCC_FOUND := $(shell command -v $(NVCC) 2>/dev/null)
 ifneq ($(and $(ATTN_DEV_CUDNN_FLAGS),$(CUDNN_HAS_DEVICEPROP),$(NVCC_FOUND)),)
 TESTS += $(BUILD)/test_cudnn_graph
 endif
-$(BUILD)/test_cudnn_graph: test/test_cudnn_graph.cu dev/attention_cudnn.h layers/cuda_common.cuh layers/floatx.cuh \
-                           | $(BUILD)
-	$(NVCC) $(NVCCFLAGS) $(ATTN_DEV_CUDNN_FLAGS) -x cu test/test_cudnn_graph.cu -o $@ $(ATTN_DEV_CUDNN_LIBS)
+$(BUILD)/test_cudnn_graph: test/test_cudnn_graph.cu $(DOCTEST_MAIN) | $(BUILD)
+	$(NVCC_CUDA) $(ATTN_DEV_CUDNN_FLAGS) $< $(DOCTEST_MAIN) -o $@ $(ATTN_DEV_CUDNN_LIBS)

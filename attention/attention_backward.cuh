@@ -1,4 +1,4 @@
-// The attention family's backward kernels (doc/attention.md), templated on the variant K like
+// The attention family's backward kernels (doc/attention.md, section 'Backward'), templated on the variant K like
 // the forward (attention/attention_forward.cuh). CPU twin: attention/attention_cpu.h.
 //
 //   rowd     (B, NH, T, 2)     fp32: (D2, D1) of every row
@@ -28,29 +28,29 @@ struct AttnRowInfo {
 // A = the normalised phi of score sv (phi returned too): exp(s - lse), phi/S1, phi, phi/n.
 template <AttnKind K>
 __device__ __forceinline__ float attn_A_dev(float sv, float norm, float n, float* phi) {
-    constexpr AttnVariant V = attn_variant(K);
-    if constexpr (V.phi == ATTN_PHI_EXP) {
+    using V = AttnTraits<K>;
+    if constexpr (V::phi == ATTN_PHI_EXP) {
         *phi = expf(sv - norm);
         return *phi;
     } else {
         *phi = attn_phi_dev<K>(sv, 0.0f);
-        return V.norm == ATTN_NORM_L1 ? *phi * norm : V.norm == ATTN_NORM_MEAN ? *phi / n : *phi;
+        return V::norm == ATTN_NORM_L1 ? *phi * norm : V::norm == ATTN_NORM_MEAN ? *phi / n : *phi;
     }
 }
 
 template <AttnKind K, int HD>
 __device__ __forceinline__ AttnRowInfo attn_row_info(int t, int T, const float* st, const float* rd, const float* sc) {
-    constexpr AttnVariant V = attn_variant(K);
+    using V = AttnTraits<K>;
     AttnRowInfo ri{};
     if (t >= T) { return ri; }
     float factor = attn_row_factor<K, HD>(t);
     ri.scale = factor * (sc ? sc[T + t] : 1.0f);
     ri.dq_scale = factor;
     ri.bias = attn_row_bias<K>(t);
-    ri.norm = V.phi == ATTN_PHI_EXP ? st[0] : st[0] > 0.0f ? 1.0f / st[0] : 0.0f;
+    ri.norm = V::phi == ATTN_PHI_EXP ? st[0] : st[0] > 0.0f ? 1.0f / st[0] : 0.0f;
     ri.n = (float)(t + 1);
     ri.o = t < 3 ? 0.0f : 1.0f;
-    bool live = V.reweight && st[1] > 0.0f && st[2] > 0.0f;
+    bool live = V::reweight && st[1] > 0.0f && st[2] > 0.0f;
     ri.inv_m = live ? 1.0f / st[1] : 0.0f;
     ri.inv_Z = live ? 1.0f / st[2] : 0.0f;
     ri.D2 = rd[0];
@@ -86,7 +86,7 @@ attention_rowd_kernel(float* rowd, const floatX* dout, const floatX* qkv, const 
     const floatX* k_base = q_base + C;
     const floatX* v_base = q_base + 2 * C;
     const floatX* do_base = dout + (size_t)b * T * C + h * HD;
-    const float* sc = attn_cos_len<K>() ? scales + (size_t)bh * 4 * T : nullptr;
+    const float* sc = AttnTraits<K>::cos_len ? scales + (size_t)bh * 4 * T : nullptr;
 
     load_tile<ROWS, HD, LD>(sQ, q_base, 3 * C, q0, T, sc);
     load_tile<ROWS, HD, LD>(sdO, do_base, C, q0, T);
@@ -153,11 +153,11 @@ attention_rowd_kernel(float* rowd, const floatX* dout, const floatX* qkv, const 
 template <AttnKind K>
 __device__ __forceinline__ void attn_element_grad(float sv, float dW, const AttnRowInfo& ri, float p, int p_int,
                                                   float* P, float* ds) {
-    constexpr AttnVariant V = attn_variant(K);
+    using V = AttnTraits<K>;
     float phi, A = attn_A_dev<K>(sv, ri.norm, ri.n, &phi);
     float dA = dW;
     *P = A;
-    if constexpr (V.reweight) {
+    if constexpr (V::reweight) {
         float x = ri.n * A - ri.o;
         *P = 0.0f;
         dA = 0.0f;
@@ -168,13 +168,13 @@ __device__ __forceinline__ void attn_element_grad(float sv, float dW, const Attn
             dA = ri.n * p * xp1 * (dW - ri.D2) * ri.inv_m * ri.inv_Z;
         }
     }
-    if constexpr (V.norm == ATTN_NORM_L1) {
+    if constexpr (V::norm == ATTN_NORM_L1) {
         // exp: phi' / S1 = A; otherwise phi'(s) / S1
-        float g = V.phi == ATTN_PHI_EXP ? A : attn_dphi_dev<K>(sv, phi) * ri.norm;
+        float g = V::phi == ATTN_PHI_EXP ? A : attn_dphi_dev<K>(sv, phi) * ri.norm;
         *ds = g * (dA - ri.D1);
     } else {
         float g = attn_dphi_dev<K>(sv, phi);
-        *ds = (V.norm == ATTN_NORM_MEAN ? g / ri.n : g) * dA;
+        *ds = (V::norm == ATTN_NORM_MEAN ? g / ri.n : g) * dA;
     }
 }
 
@@ -206,7 +206,7 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
     const floatX* k_base = q_base + C;
     const floatX* v_base = q_base + 2 * C;
     const floatX* do_base = dout + (size_t)b * T * C + h * HD;
-    const float* sc = attn_cos_len<K>() ? scales + (size_t)bh * 4 * T : nullptr;
+    const float* sc = AttnTraits<K>::cos_len ? scales + (size_t)bh * 4 * T : nullptr;
 
     // the warp's 16 keys as A fragments: K~ (kept in sK for dQ) and V (through sQ)
     load_tile<ROWS, HD, LD>(sK, k_base, 3 * C, k0, T, sc ? sc + 2 * T : nullptr);

@@ -19,9 +19,8 @@
 #include "attention/attention_kind.h"
 #include "attention/tile.cuh"
 
-constexpr float LSSA_EPS = 1e-12f;  // eps of the q/k L2 normalisation (doc/attention.md)
+constexpr float LSSA_EPS = 1e-12f;  // eps of the q/k L2 normalisation (doc/attention.md, section 'LSSA')
 
-template <AttnKind K> constexpr bool attn_cos_len() { return attn_variant(K).score == ATTN_SCORE_COS_LEN; }
 
 // softplus(s) and sigmoid(s) from one exponential: e = exp(-|s|).
 __device__ __forceinline__ float softplus_from(float s, float e) { return fmaxf(s, 0.0f) + log1pf(e); }
@@ -46,24 +45,24 @@ __device__ __forceinline__ float lssa_lam(int t, int hd) { return logf((float)hd
 // The factor on the tensor-core product of row t's scores: lam_t (cos_len; times fac_q by the
 // caller) or 1/sqrt(hd); and the score's bias (-ln n_t for dot_logn, else 0).
 template <AttnKind K, int HD> __device__ __forceinline__ float attn_row_factor(int t) {
-    if constexpr (attn_cos_len<K>()) { return lssa_lam(t, HD); }
+    if constexpr (AttnTraits<K>::cos_len) { return lssa_lam(t, HD); }
     else { return rsqrtf((float)HD); }
 }
 template <AttnKind K> __device__ __forceinline__ float attn_row_bias(int t) {
-    if constexpr (attn_variant(K).score == ATTN_SCORE_DOT_LOGN) { return -logf((float)(t + 1)); }
+    if constexpr (AttnTraits<K>::score == ATTN_SCORE_DOT_LOGN) { return -logf((float)(t + 1)); }
     else { return 0.0f; }
 }
 
 // phi(s) (exp: of s - shift, the row's max) and phi'(s) given phi(s).
 template <AttnKind K> __device__ __forceinline__ float attn_phi_dev(float s, float shift) {
-    constexpr AttnPhi F = attn_variant(K).phi;
+    constexpr AttnPhi F = AttnTraits<K>::phi;
     if constexpr (F == ATTN_PHI_EXP) { return expf(s - shift); }
     else if constexpr (F == ATTN_PHI_SOFTPLUS) { return softplus_from(s, expf(-fabsf(s))); }
     else if constexpr (F == ATTN_PHI_SIGMOID) { return sigmoid_from(s, expf(-fabsf(s))); }
     else { return fmaxf(s, 0.0f); }
 }
 template <AttnKind K> __device__ __forceinline__ float attn_dphi_dev(float s, float phi) {
-    constexpr AttnPhi F = attn_variant(K).phi;
+    constexpr AttnPhi F = AttnTraits<K>::phi;
     if constexpr (F == ATTN_PHI_EXP) { return phi; }
     else if constexpr (F == ATTN_PHI_SOFTPLUS) { return sigmoid_from(s, expf(-fabsf(s))); }
     else if constexpr (F == ATTN_PHI_SIGMOID) { return phi * sigmoid_from(-s, expf(-fabsf(s))); }
@@ -115,10 +114,10 @@ __global__ void lssa_scales_kernel(float* scales, const floatX* qkv, int B, int 
 template <AttnKind K, int ROWS, int HD, int LD>
 __device__ __forceinline__ void load_key_tile(sptr<floatX> sK, sptr<float> key_fac, const floatX* k_base, int C,
                                               int kt, int T, const float* sc) {
-    load_tile<ROWS, HD, LD>(sK, k_base, 3 * C, kt * ROWS, T, attn_cos_len<K>() ? sc + 2 * T : nullptr);
+    load_tile<ROWS, HD, LD>(sK, k_base, 3 * C, kt * ROWS, T, AttnTraits<K>::cos_len ? sc + 2 * T : nullptr);
     for (int j = threadIdx.x; j < ROWS; j += blockDim.x) {
         int key = kt * ROWS + j;
-        key_fac[j] = key >= T ? 0.0f : attn_cos_len<K>() ? sc[3 * T + key] : 1.0f;
+        key_fac[j] = key >= T ? 0.0f : AttnTraits<K>::cos_len ? sc[3 * T + key] : 1.0f;
     }
 }
 
@@ -160,7 +159,8 @@ __global__ void attention_rowdot_kernel(float* rowd, const floatX* dout, const f
     }
 }
 
-// dq and dk from the gradients of the normalised vectors (doc/attention.md):
+// dq and dk from the gradients of the normalised vectors
+// (doc/attention.md, section 'Through the normalisation of q and k'):
 //   dx = (dxh - xh (xh . dxh)) / |x|  when |x| > eps,  dx = dxh / eps  otherwise.
 // With NORMALISED = false (dot scores) dx = dxh. One warp per (b, t, h) row; writes q and k of dqkv.
 template <int HD, bool NORMALISED>

@@ -25,7 +25,7 @@
 
 constexpr double LSSA_NORM_EPS = 1e-12;  // eps of the q/k L2 normalisation
 
-// softplus without a threshold: exact for every s (doc/attention.md, numerics)
+// softplus without a threshold: exact for every s (doc/attention.md, section 'Softplus')
 template <class T> inline T softplus_exact(T s) {
     return std::max(s, T(0)) + std::log1p(std::exp(-std::fabs(s)));
 }
@@ -135,15 +135,16 @@ void attention_prepare(std::vector<T>& qe, std::vector<T>& ke, std::vector<T>& q
 // Stage 2 (re-weighting), max-normalised: x = n A - o, u = (relu(x)/m)^p, W = u / Z, with A in
 // w on entry and W on return. m uses the same operations as x on the largest phi (phi is
 // increasing: it comes from the largest score), so it equals the largest computed x.
-// Degenerate row: every x <= 0, which happens exactly when A is uniform (all scores equal) and
-// o = 1. Rounding in S1 can leave m at +1e-16 there, so equal scores decide, not m alone.
+// Degenerate row: every x <= 0, which happens exactly when A is uniform (every phi equal, as
+// computed: saturated sigmoids count) and o = 1. Rounding in S1 can leave m at +1e-16 there, so
+// equal phi decide, not m alone.
 template <AttnKind K, class T>
-bool attn_row_reweight(T* w, const T* s, T amax, T S1, T stats[3], int t, double p) {
+bool attn_row_reweight(T* w, const T* a, T amax, T S1, T stats[3], int t, double p) {
     constexpr AttnNorm N = attn_variant(K).norm;
     T n = T(t + 1), o = T(lssar_bias(t));
     T m = n * attn_normed<N>(amax, S1, n) - o;
     stats[1] = m;
-    bool uniform = o == 1 && std::all_of(s, s + t + 1, [&](T sj) { return sj == s[0]; });
+    bool uniform = o == 1 && std::all_of(a, a + t + 1, [&](T aj) { return aj == a[0]; });
     if (!(m > 0) || uniform) {
         for (int j = 0; j <= t; j++) w[j] = 0;
         return false;  // Z = 0 in stats marks the row for the backward
@@ -198,11 +199,11 @@ bool attn_row_weights(T* w, T* s, T* a, T stats[3], const T* qe_t, const T* ke, 
         stats[0] = V.phi == ATTN_PHI_EXP ? smax + std::log(S1) : S1;
     }
     for (int j = 0; j <= t; j++) w[j] = attn_normed<V.norm>(a[j], S1, n);
-    if constexpr (V.reweight) return attn_row_reweight<K>(w, s, amax, S1, stats, t, p);
+    if constexpr (V.reweight) return attn_row_reweight<K>(w, a, amax, S1, stats, t, p);
     return true;
 }
 
-// d(score) of one row from dW (= dy . v_j), following doc/attention.md's backward.
+// d(score) of one row from dW (= dy . v_j), following doc/attention.md, section 'Backward'.
 // w: the row's final weights; s, a: its scores and phi values; stats as in the forward.
 // Writes ds[0..t] (the gradient with respect to s_tj); dA is scratch of length t+1.
 // Under re-weighting, returns dL/dp of the row: sum_j dW_j W_j (ln(x_j/m) - sum_k W_k ln(x_k/m)).

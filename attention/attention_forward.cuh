@@ -1,6 +1,7 @@
-// The attention family's forward kernel (doc/attention.md): causal, flash-style, O(T) memory,
-// tensor cores for Q K^T and P V. One kernel, templated on the variant K (score, phi,
-// normalisation, re-weighting: attention/attention_kind.h). CPU twin: attention/attention_cpu.h.
+// The attention family's forward kernel (doc/attention.md, sections 'The CUDA kernels' and
+// 'The attention family'): causal, flash-style, O(T) memory, tensor cores for Q K^T and P V.
+// One kernel, templated on the variant K (score, phi, normalisation, re-weighting:
+// attention/attention_kind.h). CPU twin: attention/attention_cpu.h.
 // Test: test/test_attention_cuda.cu.
 //
 // Shapes (C = NH * HD):
@@ -15,7 +16,7 @@
 //     running max and rescaled sum), y = acc / S1 (l1), acc (none) or acc / n (mean);
 //   with re-weighting: pass 1 gives S1 and the largest score s*, so m = n (phi(s*)/S1) - o;
 //     pass 2 gives u = (relu(n phi/S1 - o)/m)^p, Z += u, acc += u V; y = acc / Z. A degenerate
-//     row (m <= 0, Z == 0, S1 == 0, or all scores equal with o = 1) gives y = 0, saved with Z = 0.
+//     row (m <= 0, Z == 0, S1 == 0, or every phi equal with o = 1) gives y = 0, saved with Z = 0.
 #pragma once
 
 #include "attention/attention_common.cuh"
@@ -28,7 +29,7 @@ __device__ __forceinline__ void attn_pass1(float (&S1)[2], float (&smax)[2], flo
                                            int T, const float* sc, const int (&row)[2], const float (&row_scale)[2],
                                            const float (&row_bias)[2]) {
     using Tile = AttnTile<HD>;
-    constexpr bool EXP = attn_variant(K).phi == ATTN_PHI_EXP;
+    constexpr bool EXP = AttnTraits<K>::phi == ATTN_PHI_EXP;
     int lane = threadIdx.x % 32;
     for (int r = 0; r < 2; r++) { S1[r] = 0.0f; smax[r] = -INFINITY; smin[r] = INFINITY; }
     for (int kt = 0; kt <= qt; kt++) {
@@ -68,10 +69,10 @@ __global__ void __launch_bounds__(AttnTile<HD>::THREADS)
 attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const float* scales, int T, int NH, float p,
                          int p_int) {
     using Tile = AttnTile<HD>;
-    constexpr AttnVariant V = attn_variant(K);
-    constexpr bool RW = V.reweight, EXP = V.phi == ATTN_PHI_EXP, ONLINE = EXP && !RW;
-    static_assert(!EXP || V.norm == ATTN_NORM_L1, "exp needs l1");
-    static_assert(!RW || V.norm == ATTN_NORM_L1, "the kernels re-weight l1-normalised rows");
+    using V = AttnTraits<K>;
+    constexpr bool RW = V::reweight, EXP = V::phi == ATTN_PHI_EXP, ONLINE = EXP && !RW;
+    static_assert(!EXP || V::norm == ATTN_NORM_L1, "exp needs l1");
+    static_assert(!RW || V::norm == ATTN_NORM_L1, "the kernels re-weight l1-normalised rows");
     constexpr int ROWS = Tile::ROWS, LD = Tile::LD, RT = Tile::RTILES;
     SHARED_TILE(sQ, ROWS * LD);
     SHARED_TILE(sK, ROWS * LD);
@@ -86,7 +87,7 @@ attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const flo
     const floatX* q_base = qkv + (size_t)b * T * 3 * C + h * HD;
     const floatX* k_base = q_base + C;
     const floatX* v_base = q_base + 2 * C;
-    const float* sc = attn_cos_len<K>() ? scales + (size_t)bh * 4 * T : nullptr;  // q_mul, q_fac, k_mul, k_fac
+    const float* sc = AttnTraits<K>::cos_len ? scales + (size_t)bh * 4 * T : nullptr;  // q_mul, q_fac, k_mul, k_fac
 
     load_tile<ROWS, HD, LD>(sQ, q_base, 3 * C, q0, T, sc);
     __syncthreads();
@@ -107,14 +108,15 @@ attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const flo
     }
 
     float S1[2] = {0.0f, 0.0f}, m[2] = {0.0f, 0.0f}, shift[2] = {0.0f, 0.0f};
-    bool uniform[2] = {false, false};  // every score of the row equal: A is exactly uniform
+    bool uniform[2] = {false, false};  // every phi of the row equal: A is exactly uniform
     if constexpr (RW) {
         float smax[2], smin[2];
         attn_pass1<K, HD>(S1, smax, smin, qf, sK, key_fac, k_base, C, qt, T, sc, row, row_scale, row_bias);
         ATTN_UNROLL
         for (int r = 0; r < 2; r++) {
-            uniform[r] = smax[r] == smin[r];
             shift[r] = EXP ? smax[r] : 0.0f;
+            // phi is non-decreasing: every phi of the row equal as computed iff phi(min) = phi(max)
+            uniform[r] = attn_phi_dev<K>(smin[r], shift[r]) == attn_phi_dev<K>(smax[r], shift[r]);
             // the same operations as x = n (phi / S1) - o, on the largest phi: m is the largest x
             m[r] = S1[r] > 0.0f ? n[r] * (attn_phi_dev<K>(smax[r], shift[r]) / S1[r]) - o[r] : 0.0f;
         }
@@ -188,10 +190,10 @@ attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const flo
         wsum[r] = quad_sum(wsum[r]);
         bool degenerate = RW && (!(m[r] > 0.0f) || wsum[r] == 0.0f || (uniform[r] && o[r] == 1.0f));
         if (degenerate) { wsum[r] = 0.0f; }
-        if (V.norm == ATTN_NORM_L1) { inv[r] = wsum[r] > 0.0f ? 1.0f / wsum[r] : 0.0f; }
-        else { inv[r] = V.norm == ATTN_NORM_MEAN ? 1.0f / n[r] : 1.0f; }
+        if (V::norm == ATTN_NORM_L1) { inv[r] = wsum[r] > 0.0f ? 1.0f / wsum[r] : 0.0f; }
+        else { inv[r] = V::norm == ATTN_NORM_MEAN ? 1.0f / n[r] : 1.0f; }
         float S1_row = RW ? S1[r] : wsum[r];
-        st0[r] = V.norm != ATTN_NORM_L1 ? 0.0f : EXP ? (RW ? shift[r] : row_max[r]) + logf(S1_row) : S1_row;
+        st0[r] = V::norm != ATTN_NORM_L1 ? 0.0f : EXP ? (RW ? shift[r] : row_max[r]) + logf(S1_row) : S1_row;
     }
     warp_store_rows_scaled<Tile::HTILES>(out + (size_t)b * T * C + h * HD, C, row, T, acc, inv, lane);
     if (lane % 4 == 0) {

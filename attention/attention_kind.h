@@ -1,5 +1,5 @@
 // The attention family: every variant is a score, a positivity phi, a normalisation and an
-// optional re-weighting stage (doc/attention.md). One line of ATTN_VARIANT_TABLE per variant;
+// optional re-weighting stage (doc/attention.md, section 'The attention family'). One line of ATTN_VARIANT_TABLE per variant;
 // its name is the value of make's ATTN= (attention/attention.mk lists the same names).
 //
 //   score   dot       s = q.k / sqrt(hd)
@@ -62,7 +62,17 @@ constexpr bool attn_table_in_order(int i = 0) {
 }
 static_assert(attn_table_in_order(), "ATTN_VARIANT_TABLE must list the variants in AttnKind order");
 
-constexpr const AttnVariant& attn_variant(AttnKind kind) { return ATTN_VARIANT_TABLE[kind]; }
+constexpr AttnVariant attn_variant(AttnKind kind) { return ATTN_VARIANT_TABLE[kind]; }
+// The parts of variant K as compile-time constants (what the kernels use: scalar constants
+// need no storage in device code, unlike the table).
+template <AttnKind K> struct AttnTraits {
+    static constexpr AttnScore score = ATTN_VARIANT_TABLE[K].score;
+    static constexpr AttnPhi phi = ATTN_VARIANT_TABLE[K].phi;
+    static constexpr AttnNorm norm = ATTN_VARIANT_TABLE[K].norm;
+    static constexpr bool reweight = ATTN_VARIANT_TABLE[K].reweight;
+    static constexpr bool cos_len = score == ATTN_SCORE_COS_LEN;
+};
+
 constexpr bool attn_valid(int kind) { return kind >= 0 && kind < ATTN_NUM_KINDS; }
 constexpr bool attn_reweights(AttnKind kind) { return attn_variant(kind).reweight; }
 

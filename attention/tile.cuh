@@ -10,13 +10,13 @@
 // so a lane's accumulator element i sits at row g + 8*(i/2), column 2c + i%2 (frag_row/frag_col).
 // A row of a FragC is spread over the 4 lanes of a quad (same g): quad_sum / quad_max reduce it.
 // The accumulators of two neighbouring n8 tiles are exactly the A fragment of the next mma
-// (frag_a_from_acc, with pack_bf16x2 of layers/mma.cuh), which is how P never leaves
+// (frag_a_from_acc, with pack_bf16x2 of simt/mma.cuh), which is how P never leaves
 // registers between QK^T and PV.
 #pragma once
 
 #include "layers/cuda_common.cuh"
 #include "layers/floatx.cuh"
-#include "layers/mma.cuh"
+#include "simt/mma.cuh"
 
 // Geometry of the attention tiles for head size HD: query and key tiles have ROWS rows each
 // (one warp per 16 rows), stored in shared memory with a row pitch of LD elements. The 8

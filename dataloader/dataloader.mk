@@ -1,42 +1,37 @@
 # Token shards, the distributed data loader and the GPT-2 tokenizer.
-#   $(DATALOADER_OBJS)   link these into a program that reads shards or tokenizes (headers: dataloader/*.h)
+#   $(DATALOADER_OBJS)   link these into a program that reads shards or tokenizes
 #   build/tokenize       the shard tool (build/tokenize -h)
 #   make fuzz            libFuzzer runs of the shard parser and the tokenizer, $(FUZZ_SECONDS) s each
-DATALOADER_SRCS := dataloader/shard.cpp dataloader/dataloader.cpp dataloader/tokenizer.cpp
-DATALOADER_OBJS := $(patsubst dataloader/%.cpp,$(BUILD)/dataloader/%.o,$(DATALOADER_SRCS))
-DATALOADER_HDRS := $(wildcard dataloader/*.h)
+DATALOADER_OBJS := $(BUILD)/dataloader/shard.o $(BUILD)/dataloader/dataloader.o $(BUILD)/dataloader/tokenizer.o
 
-$(BUILD)/dataloader/%.o: dataloader/%.cpp $(DATALOADER_HDRS) | $(BUILD)
+$(BUILD)/dataloader/%.o: dataloader/%.cpp | $(BUILD)
 	@mkdir -p $(@D)
-	$(CXX) $(CXXFLAGS) -c $< -o $@
+	$(CXX_HOST) -c $< -o $@
 
 $(BUILD)/tokenize: dataloader/tokenize.cpp $(DATALOADER_OBJS) | $(BUILD)
-	$(CXX) $(CXXFLAGS) $< $(DATALOADER_OBJS) -o $@ $(LDLIBS)
+	$(CXX_HOST) $< $(DATALOADER_OBJS) -o $@ $(LDLIBS)
 
-CPU_BINS += $(BUILD)/tokenize
-
-$(BUILD)/test_shards: test/test_shards.cpp test/temp_dir.h $(DATALOADER_OBJS) | $(BUILD)
-	$(CXX) $(CXXFLAGS) $< $(DATALOADER_OBJS) -o $@ $(LDLIBS)
-
-TESTS += $(BUILD)/test_shards
+$(BUILD)/test_shards: test/test_shards.cpp $(DOCTEST_MAIN) $(DATALOADER_OBJS) | $(BUILD)
+	$(CXX_HOST) $< $(DOCTEST_MAIN) $(DATALOADER_OBJS) -o $@ $(LDLIBS)
 
 # test_tokenizer runs build/tokenize, PCRE2 (an independent regex engine) and node
-$(BUILD)/test_tokenizer: test/test_tokenizer.cpp test/temp_dir.h $(DATALOADER_OBJS) | $(BUILD) $(BUILD)/tokenize
-	$(CXX) $(CXXFLAGS) $< $(DATALOADER_OBJS) -o $@ -lpcre2-8 $(LDLIBS)
+$(BUILD)/test_tokenizer: test/test_tokenizer.cpp $(DOCTEST_MAIN) $(DATALOADER_OBJS) | $(BUILD) $(BUILD)/tokenize
+	$(CXX_HOST) $< $(DOCTEST_MAIN) $(DATALOADER_OBJS) -o $@ -lpcre2-8 $(LDLIBS)
 
-TESTS += $(BUILD)/test_tokenizer
+CPU_BINS += $(BUILD)/tokenize
+TESTS    += $(BUILD)/test_shards $(BUILD)/test_tokenizer
 
 # ----------------------------------------------------------------------------
 # fuzzing (clang + libFuzzer, with AddressSanitizer and UndefinedBehaviorSanitizer)
 FUZZ_CXX ?= clang++-14
 FUZZ_SECONDS ?= 10
-FUZZ_FLAGS := -std=c++17 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+FUZZ_FLAGS = -std=c++17 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined $(DEPFLAGS)
 
-$(BUILD)/fuzz_shard: dataloader/fuzz_shard.cpp dataloader/shard.cpp dataloader/dataloader.cpp $(DATALOADER_HDRS) | $(BUILD)
-	$(FUZZ_CXX) $(FUZZ_FLAGS) dataloader/fuzz_shard.cpp dataloader/shard.cpp dataloader/dataloader.cpp -o $@
+$(BUILD)/fuzz_shard: dataloader/fuzz_shard.cpp dataloader/shard.cpp dataloader/dataloader.cpp | $(BUILD)
+	$(FUZZ_CXX) $(FUZZ_FLAGS) $^ -o $@
 
-$(BUILD)/fuzz_tokenizer: dataloader/fuzz_tokenizer.cpp dataloader/tokenizer.cpp $(DATALOADER_HDRS) | $(BUILD)
-	$(FUZZ_CXX) $(FUZZ_FLAGS) dataloader/fuzz_tokenizer.cpp dataloader/tokenizer.cpp -o $@
+$(BUILD)/fuzz_tokenizer: dataloader/fuzz_tokenizer.cpp dataloader/tokenizer.cpp | $(BUILD)
+	$(FUZZ_CXX) $(FUZZ_FLAGS) $^ -o $@
 
 .PHONY: fuzz fuzz_dataloader
 fuzz: fuzz_dataloader

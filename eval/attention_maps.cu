@@ -17,8 +17,8 @@
 #include "eval/attention_maps.h"
 #include "eval/loss_vs_length.h"
 #include "model/backend_cpu.h"
-#include "eval/cli.h"
-#include "model/checkpoint.h"
+#include "runtime/cli.h"
+#include "runtime/checkpoint.h"
 
 #ifndef ATTN_NAME
 #error "build with -DATTN_NAME='\"softmax\"' (or lssa, lssar); make sets it from ATTN=..."

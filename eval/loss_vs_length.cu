@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "model/backend.h"
+#include "runtime/backend.h"
 #include "eval/loss_vs_length.h"
-#include "eval/cli.h"
-#include "model/checkpoint.h"
+#include "runtime/cli.h"
+#include "runtime/checkpoint.h"
 
 static void usage(const char* argv0) {
     fprintf(stderr,

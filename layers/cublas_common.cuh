@@ -1,17 +1,11 @@
 // cuBLASLt for the project's matmuls: the API, cublasCheck, and the per-process handle and
 // workspace (as llm.c). Under nvcc this is the real library (link $(NVCC_LDLIBS), see
-// test/simt/vendor.mk); under g++ it is the host implementation in test/simt/cublaslt_host.h,
+// simt/simt.mk); under g++ it is the host implementation in simt/cublaslt_host.h,
 // which runs the same call sites on the CPU.
 #pragma once
 
 #include "layers/cuda_common.cuh"
-
-#if defined(__CUDACC__)
-#include <cublasLt.h>
-#include <cublas_v2.h>
-#else
-#include "../test/simt/cublaslt_host.h"
-#endif
+#include "simt/cublaslt.h"
 
 inline void cublas_check(cublasStatus_t status, const char* file, int line) {
     if (status != CUBLAS_STATUS_SUCCESS) {

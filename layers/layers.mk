@@ -1,16 +1,11 @@
 # CUDA kernels of the non-attention layers (layers/*.cuh) against their CPU reference
-# (layers/*_cpu.h): test/test_layers_cuda.cu, run emulated by `make test`, and the same file
-# built with nvcc for a GPU (`make cuda`, then ./build/test_layers_cuda_gpu on the GPU machine).
-LAYERS_CUDA_HEADERS := $(filter-out %_cpu.h,$(wildcard layers/*.cuh)) $(wildcard layers/*_cpu.h)
+# (layers/*_cpu.h): test/test_layers_cuda.cu emulated by `make test`, and the same file under nvcc
+# for a GPU (./build/test_layers_cuda_gpu).
+$(BUILD)/test_layers_cuda: test/test_layers_cuda.cu $(DOCTEST_MAIN) $(EMU_LIBS) | $(BUILD)
+	$(CXX_EMU) -x c++ $< -x none $(DOCTEST_MAIN) $(EMU_LDLIBS) -o $@
 
-# $$(...) : the emulator's libraries are defined by test/simt/*.mk, read after this fragment
-.SECONDEXPANSION:
-$(BUILD)/test_layers_cuda: test/test_layers_cuda.cu $(LAYERS_CUDA_HEADERS) $$(VENDOR_LIB) $$(SIMT_LIB) | $(BUILD)
-	$(CXX) $(CXXFLAGS) $(SIMT_CXXFLAGS) -x c++ $< -x none $(VENDOR_LIB) $(SIMT_LDLIBS) $(BLAS_LDLIBS) $(LDLIBS) -o $@
+$(BUILD)/test_layers_cuda_gpu: test/test_layers_cuda.cu $(DOCTEST_MAIN) | $(BUILD)
+	$(NVCC_CUDA) $< $(DOCTEST_MAIN) -o $@ $(NVCC_LDLIBS) $(BLAS_LDLIBS) -lgomp
 
-TESTS += $(BUILD)/test_layers_cuda
-
-$(BUILD)/test_layers_cuda_gpu: test/test_layers_cuda.cu $(LAYERS_CUDA_HEADERS) | $(BUILD)
-	$(NVCC) $(NVCCFLAGS) $< -o $@ $(NVCC_LDLIBS) $(BLAS_LDLIBS) -lgomp
-
+TESTS     += $(BUILD)/test_layers_cuda
 CUDA_BINS += $(BUILD)/test_layers_cuda_gpu

@@ -1,15 +1,10 @@
 // NCCL for multi-GPU training: the API and ncclCheck. Under nvcc this is the real library
-// (link $(NVCC_LDLIBS), see test/simt/vendor.mk); under g++ it is the host implementation in
-// test/simt/nccl_host.h, where ranks are threads or processes of one machine.
+// (link $(NVCC_LDLIBS), see simt/simt.mk); under g++ it is the host implementation in
+// simt/nccl_host.h, where ranks are threads or processes of one machine.
 #pragma once
 
 #include "layers/cuda_common.cuh"
-
-#if defined(__CUDACC__)
-#include <nccl.h>
-#else
-#include "../test/simt/nccl_host.h"
-#endif
+#include "simt/nccl.h"
 
 inline void nccl_check(ncclResult_t status, const char* file, int line) {
     if (status != ncclSuccess) {

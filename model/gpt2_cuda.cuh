@@ -36,6 +36,7 @@
 #include "layers/residual.cuh"
 #include "layers/rope.cuh"
 #include "model/gpt2_config.h"
+#include "model/optimizer_state.cuh"
 #include "model/rand.h"
 
 // Empty if the config is valid for the CUDA back end, else a message naming the field and the fix:
@@ -111,16 +112,13 @@ struct GPT2Cuda {
     // which pads them to shards x shard_size (the tail stays 0) for ZeRO-1
     size_t num_allocated = 0;
     size_t shard_size = 0;            // elements per shard after reserve_shards(), else 0
-    // the optimizer state (master weights, moments) covers the parameters [state_begin, state_end):
-    // all of them, or after shard_state() a ZeRO-1 shard; its buffers hold state_allocated elements
-    size_t state_begin = 0, state_end = 0, state_allocated = 0;
     cudaStream_t stream = 0;
     // device, in the layout of model/gpt2_config.h
     floatX* params_memory = nullptr;  // (num_allocated) bf16 weights the kernels read
     floatX* grads_memory = nullptr;   // (num_allocated) bf16 gradients
-    float* master_weights = nullptr;  // (state_allocated) fp32 weights AdamW updates, from state_begin
-    float* m_memory = nullptr;        // (state_allocated) fp32 AdamW moments, allocated at the first update
-    float* v_memory = nullptr;
+    // fp32 master weights and AdamW moments: of every parameter, or after shard_optimizer() of a
+    // ZeRO-1 shard (model/optimizer_state.cuh)
+    OptimizerState optimizer;
     float* norm_partials = nullptr;   // (GLOBAL_NORM_BLOCKS + 1): slots, then the aggregate
     // RoPE table for up to rope_len positions
     float* freqs_cis = nullptr;       // (rope_len, hd/2, 2)
@@ -145,14 +143,12 @@ struct GPT2Cuda {
             num_parameters += param_sizes[i];
         }
         num_allocated = num_parameters;
-        state_end = state_allocated = num_parameters;
         cublaslt_setup();
         cudaCheck(cudaMalloc(&params_memory, num_parameters * sizeof(floatX)));
         cudaCheck(cudaMalloc(&grads_memory, num_parameters * sizeof(floatX)));
-        cudaCheck(cudaMalloc(&master_weights, num_parameters * sizeof(float)));
+        optimizer.init(num_parameters);
         cudaCheck(cudaMalloc(&norm_partials, (GLOBAL_NORM_BLOCKS + 1) * sizeof(float)));
         cudaCheck(cudaMemset(params_memory, 0, num_parameters * sizeof(floatX)));
-        cudaCheck(cudaMemset(master_weights, 0, num_parameters * sizeof(float)));
         cudaCheck(cudaMemset(grads_memory, 0, num_parameters * sizeof(floatX)));
         ensure_rope(c.max_seq_len);
     }
@@ -162,9 +158,6 @@ struct GPT2Cuda {
         free_activations();
         cudaFree(params_memory);
         cudaFree(grads_memory);
-        cudaFree(master_weights);
-        cudaFree(m_memory);
-        cudaFree(v_memory);
         cudaFree(norm_partials);
         cudaFree(freqs_cis);
     }
@@ -184,19 +177,17 @@ struct GPT2Cuda {
 
     // The fp32 weights; the optimizer state must be whole (under ZeRO-1: Distributed::gather_params).
     void get_params(std::vector<float>& out) {
-        if (state_begin != 0 || state_end != num_parameters) {
-            throw std::logic_error("get_params: this model holds the master weights of [" + std::to_string(state_begin) +
-                                   ", " + std::to_string(state_end) + ") only (ZeRO-1): gather them across the ranks");
+        if (optimizer.size() != num_parameters) {
+            throw std::logic_error("get_params: this model holds the master weights of [" + std::to_string(optimizer.begin) +
+                                   ", " + std::to_string(optimizer.end) + ") only (ZeRO-1): gather them across the ranks");
         }
-        out.resize(num_parameters);
-        cudaCheck(cudaMemcpy(out.data(), master_weights, num_parameters * sizeof(float), cudaMemcpyDeviceToHost));
+        optimizer.get_master(out);
     }
 
-    // master weights = in (their range [state_begin, state_end)); the bf16 weights = in rounded to nearest
+    // master weights = in (the optimizer's range of it); the bf16 weights = in rounded to nearest
     void set_params(const std::vector<float>& in) {
         check_size("set_params", "params", in.size());
-        cudaCheck(cudaMemcpy(master_weights, in.data() + state_begin, (state_end - state_begin) * sizeof(float),
-                             cudaMemcpyHostToDevice));
+        optimizer.set_master(in);
         std::vector<floatX> rounded(num_parameters);
         for (size_t i = 0; i < num_parameters; i++) rounded[i] = __float2bfloat16(in[i]);
         cudaCheck(cudaMemcpy(params_memory, rounded.data(), num_parameters * sizeof(floatX), cudaMemcpyHostToDevice));
@@ -209,42 +200,24 @@ struct GPT2Cuda {
         round_params(last_update_step);
     }
 
-    // The bf16 weights of [state_begin, state_end) from the master weights, with the stochastic
-    // rounding of update_range(..., step, state_begin, state_end) (the same seeds and cuts).
-    // step < 1: no update yet, they stay rounded to nearest.
+    // The bf16 weights of the optimizer's range from the master weights, with the stochastic
+    // rounding of update(..., step) (the same seeds and cuts). step < 1: no update yet, they stay
+    // rounded to nearest.
     void round_params(int step) {
         if (step < 1) return;
         for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-            size_t first = std::max(param_offsets[i], state_begin);
-            size_t last = std::min(param_offsets[i] + param_sizes[i], state_end);
+            size_t first = std::max(param_offsets[i], optimizer.begin);
+            size_t last = std::min(param_offsets[i] + param_sizes[i], optimizer.end);
             if (first >= last) continue;
-            params_from_master(params_memory + first, master_weights + (first - state_begin), last - first,
+            params_from_master(params_memory + first, optimizer.master + (first - optimizer.begin), last - first,
                                hash_index_seed((unsigned int)step, (unsigned int)i), stream);
         }
         cudaCheck(cudaDeviceSynchronize());
     }
 
-    // AdamW moments of [state_begin, state_end); zeros before the first update
-    void get_optimizer(std::vector<float>& m, std::vector<float>& v) {
-        size_t n = state_end - state_begin;
-        m.assign(n, 0.0f);
-        v.assign(n, 0.0f);
-        if (m_memory == nullptr) return;
-        cudaCheck(cudaMemcpy(m.data(), m_memory, n * sizeof(float), cudaMemcpyDeviceToHost));
-        cudaCheck(cudaMemcpy(v.data(), v_memory, n * sizeof(float), cudaMemcpyDeviceToHost));
-    }
-
-    void set_optimizer(const std::vector<float>& m, const std::vector<float>& v) {
-        size_t n = state_end - state_begin;
-        if (m.size() != n || v.size() != n) {
-            throw std::invalid_argument("set_optimizer: m and v have " + std::to_string(m.size()) + " and " +
-                                        std::to_string(v.size()) + " values, this model's optimizer state covers " +
-                                        std::to_string(n) + " parameters (a checkpoint of another config?)");
-        }
-        ensure_optimizer();
-        cudaCheck(cudaMemcpy(m_memory, m.data(), n * sizeof(float), cudaMemcpyHostToDevice));
-        cudaCheck(cudaMemcpy(v_memory, v.data(), n * sizeof(float), cudaMemcpyHostToDevice));
-    }
+    // AdamW moments of the optimizer's range; zeros before the first update
+    void get_optimizer(std::vector<float>& m, std::vector<float>& v) { optimizer.get_moments(m, v); }
+    void set_optimizer(const std::vector<float>& m, const std::vector<float>& v) { optimizer.set_moments(m, v); }
 
     // ------------------------------------------------------------------------
     // forward, backward, update
@@ -403,35 +376,36 @@ struct GPT2Cuda {
         return std::sqrt((double)squared);
     }
 
-    // AdamW step t (1-based) on the gradients times grad_scale (clipping); weight decay on the
-    // matrices only (param_tensor_decays). The bf16 weights are the new fp32 master weights
-    // stochastically rounded, seeded by (step, tensor): every run and every rank rounds alike.
+    // AdamW step t (1-based) on the gradients times grad_scale (clipping) of the parameters the
+    // optimizer state covers (all, or a ZeRO-1 shard); weight decay on the matrices only
+    // (param_tensor_decays). The bf16 weights are the new fp32 master weights stochastically
+    // rounded, seeded by (step, tensor): every run and every rank rounds alike.
     void update(float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int step) {
-        update_range(lr, beta1, beta2, eps, weight_decay, grad_scale, step, 0, num_parameters);
+        update_range(lr, beta1, beta2, eps, weight_decay, grad_scale, step, optimizer.begin, optimizer.end);
     }
 
-    // The AdamW step of update() on the parameters [begin, end) only (ZeRO-1: a rank's shard);
-    // the others, their master weights and moments are not touched. A tensor cut by the range is
-    // updated on its part; the stochastic rounding of that part is seeded alike but indexed from
-    // the cut, so its bf16 weights may differ from update()'s by one rounding step (the fp32
-    // master weights and moments are the same).
+    // The AdamW step of update() on the parameters [begin, end) only; the others, their master
+    // weights and moments are not touched. A tensor cut by the range is updated on its part; the
+    // stochastic rounding of that part is seeded alike but indexed from the cut, so its bf16
+    // weights may differ from a whole update's by one rounding step (the fp32 master weights and
+    // moments are the same).
     void update_range(float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int step,
                       size_t begin, size_t end) {
         if (step < 1) throw std::invalid_argument("update: step = " + std::to_string(step) + " must be >= 1");
-        if (begin > end || begin < state_begin || end > state_end) {
+        if (!optimizer.covers(begin, end)) {
             throw std::out_of_range("update_range: [" + std::to_string(begin) + ", " + std::to_string(end) +
-                                    ") is not inside the parameters [" + std::to_string(state_begin) + ", " +
-                                    std::to_string(state_end) + ") whose optimizer state this model holds");
+                                    ") is not inside the parameters [" + std::to_string(optimizer.begin) + ", " +
+                                    std::to_string(optimizer.end) + ") whose optimizer state this model holds");
         }
-        ensure_optimizer();
+        optimizer.ensure_moments();
         for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
             size_t first = std::max(param_offsets[i], begin);
             size_t last = std::min(param_offsets[i] + param_sizes[i], end);
             if (first >= last) continue;
             unsigned int seed = hash_index_seed((unsigned int)step, (unsigned int)i);
-            size_t local = first - state_begin;  // index into the optimizer state
-            adamw_update(params_memory + first, master_weights + local, grads_memory + first, m_memory + local,
-                         v_memory + local, last - first, lr, beta1, beta2, eps,
+            size_t local = first - optimizer.begin;  // index into the optimizer state
+            adamw_update(params_memory + first, optimizer.master + local, grads_memory + first, optimizer.m + local,
+                         optimizer.v + local, last - first, lr, beta1, beta2, eps,
                          param_tensor_decays(i) ? weight_decay : 0.0f, grad_scale, step, seed, stream);
         }
         cudaCheck(cudaDeviceSynchronize());
@@ -452,32 +426,14 @@ struct GPT2Cuda {
         shard_size = per;
     }
 
-    // ZeRO-1: from now on the master weights and moments cover [begin, end) only, in buffers of
-    // `allocated` >= end - begin elements (padded with 0: a shard_size slot of an all-gather).
-    // The optimizer state must be whole before.
-    void shard_state(size_t begin, size_t end, size_t allocated) {
-        if (state_begin != 0 || state_end != num_parameters || begin > end || end > num_parameters ||
-            allocated < end - begin) {
-            throw std::invalid_argument("shard_state: [" + std::to_string(begin) + ", " + std::to_string(end) +
-                                        ") in " + std::to_string(allocated) + " elements of a model whose state covers [" +
-                                        std::to_string(state_begin) + ", " + std::to_string(state_end) + ")");
-        }
-        float* buffers[3] = {master_weights, m_memory, v_memory};
-        for (float*& b : buffers) {
-            if (b == nullptr) continue;
-            float* part = nullptr;
-            cudaCheck(cudaMalloc(&part, allocated * sizeof(float)));
-            cudaCheck(cudaMemset(part, 0, allocated * sizeof(float)));
-            cudaCheck(cudaMemcpy(part, b + begin, (end - begin) * sizeof(float), cudaMemcpyDeviceToDevice));
-            cudaCheck(cudaFree(b));
-            b = part;
-        }
-        master_weights = buffers[0];
-        m_memory = buffers[1];
-        v_memory = buffers[2];
-        state_begin = begin;
-        state_end = end;
-        state_allocated = allocated;
+    // ZeRO-1 over `shards` ranks, this one being `rank`: the parameter and gradient buffers padded
+    // to equal shards (reserve_shards), and the optimizer state cut to this rank's shard. The
+    // optimizer state must be whole before.
+    void shard_optimizer(int shards, int rank) {
+        reserve_shards(shards);
+        size_t first = std::min(num_parameters, (size_t)rank * shard_size);
+        size_t last = std::min(num_parameters, first + shard_size);
+        optimizer.shard(first, last, shard_size);
     }
 
     // buffer of num_allocated elements -> n >= num_allocated, the same values, 0 after them
@@ -499,14 +455,6 @@ struct GPT2Cuda {
                                         " values, the model has " + std::to_string(num_parameters) +
                                         " parameters (a checkpoint of another config?)");
         }
-    }
-
-    void ensure_optimizer() {
-        if (m_memory != nullptr) return;
-        cudaCheck(cudaMalloc(&m_memory, state_allocated * sizeof(float)));
-        cudaCheck(cudaMalloc(&v_memory, state_allocated * sizeof(float)));
-        cudaCheck(cudaMemset(m_memory, 0, state_allocated * sizeof(float)));
-        cudaCheck(cudaMemset(v_memory, 0, state_allocated * sizeof(float)));
     }
 
     // RoPE's cos/sin table covers at least len positions

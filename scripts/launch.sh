@@ -2,7 +2,7 @@
 # Starts N ranks of a data-parallel program on this machine, one per GPU:
 #   scripts/launch.sh -n 8 ./train_gpt2cu_lssar -e d12 -b 64 ...
 # Rank r runs the program with RANK=r, WORLD_SIZE=N, LOCAL_RANK=r (its GPU), and every rank gets
-# the same fresh DIST_RUN_ID (model/distributed.h: it names the rendezvous file, so a file left by
+# the same fresh DIST_RUN_ID (runtime/distributed.h: it names the rendezvous file, so a file left by
 # an earlier or concurrent launch is never read) and DIST_ID_DIR (default /tmp); with
 # DIST_RENDEZVOUS=tcp://127.0.0.1:PORT set, rank 0 serves the id on that port instead. Each output line
 # (stdout and stderr) is prefixed with "[rank r] ". If a rank exits non-zero, the others are
@@ -13,7 +13,7 @@
 #   node 0: scripts/launch.sh -n 8 --nnodes 2 --node-rank 0 --rendezvous tcp://node0:29500 --run-id exp1 ./prog
 #   node 1: scripts/launch.sh -n 8 --nnodes 2 --node-rank 1 --rendezvous tcp://node0:29500 --run-id exp1 ./prog
 # Node k's ranks are k*N .. k*N+N-1 (LOCAL_RANK 0..N-1); a rank that fails stops this node's ranks,
-# and the other nodes' ranks then fail their next collective (model/distributed.h's watchdog).
+# and the other nodes' ranks then fail their next collective (runtime/distributed.h's watchdog).
 set -u
 
 usage() {

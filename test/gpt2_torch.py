@@ -34,7 +34,7 @@ def rope(x, base):
     return torch.stack([y0, y1], dim=-1).flatten(-2)
 
 
-# Each variant: (score, phi, normalisation, re-weighting), as doc/attention.md defines them.
+# Each variant: (score, phi, normalisation, re-weighting), as doc/attention.md, section 'Variants' defines them.
 VARIANTS = {
     "softmax": ("dot", "exp", "l1", False),
     "lssa": ("cos_len", "softplus", "l1", False),

@@ -1,23 +1,13 @@
-# CPU reference tests (rung 1 and 2 of the correctness ladder).
-CPU_TEST_DEPS := $(wildcard layers/*_cpu.h attention/attention_cpu.h model/*.h test/gradcheck.h test/lssar_kink.h)
+# doctest's main, compiled once and linked into every doctest program
+$(DOCTEST_MAIN): test/doctest_main.cpp | $(BUILD)
+	@mkdir -p $(@D)
+	$(CXX_HOST) -c $< -o $@
 
-$(BUILD)/test_layers_cpu: test/test_layers_cpu.cpp $(CPU_TEST_DEPS) | $(BUILD)
-	$(CXX) $(CXXFLAGS) $< -o $@ $(BLAS_LDLIBS) $(LDLIBS)
+# CPU reference tests (rungs 1 and 2 of the correctness ladder); test_pytorch runs
+# test/gpt2_torch.py (PyTorch) at each run and falls back to test/data/torch_state_*.bin
+CPU_REFERENCE_TESTS := $(addprefix $(BUILD)/,test_layers_cpu test_attention_cpu test_model_cpu test_pytorch)
 
-TESTS += $(BUILD)/test_layers_cpu
+$(CPU_REFERENCE_TESTS): $(BUILD)/%: test/%.cpp $(DOCTEST_MAIN) | $(BUILD)
+	$(CXX_HOST) $< $(DOCTEST_MAIN) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
 
-$(BUILD)/test_attention_cpu: test/test_attention_cpu.cpp $(CPU_TEST_DEPS) | $(BUILD)
-	$(CXX) $(CXXFLAGS) $< -o $@ $(LDLIBS)
-
-TESTS += $(BUILD)/test_attention_cpu
-
-$(BUILD)/test_model_cpu: test/test_model_cpu.cpp $(CPU_TEST_DEPS) | $(BUILD)
-	$(CXX) $(CXXFLAGS) $< -o $@ $(BLAS_LDLIBS) $(LDLIBS)
-
-TESTS += $(BUILD)/test_model_cpu
-
-# runs test/gpt2_torch.py (PyTorch) itself at each run; falls back to test/data/torch_state_*.bin
-$(BUILD)/test_pytorch: test/test_pytorch.cpp $(CPU_TEST_DEPS) | $(BUILD)
-	$(CXX) $(CXXFLAGS) $< -o $@ $(BLAS_LDLIBS) $(LDLIBS)
-
-TESTS += $(BUILD)/test_pytorch
+TESTS += $(CPU_REFERENCE_TESTS)

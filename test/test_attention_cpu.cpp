@@ -1,14 +1,13 @@
 // The CPU reference attention (float64) in every variant of the family against finite
-// differences, each variant's edge cases (doc/attention.md), the learned p's gradient, and
-// LSSAR's stable evaluation at long length in float32.
+// differences, each variant's edge cases (doc/attention.md, section 'Edge cases'), the learned
+// p's gradient, and LSSAR's stable evaluation at long length in float32.
 // Gradient tolerance: relative error < 1e-6 per element (see test_layers_cpu.cpp and gradcheck.h).
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <limits>
 
 #include "attention/attention_cpu.h"
-#include "eval/cli.h"
+#include "runtime/cli.h"
 #include "test/gradcheck.h"
 #include "test/lssar_kink.h"
 
@@ -280,8 +279,9 @@ TEST_CASE("learned p: dL/dp of every head matches finite differences") {
 }
 
 // ---------------------------------------------------------------------------------------------
-// LSSAR at long length in float32 (LSSAR.md "Numerics notes"): the stable form stays finite and
-// matches float64; the naive relu(x)^p form overflows or underflows on the same inputs.
+// LSSAR at long length in float32 (doc/attention.md, section 'Stable evaluation of the re-weighting'):
+// the stable form stays finite and matches float64; the naive relu(x)^p form overflows or
+// underflows on the same inputs.
 
 // The naive form: W = relu(x)^p / sum relu(x)^p, evaluated in T without max-normalisation.
 // Counts the rows (t >= 3) it breaks: overflow (the sum is inf: W is NaN or 0 for all keys) and

@@ -8,7 +8,6 @@
 // the score gradients cast to bf16 for the tensor-core products (relative error <= u = 2^-8 each,
 // round to nearest), the bf16 outputs (u), the bf16 output y inside D = dy . y (u), and fp32
 // accumulation (~1e-6 relative, negligible next to u). Tolerances are stated per quantity below.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -32,7 +31,8 @@ enum class Inputs {
     OneHot,      // one key aligned with every query, the rest orthogonal: one-hot W rows, uniform early rows
     ZeroQuery,   // random, with some all-zero queries (degenerate LSSAR rows from t = 3 on)
     Norms,       // random directions with huge (1e30), tiny (< eps) and small (> eps) q and k norms
-    Aligned,     // keys share a direction and queries point away: x reaches ~1000 at T = 2048 (LSSAR.md numerics)
+    Aligned,     // keys share a direction and queries point away: x reaches ~1000 at T = 2048
+                 // (doc/attention.md, section 'Numerics')
 };
 
 struct Problem {
@@ -75,7 +75,8 @@ Problem make_problem(int B, int T, int NH, int hd, Inputs kind, unsigned seed) {
         }
     } else if (kind == Inputs::Norms) {
         // |q| ~ 8 for N(0, 1) entries at hd = 64: 1e-13 q is below eps (q/eps is used, |q/eps| ~ 0.8);
-        // no query is so tiny that its scores are all ~0 (a near-uniform row is ill-posed, LSSAR.md)
+        // no query is so tiny that its scores are all ~0 (a near-uniform row is ill-posed:
+        // doc/attention.md, section 'Degenerate rows')
         const float q_scale[5] = {1e30f, 1e-8f, 1.0f, 1e-13f, 3e5f};
         const float k_scale[5] = {1e-30f, 1e25f, 1e-13f, 1.0f, 1e-8f};
         for (int b = 0; b < B; b++)
@@ -167,11 +168,12 @@ Reference run_reference(const Problem& pr, AttnKind kind, double p) {
 //   out_t = sum_j W_tj max|v_j|        dv_j = sum_t W_tj max|dy_t|
 //   dq_t  = sum_j c_t g_tj max|ke_j| / |q_t|    dk_j = sum_t c_t g_tj max|qe_t| / |k_j|
 // (c_t: 1/sqrt(hd) or lam_t; qe, ke: q, k or their normalised forms; |x| is 1 for softmax and
-// max(|x|, eps) for LSSA(R)), where g_tj >= |ds_tj| is ds's formula (LSSAR.md) evaluated on the
-// magnitudes of its terms: dW_j -> sum_i |dy_i v_ji|, (dA - D) -> |dA| + |D|. Rounding one factor of
-// every term to bf16 (relative u) moves a result by at most u times this sum, so the tolerances
-// are relative to it. Unlike |result| it does not vanish where large terms cancel (tied keys:
-// dq = 0 exactly from terms of size ~10; one-hot rows: ds = 0 exactly from dW - D2).
+// max(|x|, eps) for LSSA(R)), where g_tj >= |ds_tj| is ds's formula
+// (doc/attention.md, section 'Backward') evaluated on the magnitudes of its terms:
+// dW_j -> sum_i |dy_i v_ji|, (dA - D) -> |dA| + |D|. Rounding one factor of every term to bf16
+// (relative u) moves a result by at most u times this sum, so the tolerances are relative to it.
+// Unlike |result| it does not vanish where large terms cancel (tied keys: dq = 0 exactly from terms
+// of size ~10; one-hot rows: ds = 0 exactly from dW - D2).
 struct TermScales { std::vector<double> out, dq, dk, dv; };  // (B, T, NH) each
 
 // g_j (above) for one row t: w, s, a, stats from attention_row_weights; dwm_j = sum_i |dy_i v_ji|.
@@ -303,9 +305,10 @@ double check_case(const Problem& pr, AttnKind kind, float p, bool per_row = fals
     Reference ref = run_reference(pr, kind, p);
     int T = pr.T;
 
-    // degenerate re-weighted rows (all scores equal, t >= 3): the spec wants y = 0; the float64
-    // reference can round m to +1e-16 on these exactly-uniform rows, so they are checked
-    // against the spec here (their dout is 0, so they pass no gradient in either)
+    // degenerate re-weighted rows (all scores equal, t >= 3) have y = 0
+    // (doc/attention.md, section 'Degenerate rows'); the float64 reference can round m to +1e-16
+    // on these exactly-uniform rows, so they are checked against the spec here (their dout is 0,
+    // so they pass no gradient in either)
     std::vector<char> skip(T, 0);
     if (attn_reweights(kind)) {
         for (int t : pr.uniform_rows) {

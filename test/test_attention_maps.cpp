@@ -6,7 +6,6 @@
 // (d) the tool end to end on a checkpoint and a shard written here: the CSVs' shapes and values,
 //     the -p path, and the refusals.
 // Needs the GPT-2 vocabulary for the -p case (scripts/install_gpt2_vocab.sh).
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 #include "test/run_command.h"
 #include "test/temp_dir.h"
@@ -23,7 +22,7 @@
 #include "dataloader/tokenizer.h"
 #include "eval/attention_maps.h"
 #include "model/backend_cpu.h"
-#include "model/checkpoint.h"
+#include "runtime/checkpoint.h"
 
 static const char* TOOL = "./build/attention_maps_cpu_lssar";
 

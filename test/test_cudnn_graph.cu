@@ -22,7 +22,6 @@ accepted (the engines run other masks too), and so is a backward whose dK multip
 of Q, or a Q with wrong strides. That the graphs compute the project's causal attention is the
 numerical check of the dev benchmarks (-check) on a GPU.
 */
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #ifndef ATTN_DEV_CUDNN

@@ -1,9 +1,9 @@
-// Data parallelism (model/distributed.h), rung 5 of the correctness ladder: 2 ranks with batch B
+// Data parallelism (runtime/distributed.h), rung 5 of the correctness ladder: 2 ranks with batch B
 // each train like 1 rank with batch 2B on the same rows, with and without ZeRO-1, softmax and
 // LSSAR; a dead rank makes the other fail instead of hanging; the rendezvous file; and
 // scripts/launch.sh. Ranks are threads of this process, each on its own emulated device
 // (cudaSetDevice(rank)) with its own GPT2Cuda, talking through the host NCCL
-// (test/simt/nccl_host.h). Under nvcc the same file runs on a machine with 2 GPUs and real NCCL.
+// (simt/nccl_host.h). Under nvcc the same file runs on a machine with 2 GPUs and real NCCL.
 //
 // What must match, and how closely. Every operation of the forward and backward works on one row
 // of the batch at a time except the final reductions over rows of the parameter gradients (and
@@ -23,7 +23,6 @@
 // first step is lr sign(g): a noise-level g may flip it), so later steps are compared statistically
 // (losses, and the weights' difference against their total change), with the first update compared
 // exactly on the elements whose gradient is clear of (*).
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -41,8 +40,8 @@
 #include <thread>
 #include <vector>
 
-#include "model/checkpoint.h"
-#include "model/distributed.h"
+#include "runtime/checkpoint.h"
+#include "runtime/distributed.h"
 #include "model/gpt2_cuda.cuh"
 #include "test/tiny_gpt2_cuda.h"
 
@@ -99,8 +98,8 @@ static std::vector<RankLog> run_ranks(const GPT2Config& c, int world, int B, int
             GPT2Cuda model(c);
             model.init(1337);
             dist.attach(model, zero1);
-            log.shard_begin = dist.shard_begin;
-            log.shard_end = dist.shard_end;
+            log.shard_begin = model.optimizer.begin;
+            log.shard_end = model.optimizer.end;
             std::vector<int> inputs, targets;
             for (int step = 1; step <= STEPS; step++) {
                 TokenBatch batch = make_token_batch(world * B, T, c.vocab_size, 100 + step);
@@ -349,7 +348,7 @@ static std::vector<RankLog> run_with_checkpoint(const GPT2Config& c, int world, 
             model->init(1337);
             dist->attach(*model, zero1);
             if (zero1 && world > 1) {  // the optimizer state of this rank's shard only
-                CHECK(model->state_allocated == model->shard_size);
+                CHECK(model->optimizer.slot == model->shard_size);
                 CHECK(model->shard_size < model->num_parameters / 2 + 8);
                 std::vector<float> whole;
                 CHECK_THROWS_AS(model->get_params(whole), std::logic_error);
@@ -552,7 +551,7 @@ static std::string error_of(const std::function<void()>& f) {
     return "no error";
 }
 
-// Two ranks form their communicator through the given rendezvous (model/rendezvous.h, tested on
+// Two ranks form their communicator through the given rendezvous (runtime/rendezvous.h, tested on
 // its own in test/test_rendezvous.cpp) and average a value; a file of an earlier run (another run
 // id) lies in the directory and must not be read.
 static void check_two_ranks_meet(const std::string& endpoint) {

@@ -4,7 +4,6 @@
 // Tolerance: relative error < 1e-6 per element (gradcheck.h explains the metric); float64 finite
 // differences of fourth order are accurate to ~1e-9 relative here, so 1e-6 leaves room only for
 // real mistakes.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include "layers/classifier_cpu.h"

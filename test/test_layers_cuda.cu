@@ -3,7 +3,6 @@
 // The references run in double on the same bf16-rounded inputs the kernels see, so the only
 // differences are the kernels' fp32 arithmetic and the rounding of their bf16 outputs.
 // Shapes are deliberately not multiples of block or tile sizes.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <cmath>

@@ -2,7 +2,6 @@
 // every parameter gradient of a tiny model, for every attention variant and p in {1, 3, 15}.
 // Plus config validation and input checks.
 // Tolerance: relative error < 1e-6 per element (see gradcheck.h for the metric and the step).
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include "model/gpt2_cpu.h"

@@ -21,7 +21,6 @@
 //     the activation and gradient roundings, each as large, so it may differ by a few times as
 //     much: SENSITIVITY_FACTOR = 4 times the perturbed run's difference.
 // Any indexing or wiring error is O(1) of the tensor it touches, above both limits.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <chrono>

@@ -1,4 +1,4 @@
-// The host NCCL (test/simt/nccl_host.h) with ranks in separate processes, as scripts/launch.sh
+// The host NCCL (simt/nccl_host.h) with ranks in separate processes, as scripts/launch.sh
 // starts them: this binary runs itself again (`--rank-process ...`) as the other ranks, which
 // join through the TCP hub of the process that made the unique id.
 // - every collective the project uses gives, in each process, exactly the bytes it gives with

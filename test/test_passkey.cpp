@@ -8,7 +8,6 @@
 // - the tool end to end on a checkpoint of the small model, and its refusals.
 // Built for each back end (below); needs the GPT-2 vocabulary (scripts/install_gpt2_vocab.sh; the
 // test script installs it).
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 #include "test/run_command.h"
 #include "test/temp_dir.h"
@@ -24,7 +23,7 @@
 
 #include "eval/passkey.h"
 #include "eval/sample.h"
-#include "model/checkpoint.h"
+#include "runtime/checkpoint.h"
 
 // One source, three builds: the CPU back end (build/test_passkey, with build/passkey_cpu_lssar),
 // the CUDA back end under the SIMT emulator (build/test_passkey_cu_emu, with

@@ -4,7 +4,6 @@
 // reference run in float64 and in float32.
 // Each run regenerates the PyTorch debug states with /usr/bin/python3; where PyTorch is missing,
 // the stored copies in test/data/ are used, and the test says which.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <cstdio>

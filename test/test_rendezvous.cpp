@@ -1,4 +1,4 @@
-// The rendezvous of a data-parallel run (model/rendezvous.h), on the host: the endpoint parser; the
+// The rendezvous of a data-parallel run (runtime/rendezvous.h), on the host: the endpoint parser; the
 // file (writer then readers, a reader before the writer, another run's or world's file, a missing
 // file); TCP between threads and between fork()ed processes on 127.0.0.1 (world 3, every rank gets
 // rank 0's exact bytes, ranks that connect before rank 0 listens, another run's rank and a duplicate
@@ -6,7 +6,6 @@
 // Ports: a test that can let rank 0 listen first takes a port the kernel picks (listen on port 0);
 // one whose ranks must connect before rank 0 listens, or find nobody there, holds a reserved port
 // (PortReservation), so that parallel runs of this test, or other programs, cannot collide with it.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <dirent.h>
@@ -21,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "model/rendezvous.h"
+#include "runtime/rendezvous.h"
 #include "test/temp_dir.h"
 
 // A wait that must expire gets SHORT_TIMEOUT_S; one that must not, LONG_TIMEOUT_S (a failure then

@@ -3,7 +3,6 @@
 // there; every bad input must give an error that names the file and the offset; the loader's
 // order (sharding across ranks, shuffling, epochs, resume) is checked against the rule in
 // dataloader.h, recomputed here from the raw token arrays.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 #include "test/temp_dir.h"
 

@@ -1,12 +1,11 @@
-// Tests of the SIMT emulator (test/simt/) and the tensor-core wrappers (layers/mma.cuh).
+// Tests of the SIMT emulator (simt/) and the tensor-core wrappers (simt/mma.cuh).
 // The same file builds with nvcc and runs unchanged on a GPU, except the checks of
 // what only the emulator reports (races, deadlocks, bad shared accesses), which are
 // skipped under __CUDACC__.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include "layers/cuda_common.cuh"
-#include "layers/mma.cuh"
+#include "simt/mma.cuh"
 
 #include <cmath>
 #include <cstring>

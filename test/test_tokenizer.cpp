@@ -8,7 +8,6 @@
 //   - the shard tool (build/tokenize) end to end.
 // Needs the vocabulary (scripts/install_gpt2_vocab.sh; GPT2_VOCAB_DIR overrides), node and bible:
 // a missing one fails the test. Run from the repository root.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 #include "test/temp_dir.h"
 #define PCRE2_CODE_UNIT_WIDTH 8

@@ -10,7 +10,6 @@
 // - bad flags refused, naming the flag and the value.
 // Everything the runs compare is bitwise (same binary, same thread count: the CPU back end is
 // deterministic); the one tolerance (loss versus length) is stated where it is used.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 #include "test/run_command.h"
 #include "test/temp_dir.h"
@@ -36,9 +35,9 @@
 #include "dataloader/shard.h"
 #include "eval/loss_vs_length.h"
 #include "model/backend_cpu.h"
-#include "model/checkpoint.h"
+#include "runtime/checkpoint.h"
 #include "model/rand.h"
-#include "model/rendezvous.h"
+#include "runtime/rendezvous.h"
 
 static const char* TRAINER = "./train_gpt2cpu_lssar";
 static const char* EMU_TRAINER = "./build/train_gpt2cu_emu_lssar";  // the CUDA back end, emulated

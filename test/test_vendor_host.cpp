@@ -1,4 +1,4 @@
-// Host cuBLASLt and NCCL (test/simt/) against independent references:
+// Host cuBLASLt and NCCL (simt/) against independent references:
 // cuBLASLt vs a plain triple loop in double; NCCL vs a serial reduction over the
 // ranks' data, with ranks as std::threads.
 // Under nvcc the same file tests the real cuBLASLt on a GPU (build/test_vendor_host_cu),
@@ -19,7 +19,6 @@
 #include <thread>
 #include <vector>
 
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include "layers/cublas_common.cuh"

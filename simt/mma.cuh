@@ -16,7 +16,7 @@
 //   ldmatrix_x4(a, S + (lane % 16) * ld + (lane / 16) * 8);
 #pragma once
 
-#include "cuda_common.cuh"
+#include "simt/dialect.cuh"
 
 #include <cstring>
 
@@ -91,7 +91,7 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const __nv_b
                  : "r"(smem_u32(row_addr)));
 }
 
-#else  // SIMT emulator: warp collectives (test/simt/simt_exec.cpp)
+#else  // SIMT emulator: warp collectives (simt/simt_exec.cpp)
 
 __device__ __forceinline__ void mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2],
                                                   const float (&c)[4]) {

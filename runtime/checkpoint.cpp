@@ -1,5 +1,5 @@
-// Checkpoint I/O (format: model/checkpoint.h).
-#include "model/checkpoint.h"
+// Checkpoint I/O (format: runtime/checkpoint.h).
+#include "runtime/checkpoint.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -1,6 +1,6 @@
 // Rendezvous: how the ranks of a data-parallel run get the 128-byte id that rank 0 drew (the NCCL
 // unique id) before any communicator exists. No MPI, no CUDA, no NCCL here: the id is 128 opaque
-// bytes. Two ways, chosen by model/distributed.h (DIST_RENDEZVOUS set: TCP; else the file):
+// bytes. Two ways, chosen by runtime/distributed.h (DIST_RENDEZVOUS set: TCP; else the file):
 //
 //   file  rank 0 writes <DIST_ID_DIR>/nccl_id_<run id>.bin (to a temporary name, fsync, rename, so
 //         nobody reads half a file); the others poll for it every 20 ms, at most timeout_s, and read

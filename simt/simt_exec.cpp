@@ -1,5 +1,5 @@
 // SIMT emulator: block execution with fibers, barriers, warp collectives, shared
-// memory with race detection, tensor-core fragments. See test/simt/README.md.
+// memory with race detection, tensor-core fragments. See simt/README.md.
 //
 // Each host thread that runs blocks owns an Executor: a pool of fibers (one per
 // thread of the block, reused across blocks), the block's shared memory and its

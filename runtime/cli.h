@@ -1,6 +1,6 @@
-// What the evaluation tools' command lines share: an error that ends the program, "-flag value"
-// pairs, integer flags checked against their range, the checkpoint of this binary's variant, and
-// the re-weighting power to evaluate it at.
+// What the command lines of the trainer and the evaluation tools share: an error that ends the
+// program, "-flag value" pairs, number flags checked against their range, the checkpoint of this
+// binary's variant, and the re-weighting power to evaluate it at.
 #pragma once
 
 #include <cerrno>
@@ -10,33 +10,51 @@
 #include <cstring>
 #include <string>
 
-#include "model/checkpoint.h"
+#include "runtime/checkpoint.h"
 
-// Prints "error: msg" and exits with status 1.
-[[noreturn]] inline void cli_fail(const std::string& msg) {
+// Prints "error: msg" and exits with `status` (1 unless told).
+[[noreturn]] inline void cli_fail(const std::string& msg, int status = 1) {
     fprintf(stderr, "error: %s\n", msg.c_str());
-    exit(1);
+    exit(status);
 }
 
-// The integer s given to flag, which must lie in [lo, hi]; anything else ends the program naming
-// the flag, the value and the range.
-inline long long cli_parse_int(const char* flag, const char* s, long long lo, long long hi) {
+// "flag value: what: " (what may be null), the start of a flag's error message
+inline std::string cli_flag_prefix(const char* flag, const char* s, const char* what) {
+    return std::string(flag) + " " + s + ": " + (what != nullptr ? std::string(what) + ": " : "");
+}
+
+// The integer s given to flag (what it sets: `what`), which must lie in [lo, hi]; anything else
+// ends the program naming the flag, the value and the range.
+inline long long cli_parse_int(const char* flag, const char* s, long long lo, long long hi, const char* what = nullptr) {
     char* end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
     if (*s == 0 || *end != 0 || errno != 0 || v < lo || v > hi)
-        cli_fail(std::string(flag) + " " + s + ": expected an integer in [" + std::to_string(lo) + ", " +
+        cli_fail(cli_flag_prefix(flag, s, what) + "expected an integer in [" + std::to_string(lo) + ", " +
                  std::to_string(hi) + "]");
     return v;
 }
 
+// The finite number s given to flag, which must lie in [lo, hi], as cli_parse_int.
+inline float cli_parse_float(const char* flag, const char* s, double lo, double hi, const char* what = nullptr) {
+    char* end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (*s == 0 || *end != 0 || errno != 0 || !(v >= lo && v <= hi)) {
+        char range[96];
+        snprintf(range, sizeof range, ": expected a number in [%.9g, %.9g]", lo, hi);
+        cli_fail(cli_flag_prefix(flag, s, what) + (range + 2));
+    }
+    return (float)v;
+}
+
 // The next "-flag value" pair of argv at *i (start at 1): true with flag and val set, *i moved on;
-// false once argv is done. "-h" prints usage and exits 0; a word that is not a flag, or a flag
+// false once argv is done. "-h" (or "--help") prints usage and exits 0; a word that is not a flag, or a flag
 // without its value, ends the program naming it.
 inline bool cli_next_flag(int argc, char** argv, int* i, void (*usage)(const char*), std::string* flag,
                           const char** val) {
     if (*i >= argc) return false;
-    if (strcmp(argv[*i], "-h") == 0) {
+    if (strcmp(argv[*i], "-h") == 0 || strcmp(argv[*i], "--help") == 0) {
         usage(argv[0]);
         exit(0);
     }

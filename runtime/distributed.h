@@ -1,7 +1,7 @@
 // Data parallelism across GPUs and nodes with NCCL: one process per GPU, each with its own copy of
 // the model (model/gpt2_cuda.cuh) and its own rows of every batch (dataloader/dataloader.h with
 // this rank and world). No MPI: the ranks find each other through a file or a TCP port
-// (model/rendezvous.h).
+// (runtime/rendezvous.h).
 //
 //   DistConfig cfg = dist_config_from_env();   // RANK/WORLD_SIZE/LOCAL_RANK or SLURM_*, DIST_*
 //   Distributed dist;
@@ -16,7 +16,7 @@
 //     dist.update(model, lr, ..., grad_scale, step);
 //     float mean_loss = dist.average(loss);   // for the log
 //   checkpoint (every rank): dist.optimizer_shard(model) -> its own optimizer file;
-//     dist.gather_params(model, params) -> rank 0 writes the model file (model/checkpoint.h)
+//     dist.gather_params(model, params) -> rank 0 writes the model file (runtime/checkpoint.h)
 //   resume: model.set_params(params, step); dist.attach(...); dist.restore_optimizer(model, shard, step)
 //   dist.finish();
 //
@@ -31,7 +31,7 @@
 //                 of writing the file (nodes without a shared file system)
 //   DIST_TIMEOUT_S  seconds a rank waits for the rendezvous and for a collective (default 600)
 //
-// Rendezvous (model/rendezvous.h): rank 0 draws the NCCL unique id and hands it to the others
+// Rendezvous (runtime/rendezvous.h): rank 0 draws the NCCL unique id and hands it to the others
 // through DIST_ID_DIR/nccl_id_<run id>.bin or over DIST_RENDEZVOUS, every wait at most
 // DIST_TIMEOUT_S; the run id (and world size) in the file or the handshake keeps a leftover of an
 // earlier or concurrent run from being taken for this run's id. The file is removed once the
@@ -52,10 +52,10 @@
 // param_shard_range). reduce_grads reduce-scatters the gradients (each rank gets the average of
 // its shard only), grad_norm all-reduces the shards' squared norms, update runs AdamW on the shard
 // alone and all-gathers the bf16 weights. A rank keeps the fp32 master weights and AdamW moments
-// of its shard only (model.shard_state): 12 bytes per parameter become 12/W, 1.3 GB of the 1.5 GB
+// of its shard only (model.shard_optimizer, model/optimizer_state.cuh): 12 bytes per parameter become 12/W, 1.3 GB of the 1.5 GB
 // of GPT-2 124M on 8 GPUs. A checkpoint gathers the master weights for rank 0's model file once.
 //
-// Checkpoints (model/checkpoint.h): every rank writes the moments of its shard of the same
+// Checkpoints (runtime/checkpoint.h): every rank writes the moments of its shard of the same
 // partition (param_shard_range, with or without ZeRO-1) to its own file; rank 0 writes the fp32
 // weights. A resume reads them back on as many ranks; without ZeRO-1 the ranks then broadcast
 // their shards' moments to each other.
@@ -63,7 +63,7 @@
 // Timeouts: a rank that dies or stops calling collectives must not hang the others. On the GPU the
 // communicator is non-blocking (ncclCommInitRankConfig, blocking = 0) and every collective is
 // waited for by polling the stream and ncclCommGetAsyncError for at most DIST_TIMEOUT_S; past it,
-// the communicator is aborted and the call throws. Under the emulator (test/simt/nccl_host.h) the
+// the communicator is aborted and the call throws. Under the emulator (simt/nccl_host.h) the
 // collectives themselves give up after SIMT_NCCL_TIMEOUT_S. Every error throws std::runtime_error
 // with the rank and the fix; the trainer prints it and exits non-zero, and scripts/launch.sh then
 // stops the other ranks.
@@ -87,9 +87,9 @@
 #include "layers/cuda_common.cuh"
 #include "layers/global_norm.cuh"
 #include "layers/nccl_common.cuh"
-#include "model/checkpoint.h"
+#include "runtime/checkpoint.h"
 #include "model/gpt2_cuda.cuh"
-#include "model/rendezvous.h"
+#include "runtime/rendezvous.h"
 
 static_assert(sizeof(ncclUniqueId) == sizeof(RendezvousId), "the rendezvous carries an NCCL unique id");
 
@@ -205,6 +205,10 @@ inline DistConfig dist_config_from_env() {
     }
     std::string err = dist_config_error(c);
     if (!err.empty()) throw std::runtime_error("environment: " + err);
+#if !defined(__CUDACC__)
+    // the emulator's host NCCL has its own watchdog: one setting, DIST_TIMEOUT_S, covers both
+    if (timeout != nullptr && *timeout != '\0') setenv("SIMT_NCCL_TIMEOUT_S", timeout, 0);
+#endif
     return c;
 }
 
@@ -214,9 +218,7 @@ inline DistConfig dist_config_from_env() {
 struct Distributed {
     DistConfig config;
     ncclComm_t comm = nullptr;   // null when world = 1 (unless communicator_for_one)
-    bool zero1 = false;
-    size_t shard_begin = 0;      // this rank's parameters under ZeRO-1: [shard_begin, shard_end)
-    size_t shard_end = 0;        // (clipped to num_parameters; the whole model without ZeRO-1)
+    bool zero1 = false;          // this rank's optimizer state is its shard (model.optimizer's range)
     float* scalar = nullptr;     // (1) device: average()'s value
     cudaStream_t comm_stream = nullptr;  // the overlapped all-reduces (with a communicator)
     cudaEvent_t grads_ready = nullptr;   // recorded on the model's stream when a layer's gradients are done
@@ -264,21 +266,13 @@ struct Distributed {
     // (they start alike only if every rank drew the same initialisation or read the same file).
     void attach(GPT2Cuda& model, bool use_zero1) {
         zero1 = use_zero1 && comm != nullptr;
-        if (zero1) {
-            model.reserve_shards(config.world);
-            shard_begin = std::min(model.num_parameters, (size_t)config.rank * model.shard_size);
-            shard_end = std::min(model.num_parameters, shard_begin + model.shard_size);
-        } else {
-            shard_begin = 0;
-            shard_end = model.num_parameters;
-        }
         if (comm == nullptr) return;
-        check(ncclBroadcast(model.master_weights, model.master_weights, model.num_parameters, ncclFloat32, 0, comm,
+        check(ncclBroadcast(model.optimizer.master, model.optimizer.master, model.num_parameters, ncclFloat32, 0, comm,
                             model.stream), "ncclBroadcast(master weights)");
         check(ncclBroadcast(model.params_memory, model.params_memory, model.num_parameters, ncclBfloat16, 0, comm,
                             model.stream), "ncclBroadcast(params)");
         wait_stream(model.stream, "ncclBroadcast(weights)");
-        if (zero1) model.shard_state(shard_begin, shard_end, model.shard_size);
+        if (zero1) model.shard_optimizer(config.world, config.rank);
     }
 
     // After the last backward of a step. Each rank holds the gradient of the mean loss over its
@@ -361,7 +355,7 @@ struct Distributed {
             model.update(lr, beta1, beta2, eps, weight_decay, grad_scale, step);
             return;
         }
-        model.update_range(lr, beta1, beta2, eps, weight_decay, grad_scale, step, shard_begin, shard_end);
+        model.update(lr, beta1, beta2, eps, weight_decay, grad_scale, step);  // this rank's shard
         check(ncclAllGather(model.params_memory + (size_t)config.rank * model.shard_size, model.params_memory,
                             model.shard_size, ncclBfloat16, comm, model.stream), "ncclAllGather(params)");
         wait_stream(model.stream, "ncclAllGather(params)");
@@ -376,7 +370,7 @@ struct Distributed {
         }
         float* whole = nullptr;
         cudaCheck(cudaMalloc(&whole, model.shard_size * config.world * sizeof(float)));
-        check(ncclAllGather(model.master_weights, whole, model.shard_size, ncclFloat32, comm, model.stream),
+        check(ncclAllGather(model.optimizer.master, whole, model.shard_size, ncclFloat32, comm, model.stream),
               "ncclAllGather(master weights)");
         wait_stream(model.stream, "ncclAllGather(master weights)");
         out.resize(model.num_parameters);
@@ -421,7 +415,7 @@ struct Distributed {
         for (int r = 0; r < config.world; r++) {
             size_t begin, end;
             param_shard_range(model.num_parameters, config.world, r, &begin, &end);
-            for (float* b : {model.m_memory, model.v_memory})
+            for (float* b : {model.optimizer.m, model.optimizer.v})
                 check(ncclBroadcast(b + begin, b + begin, end - begin, ncclFloat32, r, comm, model.stream),
                       "ncclBroadcast(optimizer shard)");
         }

@@ -1,7 +1,7 @@
 // SIMT emulator: the CUDA programming model on the CPU, for tests.
 //
-// Included by layers/cuda_common.cuh when the compiler is not nvcc. It supplies the
-// names a kernel and its host launcher use (see test/simt/README.md):
+// Included by simt/dialect.cuh when the compiler is not nvcc. It supplies the
+// names a kernel and its host launcher use (see simt/README.md):
 //   - runtime API: cudaMalloc/Memcpy/Memset, streams, events, errors, device properties
 //   - kernel execution: launch_kernel() runs every block; the threads of a block are
 //     fibers switched at __syncthreads and warp collectives; blocks run on OpenMP threads

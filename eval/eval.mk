@@ -1,0 +1,52 @@
+# Evaluation tools of a checkpoint, per back end and attention variant (recipes in train.mk):
+#   make loss_vs_length_cpu ATTN=lssar  -> build/loss_vs_length_cpu_lssar   (and _cu: nvcc)
+#   make passkey_cpu ATTN=lssar         -> build/passkey_cpu_lssar          (and _cu; _cu_emu for tests)
+#   make attention_maps_cpu ATTN=lssar  -> build/attention_maps_cpu_lssar   (CPU back end)
+LVL_CPU_BINS       := $(addprefix $(BUILD)/loss_vs_length_cpu_,$(ATTN_VARIANTS))
+LVL_CU_BINS        := $(addprefix $(BUILD)/loss_vs_length_cu_,$(ATTN_VARIANTS))
+PASSKEY_CPU_BINS   := $(addprefix $(BUILD)/passkey_cpu_,$(ATTN_VARIANTS))
+PASSKEY_CU_BINS    := $(addprefix $(BUILD)/passkey_cu_,$(ATTN_VARIANTS))
+PASSKEY_EMU_BINS   := $(addprefix $(BUILD)/passkey_cu_emu_,$(ATTN_VARIANTS))
+ATTN_MAPS_CPU_BINS := $(addprefix $(BUILD)/attention_maps_cpu_,$(ATTN_VARIANTS))
+
+$(LVL_CPU_BINS): $(BUILD)/loss_vs_length_cpu_%: eval/loss_vs_length.cu $(TRAINER_OBJS) | $(BUILD)
+	$(BUILD_CPU_PROGRAM)
+$(LVL_CU_BINS): $(BUILD)/loss_vs_length_cu_%: eval/loss_vs_length.cu $(TRAINER_OBJS) | $(BUILD)
+	$(BUILD_CU_PROGRAM)
+$(PASSKEY_CPU_BINS): $(BUILD)/passkey_cpu_%: eval/passkey.cu $(TRAINER_OBJS) | $(BUILD)
+	$(BUILD_CPU_PROGRAM)
+$(PASSKEY_CU_BINS): $(BUILD)/passkey_cu_%: eval/passkey.cu $(TRAINER_OBJS) | $(BUILD)
+	$(BUILD_CU_PROGRAM)
+$(PASSKEY_EMU_BINS): $(BUILD)/passkey_cu_emu_%: eval/passkey.cu $(TRAINER_OBJS) $(EMU_LIBS) | $(BUILD)
+	$(BUILD_EMU_PROGRAM)
+$(ATTN_MAPS_CPU_BINS): $(BUILD)/attention_maps_cpu_%: eval/attention_maps.cu $(TRAINER_OBJS) | $(BUILD)
+	$(BUILD_CPU_PROGRAM)
+
+.PHONY: loss_vs_length_cpu loss_vs_length_cu passkey_cpu passkey_cu attention_maps_cpu
+loss_vs_length_cpu: $(BUILD)/loss_vs_length_cpu_$(ATTN)
+loss_vs_length_cu: $(BUILD)/loss_vs_length_cu_$(ATTN)
+passkey_cpu: $(BUILD)/passkey_cpu_$(ATTN)
+passkey_cu: $(BUILD)/passkey_cu_$(ATTN)
+attention_maps_cpu: $(BUILD)/attention_maps_cpu_$(ATTN)
+CPU_BINS  += $(BUILD)/loss_vs_length_cpu_$(ATTN) $(BUILD)/passkey_cpu_$(ATTN) $(BUILD)/attention_maps_cpu_$(ATTN)
+CUDA_BINS += $(BUILD)/loss_vs_length_cu_$(ATTN) $(BUILD)/passkey_cu_$(ATTN)
+
+# The tools' tests (each runs its tool built for lssar; they read the GPT-2 vocabulary,
+# scripts/install_gpt2_vocab.sh):
+#   test_passkey, test_passkey_cu_emu   passkey on the CPU and the emulated CUDA back end
+#   test_passkey_gpu                    the same on a GPU (`make cuda`)
+#   test_attention_maps                 the maps against the forward, and the tool end to end
+$(BUILD)/test_passkey: test/test_passkey.cpp $(DOCTEST_MAIN) $(TRAINER_OBJS) $(BUILD)/passkey_cpu_lssar | $(BUILD)
+	$(CXX_HOST) $< $(DOCTEST_MAIN) $(TRAINER_OBJS) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
+$(BUILD)/test_passkey_cu_emu: test/test_passkey.cpp $(DOCTEST_MAIN) $(TRAINER_OBJS) $(EMU_LIBS) \
+                              $(BUILD)/passkey_cu_emu_lssar | $(BUILD)
+	$(CXX_EMU) -x c++ $< -x none $(DOCTEST_MAIN) $(TRAINER_OBJS) $(EMU_LDLIBS) -o $@
+$(BUILD)/test_passkey_gpu: test/test_passkey.cpp $(DOCTEST_MAIN) $(TRAINER_OBJS) $(BUILD)/passkey_cu_lssar | $(BUILD)
+	$(NVCC_CPP_OBJ)
+	$(NVCC_LINK) $@.o $(DOCTEST_MAIN) $(TRAINER_OBJS) -o $@ $(NVCC_LDLIBS) $(BLAS_LDLIBS) -lgomp
+$(BUILD)/test_attention_maps: test/test_attention_maps.cpp $(DOCTEST_MAIN) $(TRAINER_OBJS) \
+                              $(BUILD)/attention_maps_cpu_lssar | $(BUILD)
+	$(CXX_HOST) $< $(DOCTEST_MAIN) $(TRAINER_OBJS) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
+
+TESTS     += $(BUILD)/test_passkey $(BUILD)/test_passkey_cu_emu $(BUILD)/test_attention_maps
+CUDA_BINS += $(BUILD)/test_passkey_gpu

@@ -1,0 +1,90 @@
+// The checkpoints of a training run, over every rank: the two-phase commit that writes them and
+// the lookup that resumes from the newest (file formats: runtime/checkpoint.h).
+//   save: each rank writes its optimizer shard; the ranks agree that every shard was written;
+//         then rank 0 writes the model file, which completes the checkpoint. A failure on any rank
+//         stops every rank with the file named, and the previous checkpoint stays intact.
+//   resume: the newest model file of the directory, checked against the run's config and number of
+//         ranks, and this rank's optimizer shard that goes with it.
+// Dist is runtime/distributed.h's Distributed or runtime/distributed_single.h's SingleProcess.
+#pragma once
+
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "dataloader/dataloader.h"
+#include "runtime/checkpoint.h"
+
+// Writes step's checkpoint into dir (every rank calls it); `state` is the trainer's state at that
+// step (step, rng and loader filled in by the caller). `previous` names the last checkpoint written
+// or resumed from, for the message. Returns the model file's path; throws on any rank's failure.
+template <class Dist, class Model>
+std::string save_run_checkpoint(Dist& dist, Model& model, const std::string& dir, int64_t step,
+                                const GPT2Config& config, const TrainState& state, const std::string& previous) {
+    std::string path = checkpoint_path(dir, step);
+    std::string kept = previous.empty() ? "No earlier checkpoint of this run." : "The previous checkpoint " + previous + " is intact.";
+    OptimizerShard shard = dist.optimizer_shard(model);
+    shard.step = step;
+    std::string shard_path = optimizer_shard_path(dir, step, dist.config.rank, dist.config.world);
+    std::string error;
+    try {
+        optimizer_shard_write(shard_path, shard);
+    } catch (const std::exception& e) {
+        error = e.what();
+    }
+    if (dist.any(!error.empty())) {
+        remove(shard_path.c_str());
+        throw std::runtime_error((error.empty() ? "another rank could not write its optimizer shard of step " +
+                                                      std::to_string(step) : error) + "; stopping. " + kept);
+    }
+    std::vector<float> params;
+    dist.gather_params(model, params);  // every rank: under ZeRO-1 a collective
+    if (dist.config.rank == 0) {
+        Checkpoint ck;
+        ck.config = config;
+        ck.world_size = dist.config.world;
+        ck.train = state;
+        ck.params.swap(params);
+        try {
+            checkpoint_write(path, ck);
+        } catch (const std::exception& e) {
+            error = e.what();
+        }
+    }
+    if (dist.any(!error.empty())) {
+        remove(shard_path.c_str());
+        throw std::runtime_error((error.empty() ? "rank 0 could not write " + path : error) + "; stopping. " + kept);
+    }
+    return path;
+}
+
+struct ResumePoint {
+    std::string path;      // the model file
+    Checkpoint checkpoint;
+    OptimizerShard shard;  // this rank's
+};
+
+// The newest checkpoint in dir that this run (config, rank of world) can continue from, into *out;
+// false if dir holds none. A checkpoint of another config or number of ranks, or without the
+// loader's position, is refused with the fix (throws).
+inline bool find_resume_point(const std::string& dir, const GPT2Config& config, int rank, int world,
+                              size_t num_parameters, ResumePoint* out) {
+    std::vector<int64_t> steps = checkpoint_steps(dir);
+    if (steps.empty()) return false;
+    out->path = checkpoint_path(dir, steps.back());
+    const std::string& path = out->path;
+    Checkpoint& ck = out->checkpoint;
+    checkpoint_read(path, ck);
+    std::string mismatch = checkpoint_config_mismatch(path, ck.config, config);
+    if (!mismatch.empty()) throw std::runtime_error(mismatch + " (the run in " + dir + " was started with other flags)");
+    if (!ck.train.has_loader) throw std::runtime_error("checkpoint " + path + " holds no data loader position: cannot resume");
+    // the batch split and the rows each rank reads depend on the number of ranks
+    if (ck.world_size != world)
+        throw std::runtime_error("-y 1: " + path + " was trained on " + std::to_string(ck.world_size) +
+                                 " rank(s), this launch has " + std::to_string(world) + ": resume with " +
+                                 std::to_string(ck.world_size) + ", or start a new run from its weights (-e " + path + ")");
+    optimizer_shard_read(optimizer_shard_path(dir, ck.train.step, rank, world), out->shard, ck.train.step, rank, world,
+                         num_parameters);
+    return true;
+}

@@ -1,0 +1,26 @@
+// The learning-rate schedule of a run: linear warmup from lr/warmup to lr over the first `warmup`
+// steps, then cosine or linear decay to lr * final_frac at the last step, or constant.
+#pragma once
+
+#include <cmath>
+#include <string>
+
+struct LrSchedule {
+    float lr = 3e-4f;
+    std::string kind = "cosine";  // cosine, linear or constant
+    int warmup = 0;
+    float final_frac = 1.0f;
+    int max_steps = 0;
+
+    static bool known(const std::string& k) { return k == "cosine" || k == "linear" || k == "constant"; }
+
+    // the rate of step `step` (1-based)
+    float at(int step) const {
+        if (step <= warmup) return lr * step / warmup;
+        if (kind == "constant" || max_steps <= warmup) return lr;
+        double progress = (double)(step - warmup) / (max_steps - warmup);  // (0, 1]
+        double min_lr = lr * final_frac;
+        double decay = kind == "cosine" ? 0.5 * (1.0 + std::cos(M_PI * progress)) : 1.0 - progress;
+        return (float)(min_lr + (lr - min_lr) * decay);
+    }
+};

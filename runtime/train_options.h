@@ -1,0 +1,151 @@
+// The trainer's command line (train_gpt2.cu): its options with their defaults, -h, and the parser,
+// which refuses a bad value naming the flag, the value and the range (runtime/cli.h).
+#pragma once
+
+#include <string>
+
+#include "runtime/backend.h"
+#include "runtime/cli.h"
+#include "runtime/guard.h"
+#include "runtime/schedule.h"
+
+struct TrainOptions {
+    std::string train_pattern = "data/kjv/kjv_train_*.bin";  // -i
+    std::string val_pattern = "data/kjv/kjv_val_*.bin";      // -j
+    std::string out_dir;                                     // -o
+    std::string model = "d12";                               // -e
+    int B = 4, T = 1024;                                     // -b, -t
+    long long total_batch = -1;                              // -d
+    LrSchedule schedule;                                     // -l, -k, -u, -q (max_steps set by the run)
+    float weight_decay = 0.0f;                               // -c
+    float clip = 1.0f;                                       // -gc
+    int max_steps = -1;                                      // -x
+    int steps_this_run = 0;                                  // -xi
+    int val_every = 20, val_steps = 20;                      // -v, -m
+    int sample_every = 20, gen_tokens = 64, top_k = 40;      // -s, -g, -gk
+    float temperature = 1.0f;                                // -gt
+    std::string prompt;                                      // -gp
+    int ckpt_every = 0, ckpt_keep = 0, resume = 0;           // -n, -nk, -y
+    long long seed = 1337;                                   // -rs
+    float p = 15.0f;                                         // -p
+    bool p_given = false;
+    float rope_base = 10000.0f;                              // -rb
+    bool rope_given = false;
+    int max_skips = 5;                                       // -sk
+    UpdateGuard guard;                                       // -sl
+    int zero1 = 0;                                           // -z
+};
+
+inline void train_usage(const char*) {
+    TrainOptions d;
+    printf(
+        "Usage: ./train_gpt2%s_%s [options]\n"
+        "Trains GPT-2 + RoPE with %s attention (fixed at build time: make ... ATTN=<variant>; make ATTN=x lists them).\n"
+        "Data and output\n"
+        "  -i <glob>    training shards (default %s)\n"
+        "  -j <glob>    validation shards (default %s; \"\" = none)\n"
+        "  -o <dir>     output dir: log.jsonl and checkpoints: the model ckpt_<step>.bin (rank 0) and the AdamW\n"
+        "               moments ckpt_<step>_adamw_<rank>of<ranks>.bin (each rank its own) (default: none)\n"
+        "Model\n"
+        "  -e <model>   a depth descriptor dL[cC][hH][vV] (L layers, C channels = 64L, H heads = C/64,\n"
+        "               V vocab = 50257 by default; e.g. d12, d4c256h4), or a checkpoint to start from\n"
+        "               (its weights; fresh optimizer and data order) (default %s)\n"
+        "  -p <float>   re-weighting power p >= 1 (default %g; variants with re-weighting only)\n"
+        "  -rb <float>  RoPE base (default %g)\n"
+        "Batch\n"
+        "  -b <int>     micro-batch size B (default %d)\n"
+        "  -t <int>     sequence length T (default %d)\n"
+        "  -d <int>     total batch size in tokens over all ranks, a multiple of B*T*ranks: gradient\n"
+        "               accumulation = d/(B*T*ranks) (default B*T*ranks)\n"
+        "Data parallelism (CUDA build; one process per GPU: scripts/launch.sh -n 8 ./train_gpt2cu_...)\n"
+        "  environment: RANK, WORLD_SIZE, LOCAL_RANK (or SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID), DIST_RUN_ID,\n"
+        "  DIST_ID_DIR (the NCCL id's file, default /tmp) or DIST_RENDEZVOUS=tcp://host:port, DIST_TIMEOUT_S\n"
+        "  -z <int>     1: ZeRO-1, each rank keeps the optimizer state of its shard of the parameters\n"
+        "               (default %d; no effect with one rank)\n"
+        "Optimisation (AdamW, betas 0.9 0.95, eps 1e-8)\n"
+        "  -l <float>   learning rate (default %g)\n"
+        "  -k <name>    schedule after warmup: cosine, linear or constant (default %s)\n"
+        "  -u <int>     warmup steps, linear from lr/u (default %d)\n"
+        "  -q <float>   final learning rate as a fraction of -l, reached at the last step (default %g)\n"
+        "  -c <float>   weight decay, on the matrices only (default %g)\n"
+        "  -gc <float>  gradient clipping: the global gradient norm is scaled down to this (default %g; 0 = off)\n"
+        "  -x <int>     max steps (default -1: one epoch of the training shards)\n"
+        "  -xi <int>    steps to run in this invocation, then checkpoint (with -o) and exit; the schedule\n"
+        "               still spans -x, and -y 1 continues (default 0: run to the end)\n"
+        "  -rs <int>    random seed: initialisation, data order, sampling (default %lld)\n"
+        "Guards\n"
+        "  -sk <int>    stop after this many consecutive skipped updates (default %d). An update is skipped\n"
+        "               when the loss or the gradient norm is not finite, or is a spike (-sl)\n"
+        "  -sl <float>  skip the update when the loss is this many standard deviations above its running\n"
+        "               mean (default %g = off)\n"
+        "Evaluation and sampling\n"
+        "  -v <int>     validation loss every this many steps, and at the end (default %d; 0 = never)\n"
+        "  -m <int>     validation batches per evaluation (default %d)\n"
+        "  -s <int>     sample every this many steps, and at the end (default %d; 0 = never)\n"
+        "  -g <int>     tokens to generate per sample (default %d)\n"
+        "  -gk <int>    top-k sampling (default %d; 1 = greedy)\n"
+        "  -gt <float>  sampling temperature (default %g)\n"
+        "  -gp <text>   prompt to continue (default: none, starts from <|endoftext|>)\n"
+        "Checkpoints\n"
+        "  -n <int>     checkpoint every this many steps, and at the end (default %d = never; needs -o)\n"
+        "  -nk <int>    keep only the newest this many checkpoints (default %d = keep all)\n"
+        "  -y <int>     1: resume from the newest checkpoint in -o (model, optimizer, data position, rng,\n"
+        "               step), if there is one; with as many ranks as the run had (default %d)\n"
+        "  -h           this help\n",
+        BACKEND_BINARY_NAME, ATTN_NAME, ATTN_NAME, d.train_pattern.c_str(), d.val_pattern.c_str(), d.model.c_str(),
+        d.p, d.rope_base, d.B, d.T, d.zero1, d.schedule.lr, d.schedule.kind.c_str(), d.schedule.warmup,
+        d.schedule.final_frac, d.weight_decay, d.clip, d.seed, d.max_skips, d.guard.spike_z, d.val_every,
+        d.val_steps, d.sample_every, d.gen_tokens, d.top_k, d.temperature, d.ckpt_every, d.ckpt_keep, d.resume);
+}
+
+inline TrainOptions train_parse_args(int argc, char** argv) {
+    TrainOptions o;
+    const long long BIG = 1000000000;
+    std::string flag;
+    const char* v;
+    for (int i = 1; cli_next_flag(argc, argv, &i, train_usage, &flag, &v);) {
+        const char* f = flag.c_str();
+        if (flag == "-i") o.train_pattern = v;
+        else if (flag == "-j") o.val_pattern = v;
+        else if (flag == "-o") o.out_dir = v;
+        else if (flag == "-e") o.model = v;
+        else if (flag == "-b") o.B = (int)cli_parse_int(f, v, 1, 1 << 20, "batch size");
+        else if (flag == "-t") o.T = (int)cli_parse_int(f, v, 1, 1 << 20, "sequence length");
+        else if (flag == "-d") o.total_batch = cli_parse_int(f, v, 1, 1LL << 40, "total batch size (tokens)");
+        else if (flag == "-l") o.schedule.lr = cli_parse_float(f, v, 0, 3e38, "learning rate");
+        else if (flag == "-k") {
+            o.schedule.kind = v;
+            if (!LrSchedule::known(v)) cli_fail(flag + " " + v + ": schedule must be cosine, linear or constant");
+        }
+        else if (flag == "-u") o.schedule.warmup = (int)cli_parse_int(f, v, 0, BIG, "warmup steps");
+        else if (flag == "-q") o.schedule.final_frac = cli_parse_float(f, v, 0, 1, "final learning rate fraction");
+        else if (flag == "-c") o.weight_decay = cli_parse_float(f, v, 0, 10, "weight decay");
+        else if (flag == "-gc") o.clip = cli_parse_float(f, v, 0, 1e30, "gradient clipping norm");
+        else if (flag == "-x") o.max_steps = (int)cli_parse_int(f, v, -1, BIG, "max steps");
+        else if (flag == "-xi") o.steps_this_run = (int)cli_parse_int(f, v, 0, BIG, "steps in this invocation");
+        else if (flag == "-v") o.val_every = (int)cli_parse_int(f, v, 0, BIG, "validation interval");
+        else if (flag == "-m") o.val_steps = (int)cli_parse_int(f, v, 1, BIG, "validation batches");
+        else if (flag == "-s") o.sample_every = (int)cli_parse_int(f, v, 0, BIG, "sampling interval");
+        else if (flag == "-g") o.gen_tokens = (int)cli_parse_int(f, v, 1, 1 << 20, "generated tokens");
+        else if (flag == "-gk") o.top_k = (int)cli_parse_int(f, v, 1, 1 << 20, "top-k");
+        else if (flag == "-gt") o.temperature = cli_parse_float(f, v, 0, 100, "temperature");
+        else if (flag == "-gp") o.prompt = v;
+        else if (flag == "-n") o.ckpt_every = (int)cli_parse_int(f, v, 0, BIG, "checkpoint interval");
+        else if (flag == "-nk") o.ckpt_keep = (int)cli_parse_int(f, v, 0, BIG, "checkpoints to keep");
+        else if (flag == "-y") o.resume = (int)cli_parse_int(f, v, 0, 1, "resume");
+        else if (flag == "-rs") o.seed = cli_parse_int(f, v, 0, (1LL << 62), "seed");
+        else if (flag == "-p") { o.p = cli_parse_float(f, v, 1, 1e6, "re-weighting power p"); o.p_given = true; }
+        else if (flag == "-rb") { o.rope_base = cli_parse_float(f, v, 1.0001, 1e30, "RoPE base"); o.rope_given = true; }
+        else if (flag == "-sk") o.max_skips = (int)cli_parse_int(f, v, 1, BIG, "consecutive skips");
+        else if (flag == "-sl") o.guard.spike_z = cli_parse_float(f, v, 0, 1e30, "loss spike threshold");
+        else if (flag == "-z") o.zero1 = (int)cli_parse_int(f, v, 0, 1, "ZeRO-1");
+        else cli_fail("unknown flag " + flag + " (-h lists the flags)");
+    }
+    if (o.p_given && !attn_reweights(ATTN_BUILT))
+        cli_fail(std::string("-p: ") + ATTN_NAME + " attention has no re-weighting, so p does not apply (leave -p "
+                 "out, or build a variant with re-weighting: lssar, softmax_rw, sigmoid_l1_rw, relu_l1_rw)");
+    if ((o.ckpt_every > 0 || o.resume) && o.out_dir.empty())
+        cli_fail(std::string(o.resume ? "-y 1" : "-n " + std::to_string(o.ckpt_every)) +
+                 ": checkpoints need an output dir (-o)");
+    return o;
+}
