@@ -146,6 +146,7 @@ struct Trainer {
         config.max_seq_len = opt.T;
         config.p = opt.p;
         config.rope_base = opt.rope_base;
+        config.learn_p = opt.learn_p;
         Checkpoint init_ck;
         std::string error;
         bool from_checkpoint = !gpt2_parse_descriptor(opt.model, &config, &error);
@@ -158,6 +159,7 @@ struct Trainer {
             want.attn = config.attn;
             if (opt.p_given) want.p = opt.p;
             if (opt.rope_given) want.rope_base = opt.rope_base;
+            want.learn_p = opt.learn_p;
             std::string mismatch = checkpoint_config_mismatch(opt.model, init_ck.config, want, false);
             if (!mismatch.empty()) cli_fail(mismatch);
             config = init_ck.config;
@@ -235,7 +237,9 @@ struct Trainer {
     }
 
     void print_summary() {
-        std::string p = attn_reweights(config.attn) ? " p " + json_number(config.p) : "";
+        std::string p = !attn_reweights(config.attn) ? ""
+                        : config.learn_p ? " p learned per layer and head from " + json_number(config.p)
+                                         : " p " + json_number(config.p);
         printf("model: %s attention%s, %d layers, %d heads, %d channels, vocab %d (padded %d), %zu parameters, %s back end\n",
                attn_kind_name(config.attn), p.c_str(), config.num_layers, config.num_heads, config.channels,
                config.vocab_size, config.padded_vocab_size, model->num_parameters, BACKEND_NAME);
@@ -297,6 +301,13 @@ struct Trainer {
         char mfu_text[32] = "";
         if (mfu > 0) snprintf(mfu_text, sizeof mfu_text, " | MFU %.1f%%", 100.0 * mfu);
         std::string skipped = r.applied ? "" : " | SKIPPED: " + r.skip_reason;
+        std::vector<double> p_values;  // learned p (-pl 1)
+        if (config.learn_p) {
+            std::vector<float> params;
+            model->get_params(params);
+            p_values = learned_p_values(config, params.data());
+            skipped = " | " + learned_p_summary(p_values) + skipped;
+        }
         printf("step %*d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s%s | ETA %s%s\n",
                (int)std::to_string(max_steps).size(), step, max_steps, r.loss, r.norm, r.lr, r.ms, tok_s, mfu_text,
                format_duration(eta_s).c_str(), skipped.c_str());
@@ -305,6 +316,8 @@ struct Trainer {
                           ",\"grad_norm\":" + json_number(r.norm) + ",\"lr\":" + json_number(r.lr) +
                           ",\"ms\":" + json_number(r.ms) + ",\"tokens_per_s\":" + json_number(tok_s);
         if (!r.applied) rec += ",\"skipped\":\"" + r.skip_reason + "\"";
+        for (size_t i = 0; i < p_values.size(); i++) rec += (i ? "," : ",\"p\":[") + json_number(p_values[i]);
+        if (!p_values.empty()) rec += "]";
         log.line(rec + "}");
     }
 

@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
     if (ckpt_path.empty()) { usage(argv[0]); cli_fail("-e CHECKPOINT is required"); }
     try {
         Checkpoint ck = cli_read_checkpoint(ckpt_path, ATTN_NAME);
+        cli_print_learned_p(ck);
         cli_override_p(ck, ckpt_path, p_text);
         if (T_train == 0) T_train = ck.config.max_seq_len;
         std::vector<int> lengths;

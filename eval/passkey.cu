@@ -91,6 +91,7 @@ int main(int argc, char** argv) {
     std::vector<int> lengths = parse_lengths(length_list);
     try {
         Checkpoint ck = cli_read_checkpoint(ckpt_path, ATTN_NAME);
+        cli_print_learned_p(ck);
         cli_override_p(ck, ckpt_path, p_text);
         if (ck.config.vocab_size != GPT2Tokenizer::VOCAB_SIZE)
             cli_fail(ckpt_path + ": vocab_size is " + std::to_string(ck.config.vocab_size) +

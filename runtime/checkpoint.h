@@ -55,7 +55,8 @@ struct CheckpointHeader {
     uint64_t num_parameters;
     uint64_t payload_checksum;  // checkpoint_checksum of the weights as stored
     TrainState train;
-    uint8_t pad1_[CHECKPOINT_HEADER_BYTES - 64 - sizeof(TrainState)];
+    int32_t learn_p;  // 1: the weights end with learned p's theta per (layer, head) (0 in older files)
+    uint8_t pad1_[CHECKPOINT_HEADER_BYTES - 64 - sizeof(TrainState) - 4];
 };
 static_assert(sizeof(CheckpointHeader) == CHECKPOINT_HEADER_BYTES, "checkpoint header must be 1024 bytes");
 

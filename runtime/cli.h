@@ -101,9 +101,25 @@ inline std::string cli_p_override_error(AttnKind kind, const std::string& path, 
 // evaluated at another. An empty p_text keeps the checkpoint's p; bad input ends the program.
 inline void cli_override_p(Checkpoint& ck, const std::string& path, const std::string& p_text) {
     if (p_text.empty()) return;
+    if (ck.config.learn_p)
+        cli_fail("-p " + p_text + ": checkpoint " + path + " learned its p per layer and head (" +
+                 learned_p_summary(learned_p_values(ck.config, ck.params.data())) + "); leave -p out");
     double p;
     std::string err = cli_p_override_error(ck.config.attn, path, p_text, &p);
     if (!err.empty()) cli_fail(err);
     if ((float)p != ck.config.p) printf("evaluating at p %g (the checkpoint was trained at p %g)\n", p, ck.config.p);
     ck.config.p = (float)p;
 }
+
+// The learned p values of a checkpoint, one line per layer (nothing without learn_p).
+inline void cli_print_learned_p(const Checkpoint& ck) {
+    std::vector<double> p = learned_p_values(ck.config, ck.params.data());
+    if (p.empty()) return;
+    printf("learned p (%s), per layer, heads 0..%d:\n", learned_p_summary(p).c_str(), ck.config.num_heads - 1);
+    for (int l = 0; l < ck.config.num_layers; l++) {
+        printf("  layer %2d:", l);
+        for (int h = 0; h < ck.config.num_heads; h++) printf(" %.4g", p[(size_t)l * ck.config.num_heads + h]);
+        printf("\n");
+    }
+}
+

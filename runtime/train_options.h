@@ -29,6 +29,7 @@ struct TrainOptions {
     long long seed = 1337;                                   // -rs
     float p = 15.0f;                                         // -p
     bool p_given = false;
+    int learn_p = 0;                                         // -pl
     float rope_base = 10000.0f;                              // -rb
     bool rope_given = false;
     int max_skips = 5;                                       // -sk
@@ -51,6 +52,8 @@ inline void train_usage(const char*) {
         "               V vocab = 50257 by default; e.g. d12, d4c256h4), or a checkpoint to start from\n"
         "               (its weights; fresh optimizer and data order) (default %s)\n"
         "  -p <float>   re-weighting power p >= 1 (default %g; variants with re-weighting only)\n"
+        "  -pl <0|1>    1: learn p per layer and head, p = 1 + softplus(theta) starting at -p (> 1), CPU\n"
+        "               back end; the values are logged and saved in checkpoints (default 0)\n"
         "  -rb <float>  RoPE base (default %g)\n"
         "Batch\n"
         "  -b <int>     micro-batch size B (default %d)\n"
@@ -135,12 +138,18 @@ inline TrainOptions train_parse_args(int argc, char** argv) {
         else if (flag == "-y") o.resume = (int)cli_parse_int(f, v, 0, 1, "resume");
         else if (flag == "-rs") o.seed = cli_parse_int(f, v, 0, (1LL << 62), "seed");
         else if (flag == "-p") { o.p = cli_parse_float(f, v, 1, 1e6, "re-weighting power p"); o.p_given = true; }
+        else if (flag == "-pl") o.learn_p = (int)cli_parse_int(f, v, 0, 1, "learned p");
         else if (flag == "-rb") { o.rope_base = cli_parse_float(f, v, 1.0001, 1e30, "RoPE base"); o.rope_given = true; }
         else if (flag == "-sk") o.max_skips = (int)cli_parse_int(f, v, 1, BIG, "consecutive skips");
         else if (flag == "-sl") o.guard.spike_z = cli_parse_float(f, v, 0, 1e30, "loss spike threshold");
         else if (flag == "-z") o.zero1 = (int)cli_parse_int(f, v, 0, 1, "ZeRO-1");
         else cli_fail("unknown flag " + flag + " (-h lists the flags)");
     }
+    if (o.learn_p && !attn_reweights(ATTN_BUILT))
+        cli_fail(std::string("-pl 1: ") + ATTN_NAME + " attention has no re-weighting, so there is no p to learn");
+    if (o.learn_p && !(o.p > 1))
+        cli_fail("-pl 1 with -p " + std::to_string(o.p) + ": learned p = 1 + softplus(theta) starts at -p, which "
+                 "must be > 1 (p = 1 would need theta = -inf)");
     if (o.p_given && !attn_reweights(ATTN_BUILT))
         cli_fail(std::string("-p: ") + ATTN_NAME + " attention has no re-weighting, so p does not apply (leave -p "
                  "out, or build a variant with re-weighting: lssar, softmax_rw, sigmoid_l1_rw, relu_l1_rw)");

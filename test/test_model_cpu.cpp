@@ -13,7 +13,7 @@ constexpr double TOL = 1e-6;
 // or x must stay this far from a kink so that the stencil never crosses it.
 constexpr double KINK_MIN = 2e-3;
 
-static GPT2Config tiny_config(AttnKind kind, float p) {
+static GPT2Config tiny_config(AttnKind kind, float p, int learn_p = 0) {
     GPT2Config c;
     c.max_seq_len = 16;
     c.vocab_size = 37;
@@ -23,6 +23,7 @@ static GPT2Config tiny_config(AttnKind kind, float p) {
     c.channels = 16;
     c.attn = kind;
     c.p = p;
+    c.learn_p = learn_p;
     return c;
 }
 
@@ -48,8 +49,8 @@ static double model_kink_distance(GPT2<double>& model, AttnKind kind, int B, int
     return dist;
 }
 
-static void check_model_gradients(AttnKind kind, float p) {
-    GPT2<double> model(tiny_config(kind, p));
+static void check_model_gradients(AttnKind kind, float p, int learn_p = 0) {
+    GPT2<double> model(tiny_config(kind, p, learn_p));
     int B = 2, T = 9;
     std::vector<int> inputs(B * T), targets(B * T);
     // finite differences are valid only away from the kinks of every layer's attention: the
@@ -95,6 +96,23 @@ TEST_CASE("whole model gradients, relu") { check_model_gradients(ATTN_RELU, 0); 
 TEST_CASE("whole model gradients, softmax_rw p=3") { check_model_gradients(ATTN_SOFTMAX_RW, 3); }
 TEST_CASE("whole model gradients, sigmoid_l1_rw p=15") { check_model_gradients(ATTN_SIGMOID_L1_RW, 15); }
 TEST_CASE("whole model gradients, relu_l1_rw p=3") { check_model_gradients(ATTN_RELU_L1_RW, 3); }
+// learned p: theta of every (layer, head) is a parameter tensor, checked with the others
+TEST_CASE("whole model gradients, lssar with learned p from 3") { check_model_gradients(ATTN_LSSAR, 3, 1); }
+TEST_CASE("whole model gradients, softmax_rw with learned p from 15") { check_model_gradients(ATTN_SOFTMAX_RW, 15, 1); }
+
+TEST_CASE("learned p starts at -p, one theta per layer and head") {
+    GPT2<float> model(tiny_config(ATTN_LSSAR, 15, 1));
+    model.init(3);
+    REQUIRE(model.param_sizes[P_PTHETA] == 4);  // 2 layers x 2 heads
+    std::vector<double> p = learned_p_values(model.config, model.params.data());
+    REQUIRE(p.size() == 4);
+    for (double v : p) CHECK(v == doctest::Approx(15.0).epsilon(1e-6));
+    CHECK(learned_p(learned_p_theta0(1.5)) == doctest::Approx(1.5).epsilon(1e-12));
+    CHECK(learned_p(learned_p_theta0(40.0)) == doctest::Approx(40.0).epsilon(1e-12));
+    GPT2<float> fixed(tiny_config(ATTN_LSSAR, 15, 0));
+    CHECK(fixed.param_sizes[P_PTHETA] == 0);
+    CHECK(fixed.num_parameters + 4 == model.num_parameters);
+}
 
 TEST_CASE("initialisation follows GPT-2") {
     GPT2Config c = tiny_config(ATTN_LSSAR, 15);
@@ -139,6 +157,8 @@ TEST_CASE("invalid configs are rejected with a message naming the field") {
         {"max_seq_len", [](GPT2Config& c) { c.max_seq_len = -1; }},
         {"rope_base", [](GPT2Config& c) { c.rope_base = 0.0f; }},
         {"attn", [](GPT2Config& c) { c.attn = (AttnKind)ATTN_NUM_KINDS; }},
+        {"learn_p", [](GPT2Config& c) { c.attn = ATTN_LSSA; c.learn_p = 1; }},
+        {"learn_p", [](GPT2Config& c) { c.p = 1.0f; c.learn_p = 1; }},
         {"p", [](GPT2Config& c) { c.attn = ATTN_SIGMOID_L1_RW; c.p = 0.9f; }},
     };
     for (const Case& k : cases) {
