@@ -6,10 +6,10 @@
 #   STEPS=600 MODEL=d6c192h3 bash scripts/ablations.sh
 #   DATA=data/mine  (its *_train_*.bin and *_val_*.bin shards; default data/kjv, made if missing)
 #   VARIANTS="softmax lssar" P=15 THREADS=8 OUT=out/ablations EVAL_TOKENS=4096
-# The re-weighted variants train at p = $P (LSSAR also at p = 3, the paper's two rows).
+# The re-weighted variants train at p = $P (LSSAR also at p = 3, the paper's two rows), and
+# LSSAR once more with p learned per layer and head from p = $P (-pl 1; run lssar_pl).
 # Writes $OUT/<run>/ (log.jsonl, final checkpoint), $OUT/<run>.csv, $OUT/ablations.txt (the table)
 # and $OUT/ablations.png. Running it again resumes or reuses finished runs (-y 1).
-# Learned p (a trainable p per layer and head) is not part of it yet: the trainer has no flag for it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STEPS=${STEPS:-200}           # optimizer steps per model, 16 x 64 tokens each
@@ -56,7 +56,8 @@ train_eval() {  # run-name variant extra-flags...
 }
 for v in $VARIANTS; do
     case $v in
-        lssar) train_eval "lssar_p3" lssar -p 3; train_eval "lssar_p$P" lssar -p "$P" ;;
+        lssar) train_eval "lssar_p3" lssar -p 3; train_eval "lssar_p$P" lssar -p "$P"
+               train_eval "lssar_pl" lssar -p "$P" -pl 1 ;;
         softmax_rw|sigmoid_l1_rw|relu_l1_rw) train_eval "${v}_p$P" "$v" -p "$P" ;;
         *) train_eval "$v" "$v" ;;
     esac

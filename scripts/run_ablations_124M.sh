@@ -7,7 +7,7 @@
 #   bash scripts/run_ablations_124M.sh                       every variant, one after another
 #   VARIANTS="softmax_rw sigmoid_l1_rw" STEPS=4000 bash scripts/run_ablations_124M.sh
 #   GPUS=4 (2x the accumulation), DATA=data/fineweb10B (python3 scripts/fineweb.py -v 10B), P=15
-# Learned p is not part of it yet: the trainer has no flag for it.
+# Learned p (-pl 1) trains on the CPU back end only, so it is not part of this GPU run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GPUS=${GPUS:-8}
