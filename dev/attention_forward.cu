@@ -34,6 +34,7 @@ dev/attention_backward.cu includes this file for its helpers (ATTN_DEV_NO_MAIN).
 #include <vector>
 #include "attention/attention.cuh"
 #include "attention/attention_cpu.h"
+#include "runtime/cli.h"
 
 // ----------------------------------------------------------------------------
 // options and inputs
@@ -72,13 +73,8 @@ inline DevOptions dev_parse_args(int argc, char** argv, const char* prog) {
         else if (a == "-bench") { o.check = false; }
         else if (a == "-T") {
             o.lengths.clear();
-            std::string list = next();
-            for (size_t pos = 0; pos < list.size();) {
-                size_t comma = list.find(',', pos);
-                if (comma == std::string::npos) comma = list.size();
-                o.lengths.push_back(atoi(list.substr(pos, comma - pos).c_str()));
-                pos = comma + 1;
-            }
+            for (long long t : cli_parse_int_list("-T", next(), 1, 1 << 20, 32, "sequence lengths", "1024,4096"))
+                o.lengths.push_back((int)t);
         } else {
             fprintf(stderr, "%s: unknown argument '%s'; usage: %s [<variant>|all] [-p P] [-hd HD] "
                             "[-nh NH] [-tokens N] [-check|-bench] [-T t1,t2,..]\n", prog, a.c_str(), prog);

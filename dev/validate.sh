@@ -16,4 +16,11 @@ for hd in 32 64; do
     ./build/dev/attention_forward all -p 15 -hd $hd -check
     ./build/dev/attention_backward all -p 15 -hd $hd -check
 done
+# -T lists: empty, malformed and huge values are refused (runtime/cli.h's list parser)
+for bad in "" "," "1024,,2048" "x" "0" "99999999999"; do
+    if ./build/dev/attention_forward lssar -T "$bad" -check > /dev/null 2>&1; then
+        echo "dev/attention_forward.cu accepted -T '$bad'" >&2
+        exit 1
+    fi
+done
 echo "dev/ validation: all versions match the CPU reference"

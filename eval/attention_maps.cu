@@ -189,7 +189,7 @@ int main(int argc, char** argv) {
     long long layer = -1, head = -1;  // -1: all
     std::string flag;
     const char* val;
-    for (int i = 1; cli_next_flag(argc, argv, &i, usage, &flag, &val);) {
+    for (int i = 1; cli_next_flag(argc, argv, &i, usage, &flag, &val, "-e -p -j -T -layer -head -o -rows");) {
         if (flag == "-e") ckpt_path = val;
         else if (flag == "-p") { text = val; have_text = true; }
         else if (flag == "-j") { shards = val; have_shards = true; }

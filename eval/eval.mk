@@ -50,3 +50,21 @@ $(BUILD)/test_attention_maps: test/test_attention_maps.cpp $(DOCTEST_MAIN) $(TRA
 
 TESTS     += $(BUILD)/test_passkey $(BUILD)/test_passkey_cu_emu $(BUILD)/test_attention_maps
 CUDA_BINS += $(BUILD)/test_passkey_gpu
+
+# The gradient check of the CUDA back end against the CPU reference (eval/gradcheck.cu):
+#   make gradcheck_cu ATTN=lssar  -> build/gradcheck_cu_lssar       (nvcc; run it on a GPU)
+#   build/gradcheck_cu_emu_<attn>    the same tool under the SIMT emulator
+#   test_gradcheck                   runs build/gradcheck_cu_emu_lssar on a tiny model, and with one
+#                                    gradient deliberately scaled
+GRADCHECK_CU_BINS  := $(addprefix $(BUILD)/gradcheck_cu_,$(ATTN_VARIANTS))
+GRADCHECK_EMU_BINS := $(addprefix $(BUILD)/gradcheck_cu_emu_,$(ATTN_VARIANTS))
+$(GRADCHECK_CU_BINS): $(BUILD)/gradcheck_cu_%: eval/gradcheck.cu $(TRAINER_OBJS) | $(BUILD)
+	$(BUILD_CU_PROGRAM)
+$(GRADCHECK_EMU_BINS): $(BUILD)/gradcheck_cu_emu_%: eval/gradcheck.cu $(TRAINER_OBJS) $(EMU_LIBS) | $(BUILD)
+	$(BUILD_EMU_PROGRAM)
+.PHONY: gradcheck_cu
+gradcheck_cu: $(BUILD)/gradcheck_cu_$(ATTN)
+CUDA_BINS += $(BUILD)/gradcheck_cu_$(ATTN)
+$(BUILD)/test_gradcheck: test/test_gradcheck.cpp $(DOCTEST_MAIN) $(BUILD)/gradcheck_cu_emu_lssar | $(BUILD)
+	$(CXX_HOST) $< $(DOCTEST_MAIN) -o $@ $(LDLIBS)
+TESTS += $(BUILD)/test_gradcheck

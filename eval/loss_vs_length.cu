@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -37,17 +38,18 @@ static void usage(const char* argv0) {
 
 
 int main(int argc, char** argv) {
-    std::string ckpt_path, val_pattern = "data/kjv/kjv_val_*.bin", csv_path, multiples = "1,2,4,8,16", p_text;
+    std::string ckpt_path, val_pattern = "data/kjv/kjv_val_*.bin", csv_path, p_text;
+    std::vector<long long> multiples = {1, 2, 4, 8, 16};
     int T_train = 0, tokens_per_forward = 4096;
     long long max_tokens = 0;
     std::string flag;
     const char* val;
-    for (int i = 1; cli_next_flag(argc, argv, &i, usage, &flag, &val);) {
+    for (int i = 1; cli_next_flag(argc, argv, &i, usage, &flag, &val, "-e -j -t -l -n -f -o");) {
         if (flag == "-e") ckpt_path = val;
         else if (flag == "-p") p_text = val;
         else if (flag == "-j") val_pattern = val;
         else if (flag == "-t") T_train = (int)cli_parse_int("-t", val, 1, 1000000000);
-        else if (flag == "-l") multiples = val;
+        else if (flag == "-l") multiples = cli_parse_int_list("-l", val, 1, 1 << 24, 32, "multiples of -t", "1,2,4,8,16");
         else if (flag == "-n") max_tokens = (int)cli_parse_int("-n", val, 1, 1000000000);
         else if (flag == "-f") tokens_per_forward = (int)cli_parse_int("-f", val, 1, 1000000000);
         else if (flag == "-o") csv_path = val;
@@ -60,21 +62,30 @@ int main(int argc, char** argv) {
         cli_override_p(ck, ckpt_path, p_text);
         if (T_train == 0) T_train = ck.config.max_seq_len;
         std::vector<int> lengths;
-        for (const char* s = multiples.c_str(); *s;) {
-            char* end;
-            long m = strtol(s, &end, 10);
-            if (end == s || m <= 0 || (*end != ',' && *end != 0) || m * T_train > (1 << 24))
-                cli_fail("-l " + multiples + ": expected positive integers separated by commas, e.g. 1,2,4,8,16");
+        int64_t lcm = 1;  // N is a multiple of every length
+        for (long long m : multiples) {
+            if (m * T_train > (1 << 24))
+                cli_fail("-l: " + std::to_string(m) + " x -t " + std::to_string(T_train) + " = " +
+                         std::to_string(m * T_train) + " tokens exceeds the longest length scored, 16777216");
             lengths.push_back((int)(m * T_train));
-            s = *end ? end + 1 : end;
+            lcm = std::lcm(lcm, m * T_train);
+            if (lcm > (1LL << 40)) cli_fail("-l: the lengths have no common multiple below 2^40 tokens; use fewer or rounder ones");
         }
         int longest = *std::max_element(lengths.begin(), lengths.end());
         if (max_tokens == 0) max_tokens = 16LL * longest;
+        FILE* csv = nullptr;  // opened before scoring, so that an unwritable -o fails at once
+        if (!csv_path.empty() && (csv = fopen((csv_path + ".tmp").c_str(), "w")) == nullptr)
+            cli_fail("-o " + csv_path + ": cannot write " + csv_path + ".tmp (" + strerror(errno) + ")");
         std::vector<int> span = read_token_span(val_pattern, (size_t)max_tokens + 1, ck.config.vocab_size);
         int64_t N = scored_token_count(lengths, (int64_t)span.size(), max_tokens);
-        if (N == 0)
-            cli_fail("the shards '" + val_pattern + "' hold " + std::to_string(span.size()) +
-                 " tokens, fewer than one window of the longest length " + std::to_string(longest) + " + 1");
+        if (N == 0) {
+            if (csv) fclose(csv), remove((csv_path + ".tmp").c_str());
+            if ((long long)span.size() == max_tokens + 1)  // -n, not the shards, is the limit
+                cli_fail("-n " + std::to_string(max_tokens) + ": fewer tokens than the " + std::to_string(lcm) +
+                         " the lengths need (a multiple of every length); raise -n to at least " + std::to_string(lcm));
+            cli_fail("the shards '" + val_pattern + "' hold " + std::to_string(span.size()) + " tokens, fewer than the " +
+                     std::to_string(lcm + 1) + " the lengths need (a multiple of every length, + 1)");
+        }
 
         GPT2Config config = ck.config;
         config.max_seq_len = std::max(longest, config.max_seq_len);
@@ -89,12 +100,11 @@ int main(int argc, char** argv) {
         printf("%8s %8s %10s %10s\n", "length", "x train", "val loss", "tokens");
         for (const LengthLoss& r : result)
             printf("%8d %8.3g %10.4f %10lld\n", r.length, (double)r.length / T_train, r.loss, (long long)r.tokens);
-        if (!csv_path.empty()) {
-            FILE* f = fopen(csv_path.c_str(), "w");
-            if (!f) cli_fail("cannot write " + csv_path + " (" + strerror(errno) + ")");
-            fprintf(f, "length,loss,tokens\n");
-            for (const LengthLoss& r : result) fprintf(f, "%d,%.6f,%lld\n", r.length, r.loss, (long long)r.tokens);
-            if (fclose(f) != 0) cli_fail("writing " + csv_path + " failed (" + strerror(errno) + ")");
+        if (csv) {
+            fprintf(csv, "length,loss,tokens\n");
+            for (const LengthLoss& r : result) fprintf(csv, "%d,%.6f,%lld\n", r.length, r.loss, (long long)r.tokens);
+            if (fclose(csv) != 0 || rename((csv_path + ".tmp").c_str(), csv_path.c_str()) != 0)
+                cli_fail("writing " + csv_path + " failed (" + strerror(errno) + ")");
             printf("wrote %s\n", csv_path.c_str());
         }
     } catch (const std::exception& e) {

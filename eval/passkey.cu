@@ -29,6 +29,8 @@ static void usage(const char* argv0) {
             "  -n <int>     trials per length (default 100)\n"
             "  -rs <int>    seed of the keys and depths (default 1337)\n"
             "  -o <path>    CSV output (columns length,accuracy,trials; default: none)\n"
+            "  -ot <path>   CSV of every trial (columns length,trial,key,depth,distance,correct; distance: tokens\n"
+            "               from the needle's first token to the question; default: none)\n"
             "  -h           this help\n"
             "Needs the GPT-2 vocabulary (bash scripts/install_gpt2_vocab.sh, or GPT2_VOCAB_DIR=DIR).\n",
             argv0, ATTN_NAME);
@@ -38,15 +40,8 @@ static void usage(const char* argv0) {
 // "1024,2048" -> {1024, 2048}
 static std::vector<int> parse_lengths(const std::string& list) {
     std::vector<int> lengths;
-    for (const char* s = list.c_str(); *s;) {
-        char* end;
-        long v = strtol(s, &end, 10);
-        if (end == s || v <= 0 || v > (1 << 24) || (*end != ',' && *end != 0))
-            cli_fail("-l " + list + ": expected positive lengths in tokens separated by commas, e.g. 1024,2048,4096");
+    for (long long v : cli_parse_int_list("-l", list.c_str(), 1, 1 << 24, 64, "prompt lengths in tokens", "1024,2048,4096"))
         lengths.push_back((int)v);
-        s = *end ? end + 1 : end;
-    }
-    if (lengths.empty()) cli_fail("-l: no length given");
     return lengths;
 }
 
@@ -55,6 +50,19 @@ static void write_csv(const std::string& path, const std::vector<PasskeyResult>&
     if (!f) cli_fail("cannot write " + path + " (" + strerror(errno) + ")");
     fprintf(f, "length,accuracy,trials\n");
     for (const PasskeyResult& r : results) fprintf(f, "%d,%.6f,%d\n", r.length, r.accuracy, r.trials);
+    if (fclose(f) != 0) cli_fail("writing " + path + " failed (" + strerror(errno) + ")");
+    printf("wrote %s\n", path.c_str());
+}
+
+static void write_trials_csv(const std::string& path, const std::vector<PasskeyResult>& results) {
+    FILE* f = fopen(path.c_str(), "w");
+    if (!f) cli_fail("cannot write " + path + " (" + strerror(errno) + ")");
+    fprintf(f, "length,trial,key,depth,distance,correct\n");
+    for (const PasskeyResult& r : results)
+        for (size_t i = 0; i < r.per_trial.size(); i++) {
+            const PasskeyTrial& t = r.per_trial[i];
+            fprintf(f, "%d,%zu,%d,%.6f,%d,%d\n", r.length, i, t.key, t.depth, t.distance, t.correct ? 1 : 0);
+        }
     if (fclose(f) != 0) cli_fail("writing " + path + " failed (" + strerror(errno) + ")");
     printf("wrote %s\n", path.c_str());
 }
@@ -73,18 +81,19 @@ static void print_table(const std::vector<PasskeyResult>& results) {
 }
 
 int main(int argc, char** argv) {
-    std::string ckpt_path, csv_path, length_list = "1024,1536,2048,4096,8192", p_text;
+    std::string ckpt_path, csv_path, trials_path, length_list = "1024,1536,2048,4096,8192", p_text;
     int trials = 100;
     uint64_t seed = 1337;
     std::string flag;
     const char* val;
-    for (int i = 1; cli_next_flag(argc, argv, &i, usage, &flag, &val);) {
+    for (int i = 1; cli_next_flag(argc, argv, &i, usage, &flag, &val, "-e -l -n -rs -o");) {
         if (flag == "-e") ckpt_path = val;
         else if (flag == "-p") p_text = val;
         else if (flag == "-l") length_list = val;
         else if (flag == "-n") trials = (int)cli_parse_int("-n", val, 1, 1000000);
         else if (flag == "-rs") seed = (uint64_t)cli_parse_int("-rs", val, 0, 1LL << 62);
         else if (flag == "-o") csv_path = val;
+        else if (flag == "-ot") trials_path = val;
         else cli_fail("unknown flag " + flag + " (-h lists the flags)");
     }
     if (ckpt_path.empty()) { usage(argv[0]); cli_fail("-e CHECKPOINT is required"); }
@@ -129,6 +138,7 @@ int main(int argc, char** argv) {
         }
         print_table(results);
         if (!csv_path.empty()) write_csv(csv_path, results);
+        if (!trials_path.empty()) write_trials_csv(trials_path, results);
     } catch (const std::exception& e) {
         cli_fail(e.what());
     }

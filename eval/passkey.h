@@ -133,6 +133,15 @@ inline int passkey_argmax(const float* logits, int V) {
     return best;
 }
 
+// Back ends that can skip the logits of rows nobody reads (ModelCPU::set_logits_from_row) are told
+// to; the others compute them all.
+template <class Model>
+auto passkey_logits_from(Model& model, size_t row, int) -> decltype(model.set_logits_from_row(row), void()) {
+    model.set_logits_from_row(row);
+}
+template <class Model>
+void passkey_logits_from(Model&, size_t, long) {}
+
 // One forward pass over prompt + answer at (1, T) (EOT after them) and the greedy prediction at
 // every answer position: predicted[i] is the argmax after prompt + answer[0, i). Returns whether
 // predicted == answer, i.e. whether greedy decoding would reproduce the answer.
@@ -146,6 +155,7 @@ bool passkey_greedy_match(Model& model, const std::vector<int>& prompt, const st
     std::vector<int> inputs(T, GPT2Tokenizer::EOT);  // (1, T)
     std::copy(prompt.begin(), prompt.end(), inputs.begin());
     std::copy(answer.begin(), answer.end(), inputs.begin() + prompt.size());
+    passkey_logits_from(model, prompt.size() - 1, 0);  // only the answer positions are read
     model.forward(inputs.data(), nullptr, 1, T);
     std::vector<float> logits(model.config.padded_vocab_size);
     if (predicted) predicted->clear();
@@ -157,6 +167,7 @@ bool passkey_greedy_match(Model& model, const std::vector<int>& prompt, const st
         if (predicted) predicted->push_back(next);
         match = match && next == answer[i];
     }
+    passkey_logits_from(model, 0, 0);
     return match;
 }
 
@@ -164,6 +175,7 @@ struct PasskeyTrial {
     int key;
     double depth;  // as placed (PasskeyPrompt::depth)
     bool correct;
+    int distance;  // tokens from the needle's first token to the question's
 };
 
 struct PasskeyResult {
@@ -180,6 +192,13 @@ inline int passkey_depth_bucket(double depth) {
     return std::min(PASSKEY_DEPTH_BUCKETS - 1, (int)(depth * PASSKEY_DEPTH_BUCKETS));
 }
 
+// One trial's key (uniform in [10000, 99999]) and depth (uniform in (0, 1)), in this order. The
+// training mix (eval/passkey_mix.h) replays these draws to hold the evaluation's keys out.
+inline void passkey_draw_trial(Rng& rng, int* key, double* depth) {
+    *key = PASSKEY_MIN_KEY + (int)(rng.next_u64() % (uint64_t)(PASSKEY_MAX_KEY - PASSKEY_MIN_KEY + 1));
+    *depth = rng.uniform();
+}
+
 // `trials` trials at length L, keys and depths drawn from Rng(seed). progress: a line per trial
 // (length, trial i/n, key, depth, verdict, running accuracy), or null for none.
 template <class Model>
@@ -190,8 +209,9 @@ PasskeyResult passkey_eval_length(Model& model, const PasskeyParts& parts, int L
     Rng rng(seed);
     double depth_sum = 0;
     for (int i = 0; i < trials; i++) {
-        int key = PASSKEY_MIN_KEY + (int)(rng.next_u64() % (uint64_t)(PASSKEY_MAX_KEY - PASSKEY_MIN_KEY + 1));
-        double depth = rng.uniform();
+        int key;
+        double depth;
+        passkey_draw_trial(rng, &key, &depth);
         PasskeyPrompt pr = passkey_prompt(parts, key, depth, L);
         bool ok = passkey_greedy_match(model, pr.tokens, pr.answer, L);
         res.trials++;
@@ -200,7 +220,7 @@ PasskeyResult passkey_eval_length(Model& model, const PasskeyParts& parts, int L
         int b = passkey_depth_bucket(pr.depth);
         res.bucket_trials[b]++;
         res.bucket_correct[b] += ok;
-        res.per_trial.push_back({key, pr.depth, ok});
+        res.per_trial.push_back({key, pr.depth, ok, (int)pr.tokens.size() - (int)parts.question.size() - pr.needle_pos});
         if (progress) {
             fprintf(progress, "length %d trial %d/%d: key %d depth %.2f %s | accuracy %d/%d = %.1f%%\n", L, i + 1,
                     trials, key, pr.depth, ok ? "correct" : "wrong", res.correct, res.trials,

@@ -9,85 +9,137 @@
 #include "layers/cuda_common.cuh"
 #include "layers/floatx.cuh"
 #include "layers/cublas_common.cuh"
+#include "layers/gelu.cuh"  // the GELU epilogues' fallback
 
 // ----------------------------------------------------------------------------
 // cuBLASLt call
 
-// d (m, n) column-major = epilogue(op(a) (m, k) @ op(b) (k, n) [+ d if accumulate] [+ bias (m)]).
-// a is (k, m) column-major when transA, else (m, k); b is (n, k) when transB, else (k, n).
-// pre_gelu (m, n): forward: written with the pre-GELU values (GELU_AUX[_BIAS]) while d gets GELU;
-//                  backward: read, d = (op(a) @ op(b)) * gelu'(pre_gelu) (DGELU).
-void matmul_cublaslt(floatX* d, const floatX* a, const floatX* b, const floatX* bias, int m, int n, int k,
-                     cudaStream_t stream, bool transA, bool transB, bool accumulate, floatX* pre_gelu,
-                     bool backward) {
-    // cuBLASLt wants 16-byte aligned pointers for its fast kernels; tensors here always are
-    CHECK_ALIGNED16(a); CHECK_ALIGNED16(b); CHECK_ALIGNED16(d);
-    if (bias != nullptr) { CHECK_ALIGNED16(bias); }
-    if (pre_gelu != nullptr) { CHECK_ALIGNED16(pre_gelu); }
+enum MatmulEpilogue { EPI_NONE, EPI_BIAS, EPI_GELU_AUX, EPI_GELU_AUX_BIAS, EPI_DGELU };
+inline const char* matmul_epilogue_name(MatmulEpilogue e) {
+    static const char* names[] = {"DEFAULT", "BIAS", "GELU_AUX", "GELU_AUX_BIAS", "DGELU"};
+    return names[e];
+}
 
+// The largest power of two up to 256 that divides the address: what cuBLASLt may assume of it
+// (it assumes 256 unless told; PyTorch sets these preferences the same way).
+inline uint32_t matmul_alignment(const void* p) {
+    uint32_t a = 256;
+    while (a > 1 && (uintptr_t)p % a != 0) a /= 2;
+    return a;
+}
+
+// d = epilogue(op(a) @ op(b) [+ d]) through cuBLASLt; false if its heuristic has no algorithm for
+// this problem (status and algorithm count), every other status is checked.
+inline bool matmul_cublaslt_try(floatX* d, const floatX* a, const floatX* b, const floatX* bias, int m, int n,
+                                int k, cudaStream_t stream, bool transA, bool transB, bool accumulate,
+                                floatX* pre_gelu, MatmulEpilogue epi, cublasStatus_t* heuristic_status) {
+    const CublasLtDevice& lt = cublaslt_current();
     cublasLtMatmulDesc_t desc;
     cublasCheck(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA)));
     cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB)));
-
     cublasLtMatrixLayout_t layoutA, layoutB, layoutD;
     cublasCheck(cublasLtMatrixLayoutCreate(&layoutA, CUDA_R_16BF, transA ? k : m, transA ? m : k, transA ? k : m));
     cublasCheck(cublasLtMatrixLayoutCreate(&layoutB, CUDA_R_16BF, transB ? n : k, transB ? k : n, transB ? n : k));
     cublasCheck(cublasLtMatrixLayoutCreate(&layoutD, CUDA_R_16BF, m, n, m));
-
-    cublasLtEpilogue_t epilogue;
-    if (pre_gelu != nullptr) {
+    const cublasLtEpilogue_t epilogues[] = {CUBLASLT_EPILOGUE_DEFAULT, CUBLASLT_EPILOGUE_BIAS, CUBLASLT_EPILOGUE_GELU_AUX,
+                                            CUBLASLT_EPILOGUE_GELU_AUX_BIAS, CUBLASLT_EPILOGUE_DGELU};
+    cublasLtEpilogue_t epilogue = epilogues[epi];
+    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    if (epi == EPI_GELU_AUX || epi == EPI_GELU_AUX_BIAS || epi == EPI_DGELU) {
         int64_t aux_ld = m;
         cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
         cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &pre_gelu,
                                                    sizeof(pre_gelu)));
-        if (backward) {
-            if (bias != nullptr) {
-                fprintf(stderr, "[ERROR] matmul_cublaslt: the backward GELU epilogue takes no bias\n");
-                exit(EXIT_FAILURE);
-            }
-            epilogue = CUBLASLT_EPILOGUE_DGELU;
-        } else {
-            epilogue = bias != nullptr ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
-        }
-    } else {
-        epilogue = bias != nullptr ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     }
-    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-    if (bias != nullptr) {
+    if (epi == EPI_BIAS || epi == EPI_GELU_AUX_BIAS) {
         cudaDataType_t bias_type = CUDA_R_16BF;
         cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
                                                    sizeof(bias_type)));
         cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     }
-
     cublasLtMatmulPreference_t preference;
     cublasCheck(cublasLtMatmulPreferenceCreate(&preference));
     uint64_t workspace_bytes = cublaslt_workspace_size;
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                      &workspace_bytes, sizeof(workspace_bytes)));
+    const void* operands[4] = {a, b, d, d};  // A, B, C (= D, read when accumulating), D
+    const cublasLtMatmulPreferenceAttributes_t align_attrs[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4; i++) {
+        uint32_t alignment = matmul_alignment(operands[i]);
+        cublasCheck(cublasLtMatmulPreferenceSetAttribute(preference, align_attrs[i], &alignment, sizeof(alignment)));
+    }
     cublasLtMatmulHeuristicResult_t heuristic;
     int returned = 0;
-    cublasLtMatmulAlgoGetHeuristic(cublaslt_handle, desc, layoutA, layoutB, layoutD, layoutD, preference, 1,
-                                   &heuristic, &returned);
-    if (returned == 0) {
-        fprintf(stderr, "[ERROR] matmul_cublaslt: no cuBLASLt algorithm for m=%d n=%d k=%d transA=%d transB=%d "
-                        "bias=%d gelu=%d backward=%d (cuBLASLt needs m, n, k multiples of 8 with its epilogues)\n",
-                m, n, k, transA, transB, bias != nullptr, pre_gelu != nullptr, backward);
-        exit(EXIT_FAILURE);
+    *heuristic_status = cublasLtMatmulAlgoGetHeuristic(lt.handle, desc, layoutA, layoutB, layoutD, layoutD, preference,
+                                                       1, &heuristic, &returned);
+    bool found = *heuristic_status == CUBLAS_STATUS_SUCCESS && returned > 0;
+    if (found) {
+        const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+        cublasCheck(cublasLtMatmul(lt.handle, desc, &alpha, a, layoutA, b, layoutB, &beta, d, layoutD, d, layoutD,
+                                   &heuristic.algo, lt.workspace, cublaslt_workspace_size, stream));
     }
-
-    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    cublasCheck(cublasLtMatmul(cublaslt_handle, desc, &alpha, a, layoutA, b, layoutB, &beta, d, layoutD, d, layoutD,
-                               &heuristic.algo, cublaslt_workspace, cublaslt_workspace_size, stream));
-
     cublasCheck(cublasLtMatmulPreferenceDestroy(preference));
     cublasCheck(cublasLtMatmulDescDestroy(desc));
     cublasCheck(cublasLtMatrixLayoutDestroy(layoutA));
     cublasCheck(cublasLtMatrixLayoutDestroy(layoutB));
     cublasCheck(cublasLtMatrixLayoutDestroy(layoutD));
+    return found;
+}
+
+// d (m, n) column-major += bias (m) broadcast over the n columns (the BIAS epilogue's fallback)
+__global__ void matmul_add_bias_kernel(floatX* d, const floatX* bias, int m, int n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < (size_t)m * n) d[i] = (floatX)((float)d[i] + (float)bias[i % m]);
+}
+
+// d (m, n) column-major = epilogue(op(a) (m, k) @ op(b) (k, n) [+ d if accumulate] [+ bias (m)]).
+// a is (k, m) column-major when transA, else (m, k); b is (n, k) when transB, else (k, n).
+// pre_gelu (m, n): forward: written with the pre-GELU values (GELU_AUX[_BIAS]) while d gets GELU;
+//                  backward: read, d = (op(a) @ op(b)) * gelu'(pre_gelu) (DGELU).
+// Where cuBLASLt has no algorithm with the fused epilogue, the product runs without it and the
+// project's kernels apply the epilogue (printed once per epilogue); no algorithm even then is an error.
+void matmul_cublaslt(floatX* d, const floatX* a, const floatX* b, const floatX* bias, int m, int n, int k,
+                     cudaStream_t stream, bool transA, bool transB, bool accumulate, floatX* pre_gelu,
+                     bool backward) {
+    if (backward && pre_gelu != nullptr && bias != nullptr) {
+        fprintf(stderr, "[ERROR] matmul_cublaslt: the backward GELU epilogue takes no bias\n");
+        exit(EXIT_FAILURE);
+    }
+    MatmulEpilogue epi = pre_gelu != nullptr ? (backward ? EPI_DGELU : bias != nullptr ? EPI_GELU_AUX_BIAS : EPI_GELU_AUX)
+                                             : bias != nullptr ? EPI_BIAS : EPI_NONE;
+    cublasStatus_t status;
+    if (matmul_cublaslt_try(d, a, b, bias, m, n, k, stream, transA, transB, accumulate, pre_gelu, epi, &status)) return;
+    static bool told[5] = {};
+    if (!told[epi]) {
+        told[epi] = true;
+        fprintf(stderr, "[matmul] cuBLASLt has no algorithm for m=%d n=%d k=%d transA=%d transB=%d with the %s "
+                        "epilogue (heuristic: %s; alignments A %u, B %u, D %u bytes)%s\n", m, n, k, transA, transB,
+                matmul_epilogue_name(epi), cublasGetStatusName(status), matmul_alignment(a), matmul_alignment(b),
+                matmul_alignment(d), epi == EPI_NONE ? "" : ": the product runs without it, the project's kernels "
+                                                            "apply the epilogue");
+    }
+    // the fallback: the plain product (into pre_gelu for the forward GELU), then the epilogue
+    floatX* product = (epi == EPI_GELU_AUX || epi == EPI_GELU_AUX_BIAS) ? pre_gelu : d;
+    if (epi == EPI_NONE || !matmul_cublaslt_try(product, a, b, nullptr, m, n, k, stream, transA, transB,
+                                                accumulate && product == d, nullptr, EPI_NONE, &status)) {
+        fprintf(stderr, "[ERROR] matmul_cublaslt: no cuBLASLt algorithm for m=%d n=%d k=%d transA=%d transB=%d, "
+                        "even without an epilogue (heuristic: %s; alignments A %u, B %u, D %u bytes; cuBLASLt "
+                        "needs m, n, k multiples of 8 and 16-byte aligned rows for bf16)\n", m, n, k, transA, transB,
+                cublasGetStatusName(status), matmul_alignment(a), matmul_alignment(b), matmul_alignment(d));
+        exit(EXIT_FAILURE);
+    }
+    size_t count = (size_t)m * n;
+    if (bias != nullptr) {
+        cuda_launch(matmul_add_bias_kernel, dim3((unsigned)((count + 255) / 256)), dim3(256), 0, stream, product, bias, m, n);
+        cudaCheck(cudaGetLastError());
+    }
+    if (epi == EPI_GELU_AUX || epi == EPI_GELU_AUX_BIAS) gelu_forward(d, pre_gelu, (int)count, stream);
+    if (epi == EPI_DGELU) gelu_backward_inplace(d, pre_gelu, (int)count, stream);
 }
 
 // ----------------------------------------------------------------------------

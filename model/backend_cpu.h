@@ -45,9 +45,15 @@ struct ModelCPU {
 
     float forward(const int* inputs, const int* targets, int B, int T) { return gpt.forward(inputs, targets, B, T); }
 
+    // A forward without targets then computes only the logits of rows b*T + t >= row (default 0).
+    void set_logits_from_row(size_t row) { gpt.logits_from = row; }
+
     // logits (Vp) of position (b,t) of the last forward
     void logits_row(int b, int t, float* out) {
         check_position(b, t);
+        if (!gpt.have_targets && (size_t)b * gpt.T + t < gpt.logits_from)
+            throw std::logic_error("logits_row: row " + std::to_string((size_t)b * gpt.T + t) +
+                                   " was not computed (set_logits_from_row(" + std::to_string(gpt.logits_from) + "))");
         const float* row = gpt.acts.logits + ((size_t)b * gpt.T + t) * config.padded_vocab_size;
         std::copy(row, row + config.padded_vocab_size, out);
     }

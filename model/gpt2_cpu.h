@@ -74,6 +74,9 @@ template <class F> struct GPT2 {
     std::vector<int> inputs, targets;  // (B,F) of the last forward
     bool have_targets = false;
     F mean_loss = -1;
+    // A forward without targets computes the logits of rows [logits_from, B*T) only (the
+    // classifier matmul is most of a small model's forward): for tools that read a few last rows.
+    size_t logits_from = 0;
 
     explicit GPT2(const GPT2Config& c) : config(c) {
         std::string err = gpt2_config_error(c);
@@ -174,7 +177,9 @@ template <class F> struct GPT2 {
         }
         F* last = a.residual3 + (L - 1) * BT * C;
         layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, last, param(P_LNFW), param(P_LNFB), (int)BT, C);
-        matmul_forward(a.logits, a.lnf, param(P_WTE), (const F*)nullptr, (int)BT, C, Vp);
+        size_t first = have_targets ? 0 : std::min(logits_from, BT);
+        matmul_forward(a.logits + first * Vp, a.lnf + first * C, param(P_WTE), (const F*)nullptr, (int)(BT - first),
+                       C, Vp);
         mean_loss = -1;
         if (have_targets) {
             fused_classifier(a.losses, (F*)nullptr, a.logits, targets_, F(0), (int)BT, V, Vp);

@@ -96,7 +96,7 @@ static void write_file_atomic(const std::string& path, const std::vector<Bytes>&
         throw std::runtime_error(msg);
     }
     if (rename(tmp.c_str(), path.c_str()) != 0) {
-        std::string msg = sys_error("renaming " + tmp + " to", path);
+        std::string msg = sys_error("renaming " + tmp + " to " + path, path);
         unlink(tmp.c_str());
         throw std::runtime_error(msg);
     }
@@ -107,6 +107,27 @@ static void write_file_atomic(const std::string& path, const std::vector<Bytes>&
         fsync(dfd);
         close(dfd);
     }
+}
+
+// "" if a header of `version` is intact, else what is wrong. Version 3: the checksum of the bytes
+// before its last 8 matches. Version 2 has no checksum: its identity slots [identity_offset,
+// bytes) must be zero, as version 2 wrote them (so a version 3 header whose version byte changed
+// to 2 is refused too).
+static std::string header_integrity_error(uint32_t version, const void* header, size_t bytes, size_t identity_offset,
+                                          uint64_t stored_checksum) {
+    if (version == CHECKPOINT_VERSION) {
+        if (checkpoint_checksum(header, bytes - 8) != stored_checksum)
+            return "header checksum mismatch: the header is corrupt (step, data position, rng or config changed)";
+        return "";
+    }
+    if (version == CHECKPOINT_OLDEST_VERSION) {
+        const uint8_t* p = (const uint8_t*)header;
+        for (size_t i = identity_offset; i < bytes; i++)
+            if (p[i] != 0) return "corrupt version 2 header: nonzero byte at offset " + std::to_string(i);
+        return "";
+    }
+    return "version " + std::to_string(version) + ", this build reads versions " +
+           std::to_string(CHECKPOINT_OLDEST_VERSION) + " and " + std::to_string(CHECKPOINT_VERSION);
 }
 
 // size of the file at path; throws if it cannot be opened
@@ -139,7 +160,10 @@ void checkpoint_write(const std::string& path, const Checkpoint& ck) {
     h.world_size = ck.world_size;
     h.num_parameters = n;
     h.train = ck.train;
+    h.run_seed = ck.run.seed;
+    h.data_fingerprint = ck.run.data_fingerprint;
     h.payload_checksum = checkpoint_checksum(ck.params.data(), n * sizeof(float));
+    h.header_checksum = checkpoint_checksum(&h, offsetof(CheckpointHeader, header_checksum));
     write_file_atomic(path, {{&h, sizeof h}, {ck.params.data(), n * sizeof(float)}});
 }
 
@@ -153,6 +177,8 @@ CheckpointHeader checkpoint_read_header(const std::string& path, GPT2Config* con
     int rc = fstat(fileno(f), &st);
     fclose(f);
     if (rc != 0) throw std::runtime_error(sys_error("stat", path));
+    if (S_ISDIR(st.st_mode))
+        throw std::runtime_error("checkpoint " + path + ": is a directory, not a checkpoint file (give a ckpt_<step>.bin in it)");
     if (got >= 4 && h.magic != CHECKPOINT_MAGIC) {
         char msg[160];
         snprintf(msg, sizeof msg, "bad magic 0x%08x (expected 0x%08x): not a checkpoint of this trainer", h.magic,
@@ -162,9 +188,9 @@ CheckpointHeader checkpoint_read_header(const std::string& path, GPT2Config* con
     if (got < sizeof h)
         throw std::runtime_error("checkpoint " + path + ": truncated: " + std::to_string(st.st_size) +
                                  " bytes, shorter than the " + std::to_string(sizeof h) + "-byte header");
-    if (h.version != CHECKPOINT_VERSION)
-        throw std::runtime_error("checkpoint " + path + ": version " + std::to_string(h.version) +
-                                 ", this build reads version " + std::to_string(CHECKPOINT_VERSION));
+    std::string header_error = header_integrity_error(h.version, &h, sizeof h,
+                                                      offsetof(CheckpointHeader, run_seed), h.header_checksum);
+    if (!header_error.empty()) throw std::runtime_error("checkpoint " + path + ": " + header_error);
     GPT2Config c = config_from_header(h);
     std::string err = gpt2_config_error(c);
     if (!err.empty()) throw std::runtime_error("checkpoint " + path + ": corrupt header: " + err);
@@ -189,6 +215,8 @@ CheckpointHeader checkpoint_read_header(const std::string& path, GPT2Config* con
 void checkpoint_read(const std::string& path, Checkpoint& ck) {
     CheckpointHeader h = checkpoint_read_header(path, &ck.config);
     ck.train = h.train;
+    ck.run.seed = h.run_seed;
+    ck.run.data_fingerprint = h.data_fingerprint;
     ck.world_size = h.world_size;
     size_t n = h.num_parameters;
     ck.params.resize(n);
@@ -220,9 +248,28 @@ void optimizer_shard_write(const std::string& path, const OptimizerShard& s) {
     h.num_parameters = s.num_parameters;
     h.begin = s.begin;
     h.end = s.end;
+    h.run_seed = s.run.seed;
+    h.data_fingerprint = s.run.data_fingerprint;
     uint64_t sum = checkpoint_checksum(s.m.data(), len * sizeof(float));
     h.payload_checksum = checkpoint_checksum(s.v.data(), len * sizeof(float), sum);
+    h.header_checksum = checkpoint_checksum(&h, offsetof(OptimizerShardHeader, header_checksum));
     write_file_atomic(path, {{&h, sizeof h}, {s.m.data(), len * sizeof(float)}, {s.v.data(), len * sizeof(float)}});
+}
+
+OptimizerShardHeader optimizer_shard_read_header(const std::string& path) {
+    const std::string where = "optimizer shard " + path + ": ";
+    FILE* f = fopen(path.c_str(), "rb");
+    if (!f) throw std::runtime_error(sys_error("opening", path));
+    OptimizerShardHeader h;
+    memset((void*)&h, 0, sizeof h);
+    size_t got = fread(&h, 1, sizeof h, f);
+    fclose(f);
+    if (got >= 4 && h.magic != OPTIMIZER_SHARD_MAGIC) throw std::runtime_error(where + "bad magic: not an optimizer shard");
+    if (got < sizeof h) throw std::runtime_error(where + "truncated: shorter than its 256-byte header");
+    std::string error = header_integrity_error(h.version, &h, sizeof h, offsetof(OptimizerShardHeader, run_seed),
+                                               h.header_checksum);
+    if (!error.empty()) throw std::runtime_error(where + error);
+    return h;
 }
 
 void optimizer_shard_read(const std::string& path, OptimizerShard& s, int64_t step, int rank, int world,
@@ -234,15 +281,8 @@ void optimizer_shard_read(const std::string& path, OptimizerShard& s, int64_t st
                                  " writes it with the model file of step " + std::to_string(step) +
                                  ": an incomplete checkpoint (remove it to resume from the one before)");
     }
-    OptimizerShardHeader h;
-    memset((void*)&h, 0, sizeof h);
-    size_t got = fread(&h, 1, sizeof h, f);
     fclose(f);
-    if (got >= 4 && h.magic != OPTIMIZER_SHARD_MAGIC) throw std::runtime_error(where + "bad magic: not an optimizer shard");
-    if (got < sizeof h) throw std::runtime_error(where + "truncated: shorter than its 256-byte header");
-    if (h.version != CHECKPOINT_VERSION)
-        throw std::runtime_error(where + "version " + std::to_string(h.version) + ", this build reads version " +
-                                 std::to_string(CHECKPOINT_VERSION));
+    OptimizerShardHeader h = optimizer_shard_read_header(path);
     size_t begin, end;
     param_shard_range(num_parameters, world, rank, &begin, &end);
     if (h.step != step || h.rank != rank || h.world_size != world || h.num_parameters != num_parameters ||
@@ -261,6 +301,8 @@ void optimizer_shard_read(const std::string& path, OptimizerShard& s, int64_t st
         throw std::runtime_error(where + (size < expected ? "truncated: " : "trailing bytes: ") +
                                  std::to_string(size) + " bytes, expected " + std::to_string(expected));
     s.step = step;
+    s.run.seed = h.run_seed;
+    s.run.data_fingerprint = h.data_fingerprint;
     s.rank = rank;
     s.world_size = world;
     s.num_parameters = num_parameters;
@@ -306,12 +348,12 @@ std::string checkpoint_config_mismatch(const std::string& path, const GPT2Config
         return msg;
     }
     if (attn_reweights(have.attn) && !have.learn_p && have.p != want.p) {
-        snprintf(msg, sizeof msg, "checkpoint %s has %s p = %g, this run asks for p = %g", path.c_str(),
-                 attn_kind_name(have.attn), have.p, want.p);
+        snprintf(msg, sizeof msg, "checkpoint %s has %s p = %.9g, this run asks for p = %.9g (the values differ)",
+                 path.c_str(), attn_kind_name(have.attn), have.p, want.p);
         return msg;
     }
     if (have.rope_base != want.rope_base) {
-        snprintf(msg, sizeof msg, "checkpoint %s has rope_base = %g, this run asks for %g", path.c_str(),
+        snprintf(msg, sizeof msg, "checkpoint %s has rope_base = %.9g, this run asks for %.9g (the values differ)", path.c_str(),
                  have.rope_base, want.rope_base);
         return msg;
     }

@@ -11,7 +11,12 @@
 //
 // The model file's header holds the model config (every tool compares it with what it was built
 // or asked for), the number of ranks W, the step, the trainer's rng and guard state, the training
-// data loader's position and a checksum of the weights; evaluation reads the model file alone.
+// data loader's position, the run's identity (seed and training data fingerprint: with the config,
+// what makes a checkpoint this run's), a checksum of the weights and, in its last 8 bytes, a
+// checksum of the header itself; evaluation reads the model file alone. So any changed byte of a
+// file, header or payload, is refused (FNV-1a over 8-byte words: one changed word always changes
+// the sum). Version 2 files (no identity, no header checksum) are still read; their identity slots
+// and header checksum must be zero, as version 2 wrote them.
 // Each rank writes its shard first and rank 0 writes the model file last, once every shard is
 // written, so a model file stands for a complete set (checkpoint_steps lists model files).
 // Files are written to "<path>.tmp" and renamed, every write checked, so a crash or a full disk
@@ -19,6 +24,7 @@
 // naming the file and what is wrong.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -27,7 +33,8 @@
 #include "model/gpt2_config.h"
 
 constexpr uint32_t CHECKPOINT_MAGIC = 0x52415353;  // "SSAR" in the file's first four bytes
-constexpr uint32_t CHECKPOINT_VERSION = 2;
+constexpr uint32_t CHECKPOINT_VERSION = 3;
+constexpr uint32_t CHECKPOINT_OLDEST_VERSION = 2;  // still read: no run identity, no header checksum
 constexpr size_t CHECKPOINT_HEADER_BYTES = 1024;
 
 // What the trainer needs beyond weights and moments to continue exactly where it stopped.
@@ -55,14 +62,27 @@ struct CheckpointHeader {
     uint64_t num_parameters;
     uint64_t payload_checksum;  // checkpoint_checksum of the weights as stored
     TrainState train;
-    int32_t learn_p;  // 1: the weights end with learned p's theta per (layer, head) (0 in older files)
-    uint8_t pad1_[CHECKPOINT_HEADER_BYTES - 64 - sizeof(TrainState) - 4];
+    uint64_t run_seed;          // the run's identity (version 3): its -rs seed
+    uint64_t data_fingerprint;  // and its training shards (run_data_fingerprint, runtime/run_dir.h)
+    int32_t learn_p;            // 1: the weights end with learned p's theta per (layer, head) (0 in older files)
+    uint8_t pad1_[CHECKPOINT_HEADER_BYTES - 64 - sizeof(TrainState) - 28];
+    uint64_t header_checksum;   // checkpoint_checksum of the 1016 bytes before it (version 3)
 };
 static_assert(sizeof(CheckpointHeader) == CHECKPOINT_HEADER_BYTES, "checkpoint header must be 1024 bytes");
+static_assert(offsetof(CheckpointHeader, header_checksum) == CHECKPOINT_HEADER_BYTES - 8, "header checksum last");
+
+// What makes a checkpoint one run's (with the model config): a new run refuses a directory holding
+// another's, and -y 1 resumes only its own (runtime/run_dir.h). Zero: unknown (version 2 files).
+struct RunIdentity {
+    uint64_t seed = 0, data_fingerprint = 0;
+    bool operator==(const RunIdentity& o) const { return seed == o.seed && data_fingerprint == o.data_fingerprint; }
+    bool known() const { return seed != 0 || data_fingerprint != 0; }
+};
 
 struct Checkpoint {
     GPT2Config config;
     TrainState train;
+    RunIdentity run;
     int world_size = 1;         // optimizer shard files that go with it
     std::vector<float> params;  // (num_parameters)
 };
@@ -89,12 +109,16 @@ struct OptimizerShardHeader {
     uint64_t num_parameters;
     uint64_t begin, end;       // param_shard_range(num_parameters, world_size, rank)
     uint64_t payload_checksum; // checkpoint_checksum of m then v as stored
-    uint8_t pad_[OPTIMIZER_SHARD_HEADER_BYTES - 56];
+    uint64_t run_seed, data_fingerprint;  // the run's identity (version 3)
+    uint8_t pad_[OPTIMIZER_SHARD_HEADER_BYTES - 56 - 24];
+    uint64_t header_checksum;  // checkpoint_checksum of the 248 bytes before it (version 3)
 };
 static_assert(sizeof(OptimizerShardHeader) == OPTIMIZER_SHARD_HEADER_BYTES, "shard header must be 256 bytes");
+static_assert(offsetof(OptimizerShardHeader, header_checksum) == OPTIMIZER_SHARD_HEADER_BYTES - 8, "checksum last");
 
 struct OptimizerShard {
     int64_t step = 0;
+    RunIdentity run;
     int rank = 0, world_size = 1;
     size_t num_parameters = 0, begin = 0, end = 0;
     std::vector<float> m, v;  // (end - begin) each
@@ -110,6 +134,10 @@ void optimizer_shard_write(const std::string& path, const OptimizerShard& shard)
 // a file of another step, rank, world or size, a truncated or corrupt one is refused. Throws.
 void optimizer_shard_read(const std::string& path, OptimizerShard& shard, int64_t step, int rank, int world,
                           size_t num_parameters);
+
+// The header of a shard alone, checked (magic, version, header checksum); throws. For the cleanup
+// of orphan shards, whose model file is gone.
+OptimizerShardHeader optimizer_shard_read_header(const std::string& path);
 
 // "" if a checkpoint's config `have` can be used where `want` is expected, else a message naming
 // the file, the first field that differs, both values and the fix. The attention variant is

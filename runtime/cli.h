@@ -3,12 +3,14 @@
 // binary's variant, and the re-weighting power to evaluate it at.
 #pragma once
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "runtime/checkpoint.h"
 
@@ -48,11 +50,44 @@ inline float cli_parse_float(const char* flag, const char* s, double lo, double 
     return (float)v;
 }
 
+// The comma-separated integers s given to flag (what they are: `what`), each in [lo, hi], at most
+// max_count of them, e.g. "1,2,4": anything else (empty, an empty item, a non-number, out of range,
+// too many) ends the program naming the flag, the value, the rule and an example.
+inline std::vector<long long> cli_parse_int_list(const char* flag, const char* s, long long lo, long long hi,
+                                                 size_t max_count, const char* what, const char* example) {
+    std::vector<long long> values;
+    std::string text = s;
+    auto fail = [&](const std::string& why) {
+        cli_fail(std::string(flag) + " '" + text + "': " + why + "; expected " + what + ", comma separated, each in [" +
+                 std::to_string(lo) + ", " + std::to_string(hi) + "], at most " + std::to_string(max_count) +
+                 " (e.g. " + example + ")");
+    };
+    if (text.empty()) fail("empty list");
+    size_t start = 0;
+    while (true) {
+        size_t comma = text.find(',', start);
+        std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        char* end;
+        errno = 0;
+        long long v = item.empty() ? 0 : strtoll(item.c_str(), &end, 10);
+        if (item.empty()) fail("empty item");
+        if (*end != 0 || errno != 0 || !isdigit((unsigned char)item.back()) || (!isdigit((unsigned char)item[0]) && item[0] != '-'))
+            fail("'" + item + "' is not an integer");
+        if (v < lo || v > hi) fail(item + " is out of range");
+        values.push_back(v);
+        if (values.size() > max_count) fail("more than " + std::to_string(max_count) + " values");
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+    }
+    return values;
+}
+
 // The next "-flag value" pair of argv at *i (start at 1): true with flag and val set, *i moved on;
 // false once argv is done. "-h" (or "--help") prints usage and exits 0; a word that is not a flag, or a flag
-// without its value, ends the program naming it.
+// without its value, ends the program naming it. known: the tool's flags, space separated (e.g.
+// "-e -j -o"), so that an unknown flag as the last word is reported as unknown, not as lacking a value.
 inline bool cli_next_flag(int argc, char** argv, int* i, void (*usage)(const char*), std::string* flag,
-                          const char** val) {
+                          const char** val, const char* known = nullptr) {
     if (*i >= argc) return false;
     if (strcmp(argv[*i], "-h") == 0 || strcmp(argv[*i], "--help") == 0) {
         usage(argv[0]);
@@ -60,7 +95,12 @@ inline bool cli_next_flag(int argc, char** argv, int* i, void (*usage)(const cha
     }
     if (argv[*i][0] != '-')
         cli_fail(std::string("unexpected argument '") + argv[*i] + "' (flags take the form -x value; -h lists them)");
-    if (*i + 1 >= argc) cli_fail(std::string(argv[*i]) + ": missing value (-h lists the flags)");
+    if (*i + 1 >= argc) {
+        std::string padded = std::string(" ") + (known ? known : "") + " ";
+        if (known && padded.find(std::string(" ") + argv[*i] + " ") == std::string::npos)
+            cli_fail(std::string("unknown flag ") + argv[*i] + " (-h lists the flags)");
+        cli_fail(std::string(argv[*i]) + ": missing value (-h lists the flags)");
+    }
     *flag = argv[*i];
     *val = argv[*i + 1];
     *i += 2;

@@ -60,11 +60,12 @@
 // weights. A resume reads them back on as many ranks; without ZeRO-1 the ranks then broadcast
 // their shards' moments to each other.
 //
-// Timeouts: a rank that dies or stops calling collectives must not hang the others. On the GPU the
+// Timeouts: a rank that dies or stops calling collectives must not hang the others. The
 // communicator is non-blocking (ncclCommInitRankConfig, blocking = 0) and every collective is
 // waited for by polling the stream and ncclCommGetAsyncError for at most DIST_TIMEOUT_S; past it,
-// the communicator is aborted and the call throws. Under the emulator (simt/nccl_host.h) the
-// collectives themselves give up after SIMT_NCCL_TIMEOUT_S. Every error throws std::runtime_error
+// the communicator is aborted and the call throws. The emulator's host NCCL (simt/nccl_host.h)
+// models the non-blocking states; its collectives themselves give up after SIMT_NCCL_TIMEOUT_S.
+// Every error throws std::runtime_error
 // with the rank and the fix; the trainer prints it and exits non-zero, and scripts/launch.sh then
 // stops the other ranks.
 // Test: test/test_distributed.cu. Include this file in one translation unit (as gpt2_cuda.cuh).
@@ -247,15 +248,11 @@ struct Distributed {
         RendezvousRun run{c.rank, c.world, c.run_id, c.timeout_s};
         RendezvousId got = rendezvous_exchange(run, c.rendezvous, c.id_dir, drawn);
         memcpy(&id, got.bytes, sizeof id);
-#if defined(__CUDACC__)
         ncclConfig_t nccl_config = NCCL_CONFIG_INITIALIZER;
         nccl_config.blocking = 0;  // calls return at once; wait_async() bounds the wait
         ncclResult_t r = ncclCommInitRankConfig(&comm, c.world, id, c.rank, &nccl_config);
         if (r != ncclSuccess && r != ncclInProgress) fail("ncclCommInitRankConfig", r);
         wait_async("ncclCommInitRankConfig");
-#else
-        check(ncclCommInitRank(&comm, c.world, id, c.rank), "ncclCommInitRank");
-#endif
         rendezvous_finish(run, c.rendezvous, c.id_dir);  // every rank has joined, so has read the file
         // non-blocking: the legacy default stream, the model's, must not wait for it
         cudaCheck(cudaStreamCreateWithFlags(&comm_stream, cudaStreamNonBlocking));
@@ -438,7 +435,6 @@ struct Distributed {
     // Releases the communicator (after the last collective of every rank) and the scalar.
     void finish() {
         if (comm != nullptr) {
-#if defined(__CUDACC__)
             // a non-blocking communicator is finalized first: flushes its work, at most timeout_s
             if (ncclCommFinalize(comm) == ncclInProgress) {
                 auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(config.timeout_s);
@@ -448,7 +444,6 @@ struct Distributed {
                     std::this_thread::sleep_for(std::chrono::microseconds(50));
                 }
             }
-#endif
             ncclCommDestroy(comm);
         }
         comm = nullptr;
@@ -474,12 +469,10 @@ struct Distributed {
 
     void check(ncclResult_t r, const char* what) {
         if (r == ncclSuccess) return;
-#if defined(__CUDACC__)
         if (r == ncclInProgress) {  // a non-blocking communicator: the call is being enqueued
             wait_async(what);
             return;
         }
-#endif
         fail(what, r);
     }
 

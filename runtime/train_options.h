@@ -26,6 +26,7 @@ struct TrainOptions {
     float temperature = 1.0f;                                // -gt
     std::string prompt;                                      // -gp
     int ckpt_every = 0, ckpt_keep = 0, resume = 0;           // -n, -nk, -y
+    int overwrite = 0;                                       // -ow
     long long seed = 1337;                                   // -rs
     float p = 15.0f;                                         // -p
     bool p_given = false;
@@ -35,6 +36,8 @@ struct TrainOptions {
     int max_skips = 5;                                       // -sk
     UpdateGuard guard;                                       // -sl
     int zero1 = 0;                                           // -z
+    std::string mc_files;                                    // -f
+    int mc_every = 0, mc_max = 0;                            // -fv, -fn
 };
 
 inline void train_usage(const char*) {
@@ -84,6 +87,11 @@ inline void train_usage(const char*) {
         "Evaluation and sampling\n"
         "  -v <int>     validation loss every this many steps, and at the end (default %d; 0 = never)\n"
         "  -m <int>     validation batches per evaluation (default %d)\n"
+        "  -f <list>    multiple-choice eval files in llm.c's format, comma separated (scripts/prepare_mc.py;\n"
+        "               eval/mc_eval.h): acc and acc_norm every -fv steps and at the end, printed and in\n"
+        "               log.jsonl as mc_<file>_acc, mc_<file>_acc_norm (default: none)\n"
+        "  -fv <int>    multiple-choice evaluation every this many steps (default 0: the -v interval)\n"
+        "  -fn <int>    examples per file and evaluation, the first ones (default 0: all)\n"
         "  -s <int>     sample every this many steps, and at the end (default %d; 0 = never)\n"
         "  -g <int>     tokens to generate per sample (default %d)\n"
         "  -gk <int>    top-k sampling (default %d; 1 = greedy)\n"
@@ -93,7 +101,10 @@ inline void train_usage(const char*) {
         "  -n <int>     checkpoint every this many steps, and at the end (default %d = never; needs -o)\n"
         "  -nk <int>    keep only the newest this many checkpoints (default %d = keep all)\n"
         "  -y <int>     1: resume from the newest checkpoint in -o (model, optimizer, data position, rng,\n"
-        "               step), if there is one; with as many ranks as the run had (default %d)\n"
+        "               step), if there is one, and only if it is this run's (config, seed -rs, training data -i);\n"
+        "               with as many ranks as the run had (default %d)\n"
+        "  -ow <int>    1: start over in -o, removing the checkpoints there. Without it a new run refuses an\n"
+        "               output dir that holds checkpoints (default 0)\n"
         "  -h           this help\n",
         BACKEND_BINARY_NAME, ATTN_NAME, ATTN_NAME, d.train_pattern.c_str(), d.val_pattern.c_str(), d.model.c_str(),
         d.p, d.rope_base, d.B, d.T, d.zero1, d.schedule.lr, d.schedule.kind.c_str(), d.schedule.warmup,
@@ -106,7 +117,9 @@ inline TrainOptions train_parse_args(int argc, char** argv) {
     const long long BIG = 1000000000;
     std::string flag;
     const char* v;
-    for (int i = 1; cli_next_flag(argc, argv, &i, train_usage, &flag, &v);) {
+    const char* known = "-i -j -o -e -b -t -d -l -k -u -q -c -gc -x -xi -v -m -s -g -gk -gt -gp -n -nk -y -ow -rs -p -rb "
+                        "-sk -sl -z";
+    for (int i = 1; cli_next_flag(argc, argv, &i, train_usage, &flag, &v, known);) {
         const char* f = flag.c_str();
         if (flag == "-i") o.train_pattern = v;
         else if (flag == "-j") o.val_pattern = v;
@@ -136,6 +149,7 @@ inline TrainOptions train_parse_args(int argc, char** argv) {
         else if (flag == "-n") o.ckpt_every = (int)cli_parse_int(f, v, 0, BIG, "checkpoint interval");
         else if (flag == "-nk") o.ckpt_keep = (int)cli_parse_int(f, v, 0, BIG, "checkpoints to keep");
         else if (flag == "-y") o.resume = (int)cli_parse_int(f, v, 0, 1, "resume");
+        else if (flag == "-ow") o.overwrite = (int)cli_parse_int(f, v, 0, 1, "overwrite");
         else if (flag == "-rs") o.seed = cli_parse_int(f, v, 0, (1LL << 62), "seed");
         else if (flag == "-p") { o.p = cli_parse_float(f, v, 1, 1e6, "re-weighting power p"); o.p_given = true; }
         else if (flag == "-pl") o.learn_p = (int)cli_parse_int(f, v, 0, 1, "learned p");
@@ -143,6 +157,9 @@ inline TrainOptions train_parse_args(int argc, char** argv) {
         else if (flag == "-sk") o.max_skips = (int)cli_parse_int(f, v, 1, BIG, "consecutive skips");
         else if (flag == "-sl") o.guard.spike_z = cli_parse_float(f, v, 0, 1e30, "loss spike threshold");
         else if (flag == "-z") o.zero1 = (int)cli_parse_int(f, v, 0, 1, "ZeRO-1");
+        else if (flag == "-f") o.mc_files = v;
+        else if (flag == "-fv") o.mc_every = (int)cli_parse_int(f, v, 0, BIG, "multiple-choice evaluation interval");
+        else if (flag == "-fn") o.mc_max = (int)cli_parse_int(f, v, 0, BIG, "multiple-choice examples");
         else cli_fail("unknown flag " + flag + " (-h lists the flags)");
     }
     if (o.learn_p && !attn_reweights(ATTN_BUILT))
@@ -153,6 +170,7 @@ inline TrainOptions train_parse_args(int argc, char** argv) {
     if (o.p_given && !attn_reweights(ATTN_BUILT))
         cli_fail(std::string("-p: ") + ATTN_NAME + " attention has no re-weighting, so p does not apply (leave -p "
                  "out, or build a variant with re-weighting: lssar, softmax_rw, sigmoid_l1_rw, relu_l1_rw)");
+    if (o.resume && o.overwrite) cli_fail("-y 1 -ow 1: resume the run in -o, or start over there (removing it), not both");
     if ((o.ckpt_every > 0 || o.resume) && o.out_dir.empty())
         cli_fail(std::string(o.resume ? "-y 1" : "-n " + std::to_string(o.ckpt_every)) +
                  ": checkpoints need an output dir (-o)");

@@ -2,11 +2,13 @@
 # The main job on a machine without a GPU: train a small GPT-2 + RoPE on the King James Bible
 # twice, once with softmax attention and once with LSSAR (p = 15), on the CPU, then measure the
 # validation loss of both at 1x to 16x the training length, print it side by side and plot it,
-# and how sharp each one's attention stays at 16x (entropy of the attention rows, plotted).
+# and how sharp each one's attention stays at 16x (entropy of the attention rows, plotted), and
+# last their zero-shot accuracy on a KJV cloze test (scripts/prepare_mc.py kjv_cloze).
 #   bash scripts/demo.sh                     2-3 minutes of training per model on 2 cores, ~8 minutes in all
 #   STEPS=600 THREADS=8 bash scripts/demo.sh longer / on more cores
 # Writes out/demo/{softmax,lssar}/ (log.jsonl, the final checkpoint), out/demo/{softmax,lssar}.csv
-# out/demo/loss_vs_length.png, out/demo/maps/ and out/demo/attention_entropy.png. Running it again
+# out/demo/loss_vs_length.png, out/demo/training_curves.png, out/demo/maps/,
+# out/demo/attention_entropy.png and out/demo/kjv_cloze_{softmax,lssar}.csv. Running it again
 # resumes or reuses finished runs (-y 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +21,7 @@ T=64                          # training length; evaluated at 64 ... 1024
 bash scripts/install_deps.sh
 echo "== building the CPU trainer and the loss-versus-length tool for softmax and lssar"
 make -s train_gpt2cpu_softmax train_gpt2cpu_lssar build/loss_vs_length_cpu_softmax build/loss_vs_length_cpu_lssar \
-    build/attention_maps_cpu_softmax build/attention_maps_cpu_lssar
+    build/attention_maps_cpu_softmax build/attention_maps_cpu_lssar build/mc_eval_cpu_softmax build/mc_eval_cpu_lssar
 if [ ! -s data/kjv/kjv_train_000000.bin ] || [ ! -s data/kjv/kjv_val_000000.bin ]; then
     echo "== tokenizing the King James Bible into data/kjv"
     bash scripts/prepare_kjv.sh
@@ -40,6 +42,10 @@ for attn in softmax lssar; do
         -l 1,2,4,8,16 -o "$OUT/$attn.csv"
 done
 
+echo "== training curves"
+/usr/bin/python3 eval/plot_training.py softmax="$OUT/softmax/log.jsonl" "lssar p=15"="$OUT/lssar/log.jsonl" \
+    --tokens-per-step $((16 * T)) --title "KJV, $MODEL, T $T, $STEPS steps" -o "$OUT/training_curves.png"
+
 echo "== softmax and LSSAR side by side (trained at $T tokens)"
 /usr/bin/python3 eval/plot_loss_vs_length.py softmax="$OUT/softmax.csv" "lssar p=15"="$OUT/lssar.csv" \
     --train-len $T --title "KJV, $MODEL, trained at $T tokens for $STEPS steps" -o "$OUT/loss_vs_length.png"
@@ -53,3 +59,20 @@ for attn in softmax lssar; do
 done
 /usr/bin/python3 eval/plot_attention_maps.py entropy "$OUT/maps/softmax_stats.csv:softmax" \
     "$OUT/maps/lssar_stats.csv:lssar p=15" -o "$OUT/attention_entropy.png"
+
+echo "== zero-shot KJV cloze: the first half of each verse of the validation books, its true second half"
+echo "   and three others of about its length; acc_norm = the lowest mean loss per token picks the true one"
+[ -s data/mc/kjv_cloze_val.bin ] || /usr/bin/python3 scripts/prepare_mc.py kjv_cloze
+for attn in softmax lssar; do
+    ./build/mc_eval_cpu_$attn -e "$OUT/$attn/$final" -f data/mc/kjv_cloze_val.bin -o "$OUT/kjv_cloze_$attn.csv" \
+        > "$OUT/kjv_cloze_$attn.txt"
+done
+printf "%-10s %-28s %-28s %s\n" model acc acc_norm chance
+for attn in softmax lssar; do
+    f="$OUT/kjv_cloze_$attn.txt"
+    printf "%-10s %-28s %-28s %s\n" "$attn" "$(grep '^acc ' "$f" | awk '{print $2, $6, $7}')" \
+        "$(grep '^acc_norm ' "$f" | awk '{print $2, $6, $7}')" "$(grep '^chance ' "$f" | awk '{print $2}')"
+done
+echo "== passkey retrieval learned at the training length and tested at 1x-16x: a separate run of"
+echo "   about 30 minutes on 2 idle cores (4 models, 600 steps each): bash scripts/passkey_experiment.sh"
+echo "   the gap to softmax at the training length against steps, lr and warmup: bash scripts/gap_experiment.sh"

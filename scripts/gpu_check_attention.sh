@@ -8,6 +8,8 @@
 #      softmax kernel vs cuDNN's flash attention where the build found cuDNN (the benchmarks' row
 #      "cudnn", timed only after its output matched the softmax kernel's; "-" where it did not run)
 # Usage: bash scripts/gpu_check_attention.sh     (log also in build/gpu_check_attention.log)
+#        PREBUILT=DIR bash scripts/gpu_check_attention.sh   the benchmarks of DIR (make gpu-check-build),
+#                                                           nothing built, the test left to scripts/gpu_check.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,25 +24,23 @@ mkdir -p build
 log=build/gpu_check_attention.log
 : > "$log"
 start=$(date +%s)
-make -j"$(nproc)" build/test_attention_cuda_gpu build/attention_forward build/attention_backward \
-    2>&1 | tee -a "$log"
-echo "build: $(( $(date +%s) - start )) s"
-
 status=0
-echo "=== test_attention_cuda on the GPU" | tee -a "$log"
-./build/test_attention_cuda_gpu > build/gpu_check_attention_test.txt 2>&1 || status=1
-grep -E 'MESSAGE|ERROR|values|doctest' build/gpu_check_attention_test.txt | sed 's/^.*MESSAGE: //' | tee -a "$log"
+bin=${PREBUILT:-build}
+if [ -z "${PREBUILT:-}" ]; then
+    make -j"$(nproc)" build/test_attention_cuda_gpu build/attention_forward build/attention_backward \
+        2>&1 | tee -a "$log"
+    echo "build: $(( $(date +%s) - start )) s"
+    echo "=== test_attention_cuda on the GPU" | tee -a "$log"
+    ./build/test_attention_cuda_gpu > build/gpu_check_attention_test.txt 2>&1 || status=1
+    grep -E 'MESSAGE|ERROR|values|doctest' build/gpu_check_attention_test.txt | sed 's/^.*MESSAGE: //' | tee -a "$log"
+fi
 : > build/gpu_check_attention_fwd.txt
 : > build/gpu_check_attention_bwd.txt
 
 echo "=== attention_forward" | tee -a "$log"
-./build/attention_forward all -p 15 -hd 64 -nh 12 2>&1 | tee -a "$log" build/gpu_check_attention_fwd.txt || status=1
+"$bin/attention_forward" all -p 15 -hd 64 -nh 12 2>&1 | tee -a "$log" build/gpu_check_attention_fwd.txt || status=1
 echo "=== attention_backward" | tee -a "$log"
-./build/attention_backward all -p 15 -hd 64 -nh 12 2>&1 | tee -a "$log" build/gpu_check_attention_bwd.txt || status=1
-echo "=== hd = 32 and 128: validation only" | tee -a "$log"
-for hd in 32 128; do
-    ./build/attention_backward all -p 15 -hd $hd -check 2>&1 | tee -a "$log" || status=1
-done
+"$bin/attention_backward" all -p 15 -hd 64 -nh 12 2>&1 | tee -a "$log" build/gpu_check_attention_bwd.txt || status=1
 
 # Ratios from the benchmark tables: rows "T B kernel ms TFLOPs ratio" (forward) and
 # "T B kernel bwd_ms TFLOPs total_ms TFLOPs ratio" (backward); T ascending as printed.
@@ -67,5 +67,9 @@ awk '
 grep -h '^cudnn ' build/gpu_check_attention_fwd.txt build/gpu_check_attention_bwd.txt | tee -a "$log" || true
 echo "targets: fwd+bwd lssar / softmax <= 1.5; fwd+bwd softmax / cudnn <= 1.3 at hd = 64, T = 1K-8K" | tee -a "$log"
 
+echo "=== hd = 32 and 128: validation only" | tee -a "$log"
+for hd in 32 128; do
+    "$bin/attention_backward" all -p 15 -hd $hd -check 2>&1 | tee -a "$log" || status=1
+done
 echo "total: $(( $(date +%s) - start )) s, $([ $status = 0 ] && echo PASSED || echo FAILED)"
 exit $status

@@ -11,6 +11,8 @@
 #      without ZeRO-1: tokens/s and the scaling against one GPU
 # Usage: bash scripts/gpu_train_check.sh          (outputs in build/gpu_train_check/)
 #        B=8 STEPS=30 bash scripts/gpu_train_check.sh
+#        PREBUILT=DIR bash scripts/gpu_train_check.sh   the trainers and shard writer of DIR
+#                                                  (make gpu-check-build): nothing is built
 #        bash scripts/gpu_train_check.sh --summarize SOFTMAX_OUTPUT LSSAR_OUTPUT
 #            only step 4, on two saved trainer outputs (needs no GPU)
 set -uo pipefail
@@ -89,40 +91,27 @@ start=$(date +%s)
 echo "=== trainer speed: d12, B $B x T $T, $STEPS steps per attention variant (median after step $WARMUP)"
 
 # 1. synthetic shard: (STEPS + 1) batches of random ids < 50257 (the trainer checks them)
-cat > "$dir/write_random_shard.cpp" << 'EOF'
-// write_random_shard PATH N: a shard of N random GPT-2 token ids (xorshift64, fixed seed)
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
-#include "dataloader/shard.h"
-int main(int argc, char** argv) {
-    if (argc != 3) { fprintf(stderr, "usage: write_random_shard PATH N\n"); return 2; }
-    std::vector<uint16_t> tokens(strtoull(argv[2], nullptr, 10));
-    uint64_t x = 0x9E3779B97F4A7C15ull;
-    for (uint16_t& t : tokens) {
-        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
-        t = (uint16_t)(x % 50257);
-    }
-    write_shard(argv[1], tokens.data(), tokens.size());
-    return 0;
-}
-EOF
-${CXX:-g++} -std=c++17 -O2 -I. "$dir/write_random_shard.cpp" dataloader/shard.cpp -o "$dir/write_random_shard" ||
-    { echo "gpu_train_check: building the shard writer failed"; exit 1; }
-"$dir/write_random_shard" "$dir/random_train_000000.bin" $(( (STEPS + 1) * B * T + T + 1 )) ||
-    { echo "gpu_train_check: writing the shard failed"; exit 1; }
-
 # 2. the trainers
-make -j"$(nproc)" train_gpt2cu_softmax train_gpt2cu_lssar > "$dir/build.log" 2>&1 ||
-    { echo "gpu_train_check: build failed, see $dir/build.log"; tail -30 "$dir/build.log"; exit 1; }
-echo "build: $(( $(date +%s) - start )) s"
+if [ -n "${PREBUILT:-}" ]; then
+    writer=$PREBUILT/write_random_shard
+    trainer=$PREBUILT/train_gpt2cu_
+else
+    ${CXX:-g++} -std=c++17 -O2 -I. scripts/write_random_shard.cpp dataloader/shard.cpp -o "$dir/write_random_shard" ||
+        { echo "gpu_train_check: building the shard writer failed"; exit 1; }
+    make -j"$(nproc)" train_gpt2cu_softmax train_gpt2cu_lssar > "$dir/build.log" 2>&1 ||
+        { echo "gpu_train_check: build failed, see $dir/build.log"; tail -30 "$dir/build.log"; exit 1; }
+    echo "build: $(( $(date +%s) - start )) s"
+    writer=$dir/write_random_shard
+    trainer=./train_gpt2cu_
+fi
+"$writer" "$dir/random_train_000000.bin" $(( (STEPS + 1) * B * T + T + 1 )) ||
+    { echo "gpu_train_check: writing the shard failed"; exit 1; }
 
 # 3. the runs
 status=0
 for v in softmax lssar; do
     t0=$(date +%s)
-    timeout "$LIMIT_S" "./train_gpt2cu_$v" -i "$dir/random_train_*.bin" -j "" -o "$dir/out_$v" -e d12 -p 15 \
+    timeout "$LIMIT_S" "$trainer$v" -i "$dir/random_train_*.bin" -j "" -o "$dir/out_$v" -e d12 -p 15 \
         -b "$B" -t $T -x "$STEPS" -l 3e-4 -u 10 -v 0 -s 0 > "$dir/$v.txt" 2>&1
     rc=$?
     if [ $rc = 124 ]; then
@@ -144,7 +133,7 @@ if [ "$ngpu" -ge 2 ]; then
     one=$(summarize "$dir/lssar.txt")
     for z in 0 1; do
         out="$dir/lssar_dp${ngpu}_z$z.txt"
-        timeout "$LIMIT_S" scripts/launch.sh -n "$ngpu" ./train_gpt2cu_lssar -i "$dir/random_train_*.bin" -j "" -e d12 \
+        timeout "$LIMIT_S" scripts/launch.sh -n "$ngpu" "${trainer}lssar" -i "$dir/random_train_*.bin" -j "" -e d12 \
             -p 15 -b "$B" -t $T -x "$(( STEPS / ngpu > WARMUP + 10 ? STEPS / ngpu : WARMUP + 10 ))" -l 3e-4 -u 10 -v 0 -s 0 -z $z > "$out.raw" 2>&1
         rc=$?
         sed -n 's/^\[rank 0\] //p' "$out.raw" > "$out"

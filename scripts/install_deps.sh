@@ -9,6 +9,7 @@ pkgs=(
   libopenblas-dev        # BLAS for the CPU back end's large matmuls
   python3-torch python3-numpy   # independent PyTorch reference (/usr/bin/python3)
   python3-matplotlib     # PNG plots
+  python3-scipy          # orbits/: least squares (symbolic regression), Kepler reference in the tests; binomial intervals
   bible-kjv              # real English text for demos and tokenizer tests
   libpcre2-dev           # Unicode-aware regex for the GPT-2 pre-tokeniser
   clang-14 libclang-rt-14-dev   # libFuzzer

@@ -3,7 +3,7 @@
 #   bash scripts/prepare_kjv.sh [OUT_DIR]        default data/kjv
 # writes OUT_DIR/kjv_train_000000.bin and OUT_DIR/kjv_val_000000.bin. Each of the 66 books is
 # one document (verses as "chapter:verse text" lines, <|endoftext|> before each book); every
-# 20th book (Proverbs, Matthew, James) is the validation split, about 5% of the tokens.
+# 20th book (Proverbs, Matthew, 1 Peter) is the validation split, about 5% of the tokens.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-data/kjv}

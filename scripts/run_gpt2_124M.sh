@@ -2,7 +2,9 @@
 # GPT-2 124M (d12: 12 layers, 768 channels, 12 heads) + RoPE with softmax or LSSAR (p = 15) attention
 # on 8 GPUs of one node, the paper's setup, then the validation loss at 1K, 2K, 4K, 8K and 16K
 # tokens and passkey retrieval at 1K, 1.5K, 2K, 4K and 8K (100 trials each), with their plots (and
-# the other variant's curves once its run is done).
+# the other variant's curves once its run is done). With data/mc/hellaswag_val.bin present
+# (python3 scripts/prepare_mc.py hellaswag), HellaSwag acc_norm every 250 steps and at the end, in
+# the output and log.jsonl; at the end every zero-shot file of data/mc/ that is present is scored.
 #   bash scripts/run_gpt2_124M.sh softmax|lssar   (GPUS=4 on a smaller node: 2x the accumulation)
 # scripts/run_gpt2_124M_softmax.sh and scripts/run_gpt2_124M_lssar.sh run one variant each.
 # Data: python3 scripts/fineweb.py -v 10B  (data/fineweb10B/, GPT-2 tokens, llm.c's .bin shards).
@@ -35,13 +37,15 @@ STEPS=18865
 final=$(printf "ckpt_%08d.bin" "$STEPS")
 
 bash scripts/install_gpt2_vocab.sh   # the GPT-2 tokenizer files, for samples and the passkey prompts
-make -s train_gpt2cu_$ATTN build/loss_vs_length_cu_$ATTN build/passkey_cu_$ATTN ATTN=$ATTN
+make -s train_gpt2cu_$ATTN build/loss_vs_length_cu_$ATTN build/passkey_cu_$ATTN build/mc_eval_cu_$ATTN ATTN=$ATTN
 mkdir -p "$OUT"
+MC_FLAGS=()
+[ -s data/mc/hellaswag_val.bin ] && MC_FLAGS=(-f data/mc/hellaswag_val.bin -fv 250)
 bash scripts/launch.sh -n "$GPUS" ./train_gpt2cu_$ATTN \
     -i "$DATA/fineweb_train_*.bin" -j "$DATA/fineweb_val_*.bin" -o "$OUT" \
     -e d12 -p 15 -b "$B" -t $T -d $TOTAL -x $STEPS \
     -l 6e-4 -u 700 -k cosine -q 0.1 -c 0.1 -gc 1.0 \
-    -v 250 -m 20 -s 5000 -g 144 -n 2000 -nk 2 -y 1
+    -v 250 -m 20 -s 5000 -g 144 -n 2000 -nk 2 -y 1 ${MC_FLAGS[@]+"${MC_FLAGS[@]}"}
 
 echo "== loss versus length (trained at $T tokens): 1K, 2K, 4K, 8K, 16K"
 ./build/loss_vs_length_cu_$ATTN -e "$OUT/$final" -j "$DATA/fineweb_val_*.bin" -t $T -l 1,2,4,8,16 \
@@ -59,3 +63,10 @@ other_pk=${OUT%_$ATTN}_$OTHER/passkey.csv
 [ -s "$other_pk" ] && pk_runs+=("$OTHER=$other_pk")
 /usr/bin/python3 eval/plot_passkey.py "${pk_runs[@]}" --train-len $T \
     --title "GPT-2 124M passkey retrieval, trained at $T" -o "$OUT/passkey.png"
+
+echo "== zero-shot multiple choice (scripts/prepare_mc.py TASK writes data/mc/)"
+for task in hellaswag_val arc_easy_test piqa_val sciq_test; do
+    [ -s data/mc/$task.bin ] || { echo "-- $task: data/mc/$task.bin missing (python3 scripts/prepare_mc.py ${task%_*})"; continue; }
+    echo "-- $task"
+    ./build/mc_eval_cu_$ATTN -e "$OUT/$final" -f data/mc/$task.bin -o "$OUT/mc_$task.csv"
+done

@@ -97,6 +97,7 @@ struct cublasLtMatmulDescHost {
 struct cublasLtMatmulPreferenceHost {
     uint32_t search_mode;
     uint64_t max_workspace_bytes;
+    uint32_t min_alignment[4];  // A, B, C, D bytes; 256 unless set (cuBLASLt's documented default)
 };
 
 static void report(const char* func, cublasStatus_t status, const char* why) {
@@ -244,7 +245,7 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMa
 
 cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* pref) {
     if (!pref) return CUBLAS_STATUS_INVALID_VALUE;
-    *pref = new cublasLtMatmulPreferenceHost{CUBLASLT_SEARCH_BEST_FIT, 0};
+    *pref = new cublasLtMatmulPreferenceHost{CUBLASLT_SEARCH_BEST_FIT, 0, {256, 256, 256, 256}};
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -262,6 +263,12 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
         case CUBLASLT_MATMUL_PREF_SEARCH_MODE: return set_attr(&pref->search_mode, buf, sizeInBytes, F, "SEARCH_MODE");
         case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES:
             return set_attr(&pref->max_workspace_bytes, buf, sizeInBytes, F, "MAX_WORKSPACE_BYTES");
+        case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES:
+        case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES:
+        case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES:
+        case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES:
+            return set_attr(&pref->min_alignment[attr - CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES], buf, sizeInBytes,
+                            F, "MIN_ALIGNMENT_*_BYTES");
     }
     report(F, CUBLAS_STATUS_INVALID_VALUE, "unknown attribute");
     return CUBLAS_STATUS_INVALID_VALUE;
@@ -403,6 +410,8 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHandle, cubl
     cublasLtMatmulHeuristicResult_t& r = heuristicResultsArray[0];
     memset(&r, 0, sizeof(r));
     r.algo.data[0] = ALGO_MAGIC;
+    // the algorithm assumes the alignments the preference promised (256 bytes where it promised none)
+    for (int i = 0; i < 4; i++) r.algo.data[1] |= (uint64_t)(preference ? preference->min_alignment[i] : 256) << (16 * i);
     r.workspaceSize = 0;  // the host matmul needs no workspace
     r.state = CUBLAS_STATUS_SUCCESS;
     r.wavesCount = 1.0f;
@@ -576,6 +585,18 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
 #define FAIL_MEM(msg) FAIL(CUBLAS_STATUS_INVALID_VALUE, msg)
     if (algo && algo->data[0] != ALGO_MAGIC) FAIL(CUBLAS_STATUS_INVALID_VALUE, "algo was not returned by cublasLtMatmulAlgoGetHeuristic");
     if (!alpha || !beta) FAIL(CUBLAS_STATUS_INVALID_VALUE, "alpha or beta is NULL");
+    if (algo) {
+        const void* ptrs[4] = {A, B, C, D};
+        for (int i = 0; i < 4; i++) {
+            uint64_t need = (algo->data[1] >> (16 * i)) & 0xFFFF;
+            if (ptrs[i] && need > 1 && (uintptr_t)ptrs[i] % need != 0) {
+                snprintf(why, sizeof why, "%c = %p is not %llu-byte aligned, as the algorithm assumes (set "
+                         "CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_%c_BYTES from the pointer before the heuristic)",
+                         "ABCD"[i], ptrs[i], (unsigned long long)need, "ABCD"[i]);
+                FAIL(CUBLAS_STATUS_EXECUTION_FAILED, why);
+            }
+        }
+    }
     Operands o{};
     o.alpha = *(const float*)alpha;
     o.beta = *(const float*)beta;

@@ -184,6 +184,13 @@ typedef enum {
 typedef enum {
     CUBLASLT_MATMUL_PREF_SEARCH_MODE = 0,         // uint32_t (cublasLtMatmulSearch_t)
     CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1, // uint64_t
+    // uint32_t: the smallest alignment of A, B, C, D the caller promises; unset, 256 is assumed, and
+    // cublasLtMatmul with a pointer aligned to less than the algorithm assumed fails (as on a GPU,
+    // where it would be a misaligned access)
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES = 5,
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES = 6,
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7,
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8,
 } cublasLtMatmulPreferenceAttributes_t;
 
 typedef struct {

@@ -138,6 +138,8 @@ struct ncclComm {
     int hub_port = 0;
     bool lost = false;     // the connection failed: every later collective fails at once
     std::string lost_why;
+    bool nonblocking = false;  // ncclCommInitRankConfig with blocking = 0
+    int pending = 0;           // polls of ncclCommGetAsyncError that still answer ncclInProgress
     ncclComm(std::shared_ptr<Clique> c, int rank_, int nranks_) : clique(std::move(c)), rank(rank_), nranks(nranks_) {}
 };
 
@@ -1021,6 +1023,31 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
     return ncclSuccess;
 }
 
+// A call on a non-blocking communicator that succeeded answers ncclInProgress, and the next poll too.
+static ncclResult_t nonblocking_result(ncclComm* comm, ncclResult_t r) {
+    if (r != ncclSuccess || !comm || !comm->nonblocking) return r;
+    comm->pending = 1;
+    return ncclInProgress;
+}
+
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t* config) {
+    if (config && (config->size != sizeof(ncclConfig_t) || config->magic != 0xcafebeef))
+        return fail(nullptr, ncclInvalidArgument, "ncclCommInitRankConfig: config was not set up with NCCL_CONFIG_INITIALIZER");
+    ncclResult_t r = ncclCommInitRank(comm, nranks, commId, rank);
+    if (r != ncclSuccess) return r;
+    (*comm)->nonblocking = config && config->blocking == 0;
+    return nonblocking_result(*comm, r);
+}
+
+// Flushes the communicator's work (done here at every call) before ncclCommDestroy.
+ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+    if (!comm) return fail(nullptr, ncclInvalidArgument, "ncclCommFinalize: comm is NULL");
+    if (comm->pending > 0)
+        return fail(comm, ncclInvalidUsage, "ncclCommFinalize: the communicator's last call is still in progress "
+                                            "(poll ncclCommGetAsyncError until it is not ncclInProgress first)");
+    return nonblocking_result(comm, ncclSuccess);
+}
+
 ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
     if (!comm || ndev < 1) return fail(nullptr, ncclInvalidArgument, "ncclCommInitAll: need comm != NULL and ndev >= 1");
     std::shared_ptr<Clique> c = std::make_shared<Clique>(ndev);
@@ -1071,6 +1098,11 @@ ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
     if (!comm || !asyncError) return ncclInvalidArgument;
+    if (comm->pending > 0) {  // a non-blocking call, not yet reported complete
+        comm->pending--;
+        *asyncError = ncclInProgress;
+        return ncclSuccess;
+    }
     if (!comm->clique) {  // a remote rank knows of its own failures only
         *asyncError = comm->lost ? ncclRemoteError : ncclSuccess;
         return ncclSuccess;
@@ -1101,22 +1133,22 @@ const char* ncclGetLastError(ncclComm_t comm) {
 
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-    return collective(ALL_REDUCE, sendbuff, recvbuff, count, datatype, op, 0, comm);
+    return group_depth > 0 ? collective(ALL_REDUCE, sendbuff, recvbuff, count, datatype, op, 0, comm) : nonblocking_result(comm, collective(ALL_REDUCE, sendbuff, recvbuff, count, datatype, op, 0, comm));
 }
 
 ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-    return collective(REDUCE_SCATTER, sendbuff, recvbuff, recvcount, datatype, op, 0, comm);
+    return group_depth > 0 ? collective(REDUCE_SCATTER, sendbuff, recvbuff, recvcount, datatype, op, 0, comm) : nonblocking_result(comm, collective(REDUCE_SCATTER, sendbuff, recvbuff, recvcount, datatype, op, 0, comm));
 }
 
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
                            ncclComm_t comm, cudaStream_t stream) {
-    return collective(ALL_GATHER, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, comm);
+    return group_depth > 0 ? collective(ALL_GATHER, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, comm) : nonblocking_result(comm, collective(ALL_GATHER, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, comm));
 }
 
 ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                            ncclComm_t comm, cudaStream_t stream) {
-    return collective(BROADCAST, sendbuff, recvbuff, count, datatype, ncclSum, root, comm);
+    return group_depth > 0 ? collective(BROADCAST, sendbuff, recvbuff, count, datatype, ncclSum, root, comm) : nonblocking_result(comm, collective(BROADCAST, sendbuff, recvbuff, count, datatype, ncclSum, root, comm));
 }
 
 ncclResult_t ncclGroupStart() {
@@ -1144,7 +1176,15 @@ ncclResult_t ncclGroupEnd() {
         ncclResult_t r = finish(group_pending[i]);
         if (r != ncclSuccess && result == ncclSuccess) result = r;
     }
+    // a group on non-blocking communicators ends in progress on each of them
+    bool nonblocking = false;
+    for (Pending& p : group_pending) {
+        if (result == ncclSuccess && p.comm && p.comm->nonblocking) {
+            p.comm->pending = 1;
+            nonblocking = true;
+        }
+    }
     group_pending.clear();
     group_result = ncclSuccess;
-    return result;
+    return result == ncclSuccess && nonblocking ? ncclInProgress : result;
 }

@@ -53,6 +53,8 @@
 //     ncclCommGetAsyncError of a remote rank reports only its lost connection.
 #pragma once
 
+#include <climits>
+
 #include <cstddef>
 #include <cstdint>
 
@@ -101,10 +103,27 @@ typedef enum {
     ncclNumTypes = 12
 } ncclDataType_t;
 
+// Communicator options; only `blocking` is honoured. blocking = 0 makes a non-blocking
+// communicator, as NCCL's: its init, collectives, group end and finalize return ncclInProgress
+// (their work is done, or being done), and ncclCommGetAsyncError reports ncclInProgress until the
+// call has completed (here: at the first poll after it) and ncclSuccess then; the caller must poll
+// before the next call. NCCL_CONFIG_INITIALIZER leaves blocking undefined, i.e. blocking.
+#define NCCL_CONFIG_UNDEF_INT INT_MIN
+typedef struct {
+    size_t size;
+    unsigned int magic;
+    unsigned int version;
+    int blocking;
+} ncclConfig_t;
+#define NCCL_CONFIG_INITIALIZER \
+    { sizeof(ncclConfig_t), 0xcafebeef, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), NCCL_CONFIG_UNDEF_INT }
+
 ncclResult_t ncclGetVersion(int* version);
 ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId);
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank);
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t* config);
 ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist);
+ncclResult_t ncclCommFinalize(ncclComm_t comm);
 ncclResult_t ncclCommDestroy(ncclComm_t comm);
 ncclResult_t ncclCommAbort(ncclComm_t comm);
 ncclResult_t ncclCommCount(const ncclComm_t comm, int* count);

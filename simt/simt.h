@@ -25,6 +25,7 @@
 #include <atomic>
 
 #include "simt_bf16.h"
+#include "simt_fastmath.h"
 
 // ----------------------------------------------------------------------------
 // qualifiers
@@ -655,21 +656,31 @@ template <class T> inline void __stcg(T* p, T v) { *p = v; }
 template <class T> inline void __stwb(T* p, T v) { *p = v; }
 template <class T> inline void __stwt(T* p, T v) { *p = v; }
 
-inline float __expf(float x) { return expf(x); }
+// fast-math intrinsics: simt/simt_fastmath.h
+namespace simt { namespace fastmath { inline bool on_device() { return ::simt::detail::t_thread != nullptr; } } }
+inline float __expf(float x) { return simt::fastmath::expf_(x); }
 inline float __exp10f(float x) { return exp10f(x); }
-inline float __logf(float x) { return logf(x); }
-inline float __log2f(float x) { return log2f(x); }
+inline float __logf(float x) { return simt::fastmath::logf_(x); }
+inline float __log2f(float x) { return simt::fastmath::log2f_(x); }
 inline float __log10f(float x) { return log10f(x); }
 inline float __sinf(float x) { return sinf(x); }
 inline float __cosf(float x) { return cosf(x); }
 inline float __tanf(float x) { return tanf(x); }
 inline void __sincosf(float x, float* s, float* c) { *s = sinf(x); *c = cosf(x); }
-inline float __powf(float x, float y) { return powf(x, y); }
-inline float __fdividef(float a, float b) { return a / b; }
+inline float __powf(float x, float y) { return simt::fastmath::powf_(x, y); }
+inline float __fdividef(float a, float b) { return simt::fastmath::fdividef_(a, b); }
 inline float __frcp_rn(float x) { return 1.0f / x; }
 inline float __fsqrt_rn(float x) { return sqrtf(x); }
 inline float __frsqrt_rn(float x) { return 1.0f / sqrtf(x); }
-inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+inline float rsqrtf(float x) { return simt::fastmath::dev_rsqrtf(x); }
+// --use_fast_math: device code's expf, exp2f, logf, log2f, powf are the intrinsics' (host code's stay libm's)
+#ifndef SIMT_EXACT_MATH
+#define expf(x) ::simt::fastmath::dev_expf(x)
+#define exp2f(x) ::simt::fastmath::dev_exp2f(x)
+#define logf(x) ::simt::fastmath::dev_logf(x)
+#define log2f(x) ::simt::fastmath::dev_log2f(x)
+#define powf(x, y) ::simt::fastmath::dev_powf(x, y)
+#endif
 inline double rsqrt(double x) { return 1.0 / sqrt(x); }
 inline float rcbrtf(float x) { return 1.0f / cbrtf(x); }
 inline float __saturatef(float x) { return x != x ? 0.0f : (x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x)); }

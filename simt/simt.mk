@@ -8,7 +8,7 @@ SIMT_CXXFLAGS := -DSIMT -Isimt/include
 SIMT_LIB      := $(BUILD)/libsimt.a
 VENDOR_LIB    := $(BUILD)/libsimt_vendor.a
 EMU_LIBS      := $(VENDOR_LIB) $(SIMT_LIB)
-EMU_LDLIBS    := $(VENDOR_LIB) $(SIMT_LIB) -lboost_context $(BLAS_LDLIBS) $(LDLIBS)
+EMU_LDLIBS    := $(VENDOR_LIB) $(SIMT_LIB) -lboost_context -rdynamic $(BLAS_LDLIBS) $(LDLIBS)   # -rdynamic: kernel names in SIMT_LAUNCH_LOG
 NVCC_LDLIBS   := -L/usr/local/cuda/lib64 -lcublasLt -lcublas -lnccl
 
 # compile commands with generated dependencies: host/CPU back end, emulated CUDA, nvcc
@@ -38,7 +38,7 @@ $(VENDOR_LIB): $(VENDOR_OBJS)
 # The emulator's own tests, and the host cuBLASLt/NCCL against double-precision and serial
 # references; the _cu builds are the same files under nvcc for a GPU (the host semantics must match).
 $(BUILD)/test_simt: test/test_simt.cpp $(DOCTEST_MAIN) $(SIMT_LIB) | $(BUILD)
-	$(CXX_EMU) $< $(DOCTEST_MAIN) $(SIMT_LIB) -lboost_context -o $@
+	$(CXX_EMU) $< $(DOCTEST_MAIN) $(SIMT_LIB) -lboost_context -rdynamic -o $@
 
 $(BUILD)/test_simt_cu: test/test_simt.cpp $(DOCTEST_MAIN) | $(BUILD)
 	$(NVCC_CPP_OBJ)

@@ -3,6 +3,8 @@
 #include "simt.h"
 #include "simt_internal.h"
 
+#include <cxxabi.h>
+#include <dlfcn.h>
 #include <omp.h>
 
 #include <chrono>
@@ -272,6 +274,33 @@ cudaError_t func_get_attributes(cudaFuncAttributes* attr, const void* func) {
 
 // ---- launch
 
+// SIMT_LAUNCH_LOG=FILE appends one line per distinct (kernel, block, dynamic shared memory) launched:
+// "symbol<TAB>threads per block<TAB>dynamic shared bytes", the symbol demangled (the binary must be
+// linked with -rdynamic, as $(SIMT_LDLIBS) does). scripts/kernel_stats.sh reads it for the
+// occupancy of each kernel at the shapes of a real run.
+static void log_launch(const char* name, const void* kernel, dim3 block, size_t smem_bytes) {
+    static const char* path = getenv("SIMT_LAUNCH_LOG");
+    if (!path || !*path) return;
+    static std::mutex mu;
+    static std::set<std::string> seen;
+    Dl_info info;
+    std::string symbol = name;
+    if (dladdr(kernel, &info) && info.dli_sname) {
+        int status = 0;
+        char* demangled = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
+        symbol = status == 0 && demangled ? demangled : info.dli_sname;
+        free(demangled);
+    }
+    char line[1024];
+    snprintf(line, sizeof line, "%s\t%u\t%zu\n", symbol.c_str(), block.x * block.y * block.z, smem_bytes);
+    std::lock_guard<std::mutex> lock(mu);
+    if (!seen.insert(line).second) return;
+    FILE* f = fopen(path, "a");
+    if (!f) { fprintf(stderr, "[simt] SIMT_LAUNCH_LOG=%s: cannot open it for appending\n", path); return; }
+    fputs(line, f);
+    fclose(f);
+}
+
 void launch(const char* name, const void* kernel, dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream,
             const PtrArg* ptr_args, int n_ptr_args, FnRef body) {
     if (t_thread) {
@@ -334,6 +363,7 @@ void launch(const char* name, const void* kernel, dim3 grid, dim3 block, size_t 
         }
     }
 
+    log_launch(name, kernel, block, smem_bytes);
     LaunchState L;
     L.name = name;
     L.grid = grid;

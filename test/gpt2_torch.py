@@ -6,6 +6,11 @@ steps in float64 with autograd, and writes everything to a small binary debug st
 
     /usr/bin/python3 test/gpt2_torch.py --attn lssar --p 15 --out build/torch_state_lssar.bin
 
+It also scores a multiple-choice eval file (llm.c's format) with a checkpoint's weights, one row
+per completion, in float64, for test/test_mc_eval.cpp (per-example losses as a CSV):
+
+    /usr/bin/python3 test/gpt2_torch.py --mc-eval CKPT --mc-file FILE.bin --out scores.csv [--n N]
+
 The attention follows doc/attention.md (the project's specification), written here from the formulas
 with PyTorch autograd doing the backward; nothing is shared with the C++ code.
 """
@@ -210,16 +215,108 @@ def init_weights(model, cfg, gen):
         model.wte.weight[cfg.vocab_size:] = 0.0  # padded rows are never tokens
 
 
+# ----------------------------------------------------------------------------
+# multiple-choice scoring of a checkpoint (model/checkpoint.h's model file, llm.c's eval file)
+
+def load_checkpoint(path):
+    """(Config, flat float64 parameters) of a model file (runtime/checkpoint.h): 1024-byte header,
+    then fp32 weights."""
+    with open(path, "rb") as f:
+        data = f.read()
+    magic, version, T, V, Vp, L, NH, C, attn = struct.unpack_from("<2I7i", data, 0)
+    p, rope_base = struct.unpack_from("<2f", data, 36)
+    (num_params,) = struct.unpack_from("<Q", data, 48)
+    # versions 2 and 3 share these first 64 bytes (3 adds the run's identity after the train state)
+    assert magic == 0x52415353 and version in (2, 3), f"{path}: magic {magic:#x} version {version}, expected a version 2 or 3 checkpoint"
+    cfg = Config()
+    cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.vocab_size, cfg.padded_vocab_size = L, NH, C, V, Vp
+    cfg.attn = {v: k for k, v in ATTN_KINDS.items()}[attn]
+    cfg.p, cfg.rope_base = float(p), float(rope_base)
+    flat = torch.frombuffer(bytearray(data[1024:1024 + 4 * num_params]), dtype=torch.float32).to(torch.float64)
+    return cfg, flat
+
+
+def set_flat_params(model, flat):
+    """The inverse of GPT.flat_tensors: copy the C++ layout into the modules."""
+    h, at = model.h, 0
+
+    def take(t):
+        nonlocal at
+        t.data.copy_(flat[at:at + t.numel()].view_as(t))
+        at += t.numel()
+    take(model.wte.weight)
+    for get in (lambda b: b.ln_1.weight, lambda b: b.ln_1.bias, lambda b: b.attn.c_attn.weight,
+                lambda b: b.attn.c_attn.bias, lambda b: b.attn.c_proj.weight, lambda b: b.attn.c_proj.bias,
+                lambda b: b.ln_2.weight, lambda b: b.ln_2.bias, lambda b: b.mlp.c_fc.weight, lambda b: b.mlp.c_fc.bias,
+                lambda b: b.mlp.c_proj.weight, lambda b: b.mlp.c_proj.bias):
+        for b in h:
+            take(get(b))
+    take(model.ln_f.weight)
+    take(model.ln_f.bias)
+    assert at == flat.numel(), f"{flat.numel()} parameters in the checkpoint, the model takes {at}"
+
+
+def read_mc_file(path):
+    """[(label, context, [completions])] of an eval file (256 int32 header, uint16 examples)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    magic, version, n = struct.unpack_from("<3i", data, 0)
+    assert magic == 20240522 and version == 1, f"{path}: not an eval file"
+    words = struct.unpack_from(f"<{(len(data) - 1024) // 2}H", data, 1024)
+    out, at = [], 0
+    for _ in range(n):
+        assert words[at] == 65535
+        label, nc, at = words[at + 3], words[at + 4], at + 5
+        lists = []
+        for _ in range(nc + 1):
+            lists.append(list(words[at + 1:at + 1 + words[at]]))
+            at += 1 + words[at]
+        out.append((label, lists[0], lists[1:]))
+    return out
+
+
+@torch.no_grad()
+def mc_eval(args):
+    torch.set_default_dtype(torch.float64)
+    cfg, flat = load_checkpoint(args.mc_eval)
+    model = GPT(cfg)
+    set_flat_params(model, flat)
+    examples = read_mc_file(args.mc_file)[:args.n or None]
+    width = max(len(c) for _, _, c in examples)
+    with open(args.out, "w") as f:
+        f.write("index,label,pred,pred_norm" + "".join(f",sum_loss_{i}" for i in range(width)) +
+                "".join(f",mean_loss_{i}" for i in range(width)) + "\n")
+        for index, (label, ctx, comps) in enumerate(examples):
+            sums = []
+            for comp in comps:  # row context + completion; position len(ctx) - 1 + i predicts comp[i]
+                row = torch.tensor([ctx + comp])
+                logits, _ = model(row, row)  # (the loss over the whole row is not used)
+                logp = F.log_softmax(logits[0, :, :cfg.vocab_size], dim=-1)
+                pos = torch.arange(len(ctx) - 1, len(ctx) - 1 + len(comp))
+                sums.append(-logp[pos, torch.tensor(comp)].sum().item())
+            means = [s / len(c) for s, c in zip(sums, comps)]
+            pad = [""] * (width - len(comps))
+            cells = [index, label, sums.index(min(sums)), means.index(min(means))] + \
+                [f"{x:.12g}" for x in sums] + pad + [f"{x:.12g}" for x in means] + pad
+            f.write(",".join(map(str, cells)) + "\n")
+    print(f"wrote {args.out}: {len(examples)} examples scored by torch {torch.__version__}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--attn", choices=ATTN_KINDS, default="lssar")
     ap.add_argument("--p", type=float, default=15.0)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--mc-eval", metavar="CKPT", help="score --mc-file with this checkpoint instead")
+    ap.add_argument("--mc-file")
+    ap.add_argument("--n", type=int, default=0, help="--mc-eval: the first n examples (0: all)")
     ap.add_argument("--B", type=int, default=3)
     ap.add_argument("--T", type=int, default=16)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1337)
     args = ap.parse_args()
+    if args.mc_eval:
+        return mc_eval(args)
 
     torch.set_default_dtype(torch.float64)
     cfg = Config()

@@ -278,6 +278,48 @@ TEST_CASE("learned p: dL/dp of every head matches finite differences") {
     }
 }
 
+TEST_CASE("float32 q and k norms of 1e20 and 1e30 (the sum of squares overflows float32): rescaled, as in the kernels") {
+    // |q|^2 = 1e40 or 1e60 > FLT_MAX: without rescaling the norm is inf, q/|q| = 0 and every score
+    // and gradient of those rows is zeroed. The cosine is scale-free, and the scales here are powers
+    // of two (2^66 = 7.4e19, 2^100 = 1.3e30), so q/|q| is exact: outputs and the other rows'
+    // gradients must equal those of the unscaled float32 inputs bit for bit, and the scaled rows'
+    // gradients must be theirs divided by the scale (exactly at 2^66; at 2^100 they are ~1e-37, at
+    // float32's smallest normal numbers with subnormal terms, so to 1e-2 of the row's largest value).
+    AttnShape s{1, 7, 2, 8};
+    Rng rng(21);
+    auto qkv64 = random_vector(s.qkv_size(), rng);
+    auto R64 = random_vector(s.out_size(), rng);
+    std::vector<float> qkv(qkv64.begin(), qkv64.end()), R(R64.begin(), R64.end());
+    const std::vector<size_t> huge_rows = {s.at(0, 4, 0, 0), s.at(0, 2, 1, 0), s.at(0, 5, 1, 1)};  // q, k, k
+    for (int exponent : {66, 100}) {
+        std::vector<float> huge = qkv;
+        for (size_t row : huge_rows)
+            for (int i = 0; i < s.hd; i++) huge[row + i] = std::ldexp(huge[row + i], exponent);
+        for (AttnKind kind : {ATTN_LSSA, ATTN_LSSAR}) {
+            CAPTURE(exponent);
+            CAPTURE(std::string(attn_kind_name(kind)));
+            std::vector<float> ref(s.out_size()), out(s.out_size());
+            attention_forward(ref.data(), (float*)nullptr, qkv.data(), s.B, s.T, s.NH, s.hd, kind, 15.0);
+            attention_forward(out.data(), (float*)nullptr, huge.data(), s.B, s.T, s.NH, s.hd, kind, 15.0);
+            CHECK(out == ref);
+            std::vector<float> dref(s.qkv_size(), 0.0f), d(s.qkv_size(), 0.0f);
+            attention_backward(dref.data(), R.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, 15.0);
+            attention_backward(d.data(), R.data(), huge.data(), s.B, s.T, s.NH, s.hd, kind, 15.0);
+            for (size_t row : huge_rows) {
+                float gmax = 0, err = 0;
+                for (int i = 0; i < s.hd; i++) {
+                    gmax = std::max(gmax, std::fabs(dref[row + i]));
+                    err = std::max(err, std::fabs(std::ldexp(d[row + i], exponent) - dref[row + i]));
+                    d[row + i] = dref[row + i] = 0;
+                }
+                REQUIRE(gmax > 0);
+                CHECK_MESSAGE(err <= (exponent == 66 ? 0.0f : 1e-2f * gmax), "row " << row << ": " << err << " of " << gmax);
+            }
+            CHECK(d == dref);
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // LSSAR at long length in float32 (doc/attention.md, section 'Stable evaluation of the re-weighting'):
 // the stable form stays finite and matches float64; the naive relu(x)^p form overflows or

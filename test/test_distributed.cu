@@ -49,6 +49,21 @@ constexpr double U_BF16 = 1.0 / 256;       // 2^-8: relative error of rounding t
 constexpr double NOISE_FACTOR = 2;         // (*) times this: reordered fp32 sums, wte's two roundings
 constexpr float LR = 1e-3f, BETA1 = 0.9f, BETA2 = 0.95f, EPS = 1e-8f, WEIGHT_DECAY = 0.1f;
 constexpr int STEPS = 3;
+// What holds only under the emulator, whose host cuBLASLt sums every product in one fixed order:
+// the 1-rank 2B run and each rank's B run compute a row's activations bit for bit alike. A GPU's
+// cuBLASLt picks its kernel by shape (split-K and tile orders differ between 2B and B rows), so
+// there each row's bf16 activations and gradient contributions may differ by bf16 roundings:
+//   step-1 loss: within LOSS_RTOL_GPU relative (a few 2^-8 steps of the logits, averaged over
+//   the 2BT positions; the mean loss of a random model is ~ln V)
+//   gradients: the whole tensor's relative L2 difference within GRAD_RTOL_GPU (a few roundings; a
+//   missing or wrong reduce is off by ~|gA - gB| / |gA + gB|, >= 30%), per element only reported
+#if defined(__CUDACC__)
+constexpr bool ROWS_BITWISE = false;
+#else
+constexpr bool ROWS_BITWISE = true;
+#endif
+constexpr double LOSS_RTOL_GPU = 2 * U_BF16;
+constexpr double GRAD_RTOL_GPU = 8 * U_BF16;
 
 // test/tiny_gpt2_cuda.h's model, as in test/test_model_cuda.cu
 static GPT2Config tiny_config(AttnKind kind, float p) { return tiny_cuda_config(kind, p, 16); }
@@ -82,7 +97,6 @@ struct RankLog {
 static std::vector<RankLog> run_ranks(const GPT2Config& c, int world, int B, int T, bool zero1) {
     std::vector<RankLog> logs(world);
     std::string dir = fresh_dir(), run_id = fresh_run_id();
-    cublaslt_setup();  // one handle per process: set it up before the rank threads share it
     auto rank_main = [&](int r) {
         RankLog& log = logs[r];
         try {
@@ -150,10 +164,11 @@ static std::vector<RankLog> check_equivalence(AttnKind kind, float p, const std:
     size_t N = one.master_final.size();
     std::string name = std::string(attn_kind_name(kind)) + (zero1 ? ", ZeRO-1" : "");
 
-    // 1. losses of step 1: the same rows through the same weights, per position bitwise alike; the
-    // mean of means differs from the mean over 2B only by fp32 rounding of the means (1e-6).
+    // 1. losses of step 1: the same rows through the same weights, per position bitwise alike
+    // (emulated); the mean of means differs from the mean over 2B only by fp32 rounding of the
+    // means (1e-6). On a GPU: LOSS_RTOL_GPU.
     INFO(name << ": step 1 loss, 1 rank " << one.losses[0] << ", 2 ranks " << two[0].losses[0]);
-    CHECK(std::fabs(two[0].losses[0] - one.losses[0]) <= 1e-6 * one.losses[0]);
+    CHECK(std::fabs(two[0].losses[0] - one.losses[0]) <= (ROWS_BITWISE ? 1e-6 : LOSS_RTOL_GPU) * one.losses[0]);
     CHECK(two[0].losses == two[1].losses);  // the average is the same on both ranks
 
     // 2. the reduce itself: rank r's reduced gradient on its part = the average of the two local
@@ -207,13 +222,25 @@ static std::vector<RankLog> check_equivalence(AttnKind kind, float p, const std:
     }
     INFO(name << ": gradient elements outside the bf16 bound: " << outside << " of " << N
               << ", largest difference / bound " << worst);
-    CHECK(outside == 0);
+    if (ROWS_BITWISE) {
+        CHECK(outside == 0);
+    } else {
+        double diff = 0, ref = 0;
+        for (size_t i = 0; i < N; i++) {
+            diff += ((double)g2[i] - g1[i]) * ((double)g2[i] - g1[i]);
+            ref += (double)g1[i] * g1[i];
+        }
+        INFO(name << ": averaged gradient against the 2B run's, relative L2 difference " << std::sqrt(diff / ref));
+        CHECK(std::sqrt(diff / ref) <= GRAD_RTOL_GPU);
+    }
     double wte_rel = std::sqrt(wte_diff / wte_ref);
     INFO(name << ": wte rows of input tokens: relative L2 difference " << wte_rel);
     CHECK(wte_rel < 8 * U_BF16);
     double norm_bound = rms(bound) * std::sqrt((double)N) + std::sqrt(wte_diff);
     INFO(name << ": grad norm 1 rank " << one.norms[0] << ", 2 ranks " << two[0].norms[0] << ", bound " << norm_bound);
-    CHECK(std::fabs(two[0].norms[0] - one.norms[0]) <= norm_bound + 1e-5 * one.norms[0]);
+    // (on a GPU: |norm2 - norm1| <= |g2 - g1| <= GRAD_RTOL_GPU |g1|)
+    CHECK(std::fabs(two[0].norms[0] - one.norms[0]) <=
+          (ROWS_BITWISE ? norm_bound + 1e-5 * one.norms[0] : GRAD_RTOL_GPU * one.norms[0]));
     CHECK(two[0].norms == two[1].norms);
 
     // 4. update 1 on the elements whose gradient stands clear of (*): |g1| >= 10 x its bound and
@@ -331,7 +358,6 @@ static std::vector<RankLog> run_with_checkpoint(const GPT2Config& c, int world, 
     const int B = 2, T = 16;
     std::vector<RankLog> logs(world);
     std::string dir = fresh_dir(), run_ids[2] = {fresh_run_id(), fresh_run_id()};
-    cublaslt_setup();
     auto rank_main = [&](int r) {
         RankLog& log = logs[r];
         try {
@@ -481,7 +507,6 @@ TEST_CASE("a rank that stops calling collectives makes the other fail, not hang"
     if (!have_devices(2)) return;
     GPT2Config c = tiny_config(ATTN_SOFTMAX, 0.0f);
     std::string dir = fresh_dir(), run_id = fresh_run_id();
-    cublaslt_setup();
     std::string error0;
     double seconds0 = 0;
     std::atomic<bool> rank1_done{false};

@@ -311,12 +311,37 @@ static std::vector<std::vector<std::string>> read_csv(const std::string& path) {
     return rows;
 }
 
+#if !defined(SIMT) && !defined(__CUDACC__)
+TEST_CASE("CPU back end: logits from a row on equal those of the full forward; rows before it are refused") {
+    GPT2Config c = small_config();
+    RealModel model(c);
+    model.init(5);
+    const int T = 96, from = 90;
+    std::vector<int> ids(T);
+    for (int t = 0; t < T; t++) ids[t] = (t * 7919) % 50257;
+    model.forward(ids.data(), nullptr, 1, T);
+    std::vector<std::vector<float>> full(T - from, std::vector<float>(c.padded_vocab_size));
+    for (int t = from; t < T; t++) model.logits_row(0, t, full[t - from].data());
+    model.set_logits_from_row(from);
+    model.forward(ids.data(), nullptr, 1, T);
+    std::vector<float> row(c.padded_vocab_size);
+    for (int t = from; t < T; t++) {
+        model.logits_row(0, t, row.data());
+        // the same dot products; BLAS may block a matmul of fewer rows differently: fp32 rounding
+        for (int v = 0; v < c.vocab_size; v++) REQUIRE(row[v] == doctest::Approx(full[t - from][v]).epsilon(1e-5));
+    }
+    CHECK_THROWS_AS(model.logits_row(0, from - 1, row.data()), std::logic_error);
+    model.set_logits_from_row(0);
+}
+#endif
+
 TEST_CASE("the tool scores a checkpoint at several lengths and writes the CSV") {
     TempDir dir("passkey");
     GPT2Config c = small_config();
     std::string ck = write_checkpoint(dir.path, "ckpt_00000000.bin", c, 42);
     std::string csv = dir.path + "/passkey.csv";
-    Result r = run(std::string(TOOL) + " -e " + ck + " -l 256,512 -n 5 -rs 11 -o " + csv);
+    std::string trials_csv = dir.path + "/trials.csv";
+    Result r = run(std::string(TOOL) + " -e " + ck + " -l 256,512 -n 5 -rs 11 -o " + csv + " -ot " + trials_csv);
     INFO(r.output);
     REQUIRE(r.code == 0);
     CHECK(r.output.find("length 512 trial 5/5") != std::string::npos);
@@ -334,6 +359,27 @@ TEST_CASE("the tool scores a checkpoint at several lengths and writes the CSV") 
         CHECK(std::stoi(rows[i + 1][2]) == 5);
         PasskeyResult want = passkey_eval_length(model, parts(), lengths[i], 5, 11, nullptr);
         CHECK(std::stod(rows[i + 1][1]) == doctest::Approx(want.accuracy).epsilon(1e-6));  // CSV keeps 6 decimals
+    }
+    // -ot: one row per trial, its key, depth, verdict, and the needle's distance to the question
+    std::vector<std::vector<std::string>> trials = read_csv(trials_csv);
+    REQUIRE(trials.size() == 11);
+    CHECK(trials[0] == std::vector<std::string>{"length", "trial", "key", "depth", "distance", "correct"});
+    for (int i = 0; i < 10; i++) {
+        const std::vector<std::string>& t = trials[i + 1];
+        REQUIRE(t.size() == 6);
+        int L = lengths[i / 5];
+        PasskeyResult want = passkey_eval_length(model, parts(), L, 5, 11, nullptr);
+        const PasskeyTrial& w = want.per_trial[i % 5];
+        CHECK(std::stoi(t[0]) == L);
+        CHECK(std::stoi(t[1]) == i % 5);
+        CHECK(std::stoi(t[2]) == w.key);
+        CHECK(std::stod(t[3]) == doctest::Approx(w.depth).epsilon(1e-5));
+        CHECK(std::stoi(t[5]) == (w.correct ? 1 : 0));
+        // the distance: from the needle's first token to the question, which ends the prompt
+        PasskeyPrompt pr = passkey_prompt(parts(), w.key, w.depth, L);
+        int question_at = (int)(pr.tokens.size() - parts().question.size());
+        CHECK(std::equal(parts().question.begin(), parts().question.end(), pr.tokens.begin() + question_at));
+        CHECK(std::stoi(t[4]) == question_at - pr.needle_pos);
     }
 }
 
@@ -362,4 +408,17 @@ TEST_CASE("the tool refuses other vocabularies, other attention, short lengths, 
     r = run(std::string(TOOL) + " -l 256");
     CHECK(r.code != 0);
     CHECK(r.output.find("-e CHECKPOINT is required") != std::string::npos);
+
+    // -l: empty, malformed, huge and too many values, each refused naming -l (runtime/cli.h's parser)
+    std::string many = "256";
+    for (int i = 0; i < 64; i++) many += ",256";
+    for (std::string bad : std::vector<std::string>{"''", "','", "256,,512", "256,", "x", "256x", "-256", "0", "99999999999999999999",
+                            "16777217", many}) {
+        CAPTURE(bad);
+        r = run(std::string(TOOL) + " -e " + lssar + " -n 1 -l " + bad);
+        CHECK(r.code == 1);
+        CHECK(r.output.find("error: -l '") != std::string::npos);
+    }
+    r = run(std::string(TOOL) + " -e " + lssar + " -n 1 --foo");
+    CHECK(r.output.find("unknown flag --foo") != std::string::npos);
 }

@@ -1509,3 +1509,61 @@ TEST_CASE("ldmatrix takes part in race detection") {
     CHECK(r.find("written by thread (7,0,0) and then read by thread (0,0,0)") != std::string::npos);
 }
 #endif
+
+// ----------------------------------------------------------------------------
+// fast math: nvcc --use_fast_math makes expf, logf, exp2f, log2f, powf the intrinsics __expf, ...,
+// which are not correctly rounded; the emulator models them (simt/simt_fastmath.h). On a GPU
+// this checks the hardware against the same documented bounds (CUDA C++ Programming Guide,
+// intrinsic functions), under the emulator it checks the model, and that the model is on.
+
+__global__ void fast_math_kernel(float* out, const float* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float v = x[i];
+    out[6 * i + 0] = expf(v);
+    out[6 * i + 1] = exp2f(v);
+    out[6 * i + 2] = logf(fabsf(v) + 0.25f);
+    out[6 * i + 3] = log2f(fabsf(v) + 0.25f);
+    out[6 * i + 4] = __fdividef(v, 1.75f);
+    out[6 * i + 5] = rsqrtf(fabsf(v) + 0.25f);
+}
+
+// floats between got and the correctly rounded want (the guide's ulp error)
+static double ulps_off(float got, double want) {
+    float w = (float)want;
+    int steps = 0;
+    while (got != w && steps < 1000) { w = nextafterf(w, got); steps++; }
+    return steps;
+}
+
+TEST_CASE("fast-math expf, exp2f, logf, log2f, __fdividef, rsqrtf within their documented error") {
+    const int n = 4096;
+    std::vector<float> x(n);
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> u(-20.0f, 20.0f);
+    for (float& v : x) v = u(rng);
+    DeviceBuffer<float> in(x), out(6 * (size_t)n);
+    cuda_launch(fast_math_kernel, ceil_div(n, 256), 256, 0, 0, out.ptr, in.ptr, n);
+    cudaCheck(cudaDeviceSynchronize());
+    std::vector<float> r = out.download();
+    int inexact = 0, bad = 0;
+    for (int i = 0; i < n; i++) {
+        double v = x[i], a = std::fabs(x[i]) + 0.25f;  // a: the same fp32 sum as the kernel's
+        double want[6] = {std::exp(v), std::exp2(v), std::log(a), std::log2(a), v / 1.75, 1.0 / std::sqrt(a)};
+        // ulp bounds: __expf 2 + floor(1.173 |x|) (documented 2 + floor(|1.16 x|) in older guides),
+        // exp2f 2, __fdividef 2, rsqrtf 2; __logf and __log2f: absolute 2^-21.41 and 2^-22 on
+        // [0.5, 2], else 3 and 2 ulp
+        double ulp_bound[6] = {2 + std::floor(1.173 * std::fabs(v)), 2, 3, 2, 2, 2};
+        double abs_bound[6] = {0, 0, std::ldexp(1.0, -21) * 0.75, std::ldexp(1.0, -22), 0, 0};
+        for (int f = 0; f < 6; f++) {
+            float got = r[6 * i + f];
+            bool near_one = (f == 2 || f == 3) && a >= 0.5 && a <= 2.0;
+            bool ok = near_one ? std::fabs(got - want[f]) <= abs_bound[f] : ulps_off(got, want[f]) <= ulp_bound[f];
+            if (!ok && bad++ < 5) MESSAGE("function " << f << " x " << v << " got " << got << " want " << want[f]);
+            inexact += got != (float)want[f];
+        }
+    }
+    CHECK(bad == 0);
+    MESSAGE("fast-math results not correctly rounded: " << inexact << " of " << 6 * n);
+    CHECK(inexact > n);  // the intrinsics (and their model) are not correctly rounded
+}

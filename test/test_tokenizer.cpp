@@ -536,6 +536,32 @@ TEST_CASE("build/tokenize shard: <|endoftext|> before each document, every 3rd d
         std::string special = std::to_string(encode("a").at(0)) + " 50256 " + std::to_string(encode("b").at(0)) + "\n";
         CHECK(run(tool + " encode --special < " + dir + "/special.txt") == special);
     }
+    SUBCASE("a set is written all or nothing: a failure mid-set leaves no shard a glob picks up") {
+        // the name of train shard 2 is taken by a folder, so the write of that shard fails after
+        // shards 0 and 1 are complete (as a full disk would fail it)
+        REQUIRE(system(("mkdir -p " + dir + "/f_train_000002.bin/x").c_str()) == 0);
+        std::string out = run("(" + tool + " shard -o " + dir + "/f --val 0.34 --shard-tokens 7 -j 2 " + files[0] + " " +
+                              files[1] + " " + files[2] + " " + files[3] + " " + files[4] + " 2>&1; echo rc=$?)");
+        INFO(out);
+        CHECK(out.find("rc=1") != std::string::npos);
+        CHECK(out.find(dir + "/f_train_000002.bin") != std::string::npos);
+        CHECK(out.find("no shard of this set was kept") != std::string::npos);
+        std::string left = run("cd " + dir + " && find . -maxdepth 1 -type f -name 'f_*' | sort");
+        CHECK(left == "");
+        // and with the name free, the same command writes the whole set
+        REQUIRE(system(("rm -r " + dir + "/f_train_000002.bin").c_str()) == 0);
+        run(tool + " shard -o " + dir + "/f --val 0.34 --shard-tokens 7 -j 2 " + files[0] + " " + files[1] + " " +
+            files[2] + " " + files[3] + " " + files[4] + " 2>/dev/null");
+        CHECK(read_split(dir + "/f", "train", 7) == train);
+        CHECK(read_split(dir + "/f", "val", 7) == val);
+    }
+    SUBCASE("the vocabulary is found from the executable's repository, from any directory") {
+        std::string abs_tool = tool[0] == '/' ? tool : std::string(getenv("PWD")) + "/" + tool;
+        std::string out = run("(cd / && env -u GPT2_VOCAB_DIR " + abs_tool + " encode < " + files[0] + " 2>&1; echo rc=$?)");
+        std::string expected;
+        for (int id : encode(docs[0])) expected += (expected.empty() ? "" : " ") + std::to_string(id);
+        CHECK(out == expected + "\nrc=0\n");
+    }
     SUBCASE("errors name the file or value and the fix; -h prints usage") {
         CHECK(run(tool + " -h").find("usage: build/tokenize") != std::string::npos);
         std::string out = run("(" + tool + " shard -o " + dir + "/c " + dir + "/nope.txt 2>&1; echo rc=$?)");

@@ -15,6 +15,7 @@
 #include "test/temp_dir.h"
 
 #include <chrono>
+#include <cstddef>
 #include <cmath>
 
 #include <csignal>
@@ -38,6 +39,7 @@
 #include "runtime/checkpoint.h"
 #include "model/rand.h"
 #include "runtime/rendezvous.h"
+#include "runtime/run_dir.h"
 
 static const char* TRAINER = "./train_gpt2cpu_lssar";
 static const char* EMU_TRAINER = "./build/train_gpt2cu_emu_lssar";  // the CUDA back end, emulated
@@ -383,20 +385,18 @@ TEST_CASE("a resume refuses another number of ranks and a missing, foreign or co
 
 // ----------------------------------------------------------------------------
 
-TEST_CASE("the guard skips non-finite updates, logs them, and stops with the last checkpoint intact") {
-    // lr 1e30: step 1 is finite and its update throws the weights to ~1e30, so every later
-    // forward overflows (logits ~1e60 in float) and gives a NaN loss.
+TEST_CASE("the guard skips non-finite updates, logs them, and stops; without a checkpoint it does not advise resuming") {
+    // lr 1e30 and no checkpoints: step 1 is finite and its update throws the weights to ~1e30, so
+    // every later forward overflows (logits ~1e60 in float) and gives a NaN loss.
     TempDir dir;
-    Result r = run(tiny_run(dir.path, "-x 20 -n 1 -sk 3 -v 0 -s 0 -l 1e30 -u 0"));
+    Result r = run(tiny_run(dir.path, "-x 20 -sk 3 -v 0 -s 0 -l 1e30 -u 0"));
     INFO(r.output);
     CHECK(r.code == 2);
-    std::string ckpt1 = dir.path + "/ckpt_00000001.bin";
     CHECK(r.output.find("3 consecutive updates skipped (last: non-finite loss at step 4)") != std::string::npos);
-    CHECK(r.output.find("The last good checkpoint is " + ckpt1) != std::string::npos);
-    CHECK(checkpoint_steps(dir.path) == std::vector<int64_t>{1});  // none written for skipped steps
-    Checkpoint ck;
-    checkpoint_read(ckpt1, ck);  // intact: header, size and checksum verified
-    CHECK(ck.train.step == 1);
+    CHECK(r.output.find("No checkpoint of this run was written: start it again with a lower learning rate") !=
+          std::string::npos);
+    CHECK(r.output.find("-y 1") == std::string::npos);
+    CHECK(checkpoint_steps(dir.path).empty());
     std::string log = read_file(dir.path + "/log.jsonl");
     for (int step = 2; step <= 4; step++) {
         std::string rec = "{\"step\":" + std::to_string(step) + ",\"loss\":null,\"grad_norm\":null";
@@ -405,6 +405,35 @@ TEST_CASE("the guard skips non-finite updates, logs them, and stops with the las
     CHECK(log.find("\"skipped\":\"non-finite loss\"") != std::string::npos);
     CHECK(log.find("{\"step\":4,\"stopped\":\"non-finite loss\"}") != std::string::npos);
     CHECK(log.find("{\"step\":5,") == std::string::npos);
+}
+
+TEST_CASE("an update that blows up the weights never becomes a checkpoint, and the advice printed works") {
+    // Steps 1-4 at lr 3e-3 (checkpoints 2 and 4), then resumed at lr 1e30 without clipping: the
+    // loss of step 5 is computed before its update and is finite, the update throws the weights to
+    // ~1e30. Its checkpoint must not be written; the advice names ckpt_4, and following it (a lower
+    // lr, -y 1) continues to the end with finite losses.
+    TempDir dir;
+    Result r1 = run(tiny_run(dir.path, "-x 8 -n 2 -xi 4 -v 0 -s 0"));
+    INFO(r1.output);
+    REQUIRE(r1.code == 0);
+    Result blow = run(tiny_run(dir.path, "-x 8 -n 1 -v 0 -s 0 -y 1 -l 1e30 -u 0 -gc 0"));
+    INFO(blow.output);
+    CHECK(blow.code == 2);
+    std::string ckpt4 = dir.path + "/ckpt_00000004.bin";
+    CHECK(blow.output.find("step 5: the update blew up") != std::string::npos);
+    CHECK(blow.output.find("The last good checkpoint is " + ckpt4 + ": lower the learning rate (-l)") != std::string::npos);
+    CHECK(checkpoint_steps(dir.path) == std::vector<int64_t>{2, 4});
+    CHECK(!exists(optimizer_shard_path(dir.path, 5, 0, 1)));
+    CHECK(read_file(dir.path + "/log.jsonl").find("{\"step\":5,\"stopped\":\"update blew up\"}") != std::string::npos);
+    Result advice = run(tiny_run(dir.path, "-x 8 -n 2 -v 0 -s 0 -y 1 -l 1e-3"));
+    INFO(advice.output);
+    CHECK(advice.code == 0);
+    CHECK(advice.output.find("resumed from " + ckpt4 + " at step 4") != std::string::npos);
+    Checkpoint ck;
+    checkpoint_read(dir.path + "/ckpt_00000008.bin", ck);
+    double max_abs = 0;
+    for (float w : ck.params) max_abs = std::max(max_abs, (double)std::fabs(w));
+    CHECK(max_abs < 100);  // GPT-2's initialisation and 8 steps at lr <= 3e-3: |w| stays O(1)
 }
 
 TEST_CASE("the spike guard skips the first loss that is -sl standard deviations above its running mean") {
@@ -560,7 +589,7 @@ TEST_CASE("bad flags are refused, naming the flag and the value") {
     Result help = run(std::string(TRAINER) + " -h");
     CHECK(help.code == 0);
     for (const char* flag : {"-i", "-j", "-o", "-e", "-b", "-t", "-d", "-l", "-k", "-u", "-q", "-c", "-gc", "-x", "-xi",
-                             "-rs", "-sk", "-sl", "-v", "-m", "-s", "-g", "-gk", "-gt", "-gp", "-n", "-nk", "-y", "-p", "-pl", "-rb"})
+                             "-rs", "-sk", "-sl", "-v", "-m", "-s", "-g", "-gk", "-gt", "-gp", "-n", "-nk", "-y", "-ow", "-p", "-pl", "-rb"})
         CHECK_MESSAGE(help.output.find(std::string("\n  ") + flag + " ") != std::string::npos, "undocumented " << flag);
 }
 
@@ -856,4 +885,267 @@ TEST_CASE("a rank that cannot write its optimizer shard stops every rank, and no
     CHECK(checkpoint_steps(out.path).empty());
     CHECK(!exists(optimizer_shard_path(out.path, 2, 0, 2)));  // rank 0 took its own shard back
     rmdir(blocker.c_str());
+}
+
+// ----------------------------------------------------------------------------
+// the run directory: ownership, the lock, orphans; checksummed headers; the messages that must say
+// exactly what is wrong
+
+TEST_CASE("a run directory belongs to one run: a new run refuses it, -y 1 resumes only its own run, -ow 1 starts over") {
+    TempDir dir, other_data;
+    Result r = run(tiny_run(dir.path, "-x 4 -n 2 -v 0 -s 0"));
+    INFO(r.output);
+    REQUIRE(r.code == 0);
+    std::string ck2 = dir.path + "/ckpt_00000002.bin", ck4 = dir.path + "/ckpt_00000004.bin";
+    // a new run (no -y) in it: refused, naming the checkpoints and the flags
+    Result fresh = run(tiny_run(dir.path, "-x 4 -n 2 -v 0 -s 0 -l 1e-3"));
+    check_refused(fresh, {"-o " + dir.path + " holds checkpoints", ck2, ck4, "-y 1", "-ow 1"});
+    CHECK(read_file(ck4).size() > CHECKPOINT_HEADER_BYTES);
+    // -y 1 of another run: another seed, other training data
+    check_refused(run(tiny_run(dir.path, "-x 6 -n 2 -v 0 -s 0 -y 1 -rs 7")),
+                  {"checkpoint " + ck4 + " belongs to another run", "seed 1337", "-rs is 7"});
+    std::vector<uint16_t> tokens(11000);
+    for (size_t i = 0; i < tokens.size(); i++) tokens[i] = (uint16_t)(i % 500);
+    write_shard(other_data.path + "/train_000000.bin", tokens.data(), tokens.size());
+    std::string cmd = tiny_run(dir.path, "-x 6 -n 2 -v 0 -s 0 -y 1");
+    cmd.replace(cmd.find(data_dir() + "/train_*.bin"), (data_dir() + "/train_*.bin").size(), other_data.path + "/train_*.bin");
+    check_refused(run(cmd), {ck4 + " belongs to another run", "other training data"});
+    // its own run resumes
+    Result own = run(tiny_run(dir.path, "-x 6 -n 2 -v 0 -s 0 -y 1"));
+    INFO(own.output);
+    CHECK(own.code == 0);
+    CHECK(own.output.find("resumed from " + ck4) != std::string::npos);
+    // -ow 1: starts over, the old checkpoints gone
+    Result over = run(tiny_run(dir.path, "-x 2 -n 2 -v 0 -s 0 -ow 1 -rs 7"));
+    INFO(over.output);
+    CHECK(over.code == 0);
+    CHECK(checkpoint_steps(dir.path) == std::vector<int64_t>{2});
+    Checkpoint ck;
+    checkpoint_read(ck2, ck);
+    CHECK(ck.run.seed == 7);
+    check_refused(run(tiny_run(dir.path, "-x 2 -y 1 -ow 1")), {"-y 1 -ow 1"});
+}
+
+TEST_CASE("the output dir is locked: a second trainer is refused with the holder's pid; a killed holder does not block") {
+    TempDir dir;
+    int pipe_fd[2];
+    REQUIRE(pipe(pipe_fd) == 0);
+    pid_t holder = fork();
+    REQUIRE(holder >= 0);
+    if (holder == 0) {  // a process that holds the lock, as a running trainer does
+        std::string err = run_dir_lock(dir.path);
+        if (write(pipe_fd[1], err.empty() ? "1" : "0", 1) != 1) _exit(1);
+        pause();
+        _exit(0);
+    }
+    char ok = 0;
+    REQUIRE(read(pipe_fd[0], &ok, 1) == 1);
+    REQUIRE(ok == '1');
+    Result second = run(tiny_run(dir.path, "-x 2 -n 2 -v 0 -s 0"));
+    check_refused(second, {"another trainer (pid " + std::to_string(holder) + ")", dir.path + "/trainer.lock"});
+    CHECK(checkpoint_steps(dir.path).empty());
+    kill(holder, SIGKILL);  // the kernel drops its lock; the lock file stays, naming a dead pid
+    waitpid(holder, nullptr, 0);
+    REQUIRE(exists(dir.path + "/trainer.lock"));
+    Result after = run(tiny_run(dir.path, "-x 2 -n 2 -v 0 -s 0"));
+    INFO(after.output);
+    CHECK(after.code == 0);
+    CHECK(checkpoint_steps(dir.path) == std::vector<int64_t>{2});
+    close(pipe_fd[0]);
+    close(pipe_fd[1]);
+}
+
+TEST_CASE("orphan optimizer shards of this run and temp files are removed on start; another run's are left") {
+    TempDir dir;
+    Result r = run(tiny_run(dir.path, "-x 6 -n 2 -xi 4 -v 0 -s 0"));
+    INFO(r.output);
+    REQUIRE(r.code == 0);
+    // a kill during -nk's cleanup: ckpt_2's model file removed, its shard not; a kill while writing
+    // step 6: its shard written, its model file not, and a temp file
+    std::string orphan2 = optimizer_shard_path(dir.path, 2, 0, 1), orphan6 = optimizer_shard_path(dir.path, 6, 0, 1);
+    REQUIRE(unlink((dir.path + "/ckpt_00000002.bin").c_str()) == 0);
+    write_file(orphan6, read_file(optimizer_shard_path(dir.path, 4, 0, 1)));
+    write_file(dir.path + "/ckpt_00000006.bin.tmp", "partial");
+    // and an orphan of another run (another seed in its header)
+    OptimizerShard foreign;
+    foreign.step = 3;
+    foreign.run.seed = 99;
+    foreign.num_parameters = 4;
+    foreign.end = 4;
+    foreign.m.assign(4, 0.0f);
+    foreign.v.assign(4, 0.0f);
+    std::string foreign_path = optimizer_shard_path(dir.path, 3, 0, 1);
+    optimizer_shard_write(foreign_path, foreign);
+    Result resumed = run(tiny_run(dir.path, "-x 6 -n 2 -v 0 -s 0 -y 1"));
+    INFO(resumed.output);
+    CHECK(resumed.code == 0);
+    CHECK(resumed.output.find("removed " + orphan2) != std::string::npos);
+    CHECK(!exists(orphan2));
+    CHECK(!exists(dir.path + "/ckpt_00000006.bin.tmp"));
+    CHECK(exists(foreign_path));
+    CHECK(resumed.output.find("orphan optimizer shard " + foreign_path + " of another run") != std::string::npos);
+    CHECK(checkpoint_steps(dir.path) == std::vector<int64_t>{4, 6});
+    CHECK(exists(orphan6));  // rewritten by this run's step 6
+}
+
+// the byte at offset of path, xor-ed with mask (in place)
+static void flip_byte(const std::string& path, size_t offset, uint8_t mask) {
+    int fd = open(path.c_str(), O_RDWR);
+    REQUIRE(fd >= 0);
+    uint8_t b;
+    REQUIRE(pread(fd, &b, 1, (off_t)offset) == 1);
+    b ^= mask;
+    REQUIRE(pwrite(fd, &b, 1, (off_t)offset) == 1);
+    close(fd);
+}
+
+TEST_CASE("any flipped byte of a checkpoint's header, model file or optimizer shard, is refused; version 2 files still load") {
+    GoodCheckpoint good;
+    TempDir work;
+    std::string model = work.path + "/ckpt_00000002.bin", shard = optimizer_shard_path(work.path, 2, 0, 1);
+    write_file(model, read_file(good.path));
+    write_file(shard, read_file(optimizer_shard_path(good.dir.path, 2, 0, 1)));
+    Checkpoint ck;
+    OptimizerShard os;
+    checkpoint_read(model, ck);
+    optimizer_shard_read(shard, os, 2, 0, 1, ck.params.size());
+    auto model_refused = [&]() {
+        try { Checkpoint c; checkpoint_read(model, c); } catch (const std::runtime_error&) { return true; }
+        return false;
+    };
+    auto shard_refused = [&]() {
+        try { OptimizerShard s; optimizer_shard_read(shard, s, 2, 0, 1, ck.params.size()); } catch (const std::runtime_error&) { return true; }
+        return false;
+    };
+    // every byte of both headers, each of two bit patterns (lowest bit, all bits), one at a time
+    int accepted = 0;
+    for (uint8_t mask : {0x01, 0xff}) {
+        for (size_t i = 0; i < CHECKPOINT_HEADER_BYTES; i++) {
+            flip_byte(model, i, mask);
+            if (!model_refused() && accepted++ < 5) MESSAGE("model file header byte " << i << " flipped was accepted");
+            flip_byte(model, i, mask);
+        }
+        for (size_t i = 0; i < OPTIMIZER_SHARD_HEADER_BYTES; i++) {
+            flip_byte(shard, i, mask);
+            if (!shard_refused() && accepted++ < 5) MESSAGE("shard header byte " << i << " flipped was accepted");
+            flip_byte(shard, i, mask);
+        }
+    }
+    CHECK(accepted == 0);
+    // the payloads: 400 bytes spread over each (every byte would take minutes; the checksum, FNV-1a
+    // over 8-byte words, changes for any changed word: every step of it is a bijection)
+    size_t model_payload = ck.params.size() * 4, shard_payload = 2 * os.m.size() * 4;
+    for (int k = 0; k < 400; k++) {
+        size_t i = CHECKPOINT_HEADER_BYTES + (size_t)k * (model_payload - 1) / 399;
+        flip_byte(model, i, 0x01);
+        if (!model_refused()) { accepted++; MESSAGE("model payload byte " << i); }
+        flip_byte(model, i, 0x01);
+        size_t j = OPTIMIZER_SHARD_HEADER_BYTES + (size_t)k * (shard_payload - 1) / 399;
+        flip_byte(shard, j, 0x01);
+        if (!shard_refused()) { accepted++; MESSAGE("shard payload byte " << j); }
+        flip_byte(shard, j, 0x01);
+    }
+    CHECK(accepted == 0);
+    CHECK(!model_refused());
+    CHECK(!shard_refused());
+    // version 2 (no identity, no header checksum, zeros there) still loads, with the same weights;
+    // a version 3 header with its version changed to 2 does not
+    std::string v2 = read_file(model);
+    uint32_t two = 2;
+    memcpy(&v2[4], &two, 4);
+    std::string v3_as_v2 = v2;
+    memset(&v2[offsetof(CheckpointHeader, run_seed)], 0, CHECKPOINT_HEADER_BYTES - offsetof(CheckpointHeader, run_seed));
+    write_file(model, v2);
+    Checkpoint old;
+    checkpoint_read(model, old);
+    CHECK(old.params == ck.params);
+    CHECK(old.train.step == 2);
+    CHECK(!old.run.known());
+    write_file(model, v3_as_v2);
+    CHECK(model_refused());
+}
+
+TEST_CASE("messages say exactly what is wrong: values, flags, the file, the way back") {
+    GoodCheckpoint good;
+    TempDir work;
+    const std::string d = data_dir();
+    const std::string base = std::string(TRAINER) + " -i " + d + "/train_*.bin -j '' -b 4 -t 16 -x 1 -v 0 -s 0 ";
+    SUBCASE("values that differ past %g's 6 digits are printed exactly") {
+        check_refused(run(base + "-e " + good.path + " -p 15.000001"), {"p = 15, this run asks for p = 15.000001"});
+        check_refused(run(base + "-e " + good.path + " -rb 10000.001"), {"rope_base = 10000, this run asks for 10000.001"});
+    }
+    SUBCASE("a directory given as a checkpoint") {
+        check_refused(run(base + "-e " + good.dir.path), {good.dir.path + ": is a directory, not a checkpoint file"});
+        check_refused(run(std::string(LVL_TOOL) + " -e " + good.dir.path), {"is a directory"});
+    }
+    SUBCASE("a failed rename names its target") {
+        std::string target = work.path + "/ckpt_00000009.bin";
+        REQUIRE(system(("mkdir -p " + target + "/x").c_str()) == 0);  // a non-empty folder: rename fails
+        Checkpoint ck;
+        checkpoint_read(good.path, ck);
+        std::string msg;
+        try { checkpoint_write(target, ck); } catch (const std::runtime_error& e) { msg = e.what(); }
+        CHECK(msg.find("renaming " + target + ".tmp to " + target + " failed") != std::string::npos);
+        CHECK(!exists(target + ".tmp"));
+    }
+    SUBCASE("an unknown flag as the last argument is an unknown flag") {
+        check_refused(run(base + "-e d2c32h2v512 --foo"), {"unknown flag --foo"});
+        check_refused(run(base + "-e d2c32h2v512 -b"), {"-b: missing value"});
+        check_refused(run(std::string(LVL_TOOL) + " -e " + good.path + " --foo"), {"unknown flag --foo"});
+    }
+    SUBCASE("explicit zero fields of -e are refused, not defaulted") {
+        check_refused(run(base + "-e d2c32h0v512"), {"-e d2c32h0v512", "heads (h) = 0"});
+        check_refused(run(base + "-e d2c32h2v0"), {"vocabulary (v) = 0"});
+        check_refused(run(base + "-e d2c0"), {"channels (c) = 0"});
+        check_refused(run(base + "-e d40000000"), {"layers (d) = 40000000", "[1, 1024]"});
+    }
+    SUBCASE("a -j glob matching nothing names -j and the validation set") {
+        check_refused(run(std::string(TRAINER) + " -i " + d + "/train_*.bin -j " + d + "/nothing_*.bin -e d2c32h2v512 "
+                          "-b 4 -t 16 -x 1 -s 0"),
+                      {"-j " + d + "/nothing_*.bin (the validation shards)"});
+    }
+    SUBCASE("a run that cannot fit in memory is refused before allocating, with the sizes") {
+        check_refused(run(base + "-e d200"), {"-e d200 -b 4 -t 16: the run needs at least", "TiB", "available",
+                                             "MemAvailable"});
+        // -b 1048576 x -t 1024 is 4 GiB of token ids per buffer: the data is checked first, under a
+        // 4 GiB address-space limit that the old order (allocate, then check) would hit
+        Result r = run("bash -c 'ulimit -v 4000000; exec " + std::string(TRAINER) + " -i " + d +
+                       "/train_*.bin -j \"\" -e d2c32h2v512 -b 1048576 -t 1024 -x 1 -v 0 -s 0'");
+        check_refused(r, {"(the training shards)", "fewer than one step of world*B = 1048576 windows"});
+        CHECK(r.output.find("bad_alloc") == std::string::npos);
+    }
+    SUBCASE("a corrupt newest checkpoint on resume: how to fall back to the previous one") {
+        std::string dir = work.path + "/run";
+        Result r = run(tiny_run(dir, "-x 4 -n 2 -v 0 -s 0"));
+        REQUIRE(r.code == 0);
+        flip_byte(dir + "/ckpt_00000004.bin", CHECKPOINT_HEADER_BYTES + 5, 0x40);
+        check_refused(run(tiny_run(dir, "-x 6 -n 2 -v 0 -s 0 -y 1")),
+                      {dir + "/ckpt_00000004.bin", "checksum", "previous checkpoint " + dir + "/ckpt_00000002.bin",
+                       "mv " + dir + "/ckpt_00000004*"});
+        REQUIRE(system(("mkdir " + work.path + "/aside && mv " + dir + "/ckpt_00000004* " + work.path + "/aside/").c_str()) == 0);
+        Result back = run(tiny_run(dir, "-x 6 -n 2 -v 0 -s 0 -y 1"));
+        INFO(back.output);
+        CHECK(back.code == 0);
+        CHECK(back.output.find("resumed from " + dir + "/ckpt_00000002.bin") != std::string::npos);
+    }
+}
+
+TEST_CASE("loss_vs_length: list flags refuse empty, malformed and huge values; -n and -o are checked exactly") {
+    GoodCheckpoint good;
+    const std::string d = data_dir();
+    const std::string tool = std::string(LVL_TOOL) + " -e " + good.path + " -j " + d + "/val_*.bin ";
+    for (const char* bad : {"''", "','", "1,,2", "1,", "a", "2x", "-1", "0", "99999999999999999999", "1,2,3,4,5,6,7,8,9,10,"
+                            "11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33"}) {
+        CAPTURE(bad);
+        check_refused(run(tool + "-l " + bad), {"-l '"});
+    }
+    check_refused(run(tool + "-l 2000000"), {"-l: 2000000 x -t 16", "exceeds"});
+    // -n 5: fewer tokens than the lengths need; the message is about -n, not the shards' size
+    Result n5 = run(tool + "-l 1,2 -n 5");
+    check_refused(n5, {"-n 5: fewer tokens than the 32 the lengths need", "raise -n to at least 32"});
+    CHECK(n5.output.find("hold 6 tokens") == std::string::npos);
+    // -o unwritable: refused before scoring
+    Result o = run(tool + "-l 1,2 -o /nonexistent/lvl.csv");
+    check_refused(o, {"-o /nonexistent/lvl.csv", "cannot write"});
+    CHECK(o.output.find("scoring") == std::string::npos);
 }

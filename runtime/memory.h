@@ -1,0 +1,63 @@
+// The memory a training run needs, estimated before anything is allocated, and what the machine has,
+// so that a run that cannot fit is refused with the sizes instead of ending in std::bad_alloc.
+#pragma once
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "model/gpt2_config.h"
+
+// Bytes a training run needs at least: fp32 weights, gradients and AdamW's two moments (16 bytes a
+// parameter), and the activations of one micro-batch of B x T (the CPU back end's list,
+// model/gpt2_cpu.h, per layer 20 C + 3 NH + 4 values a position, then C, the logits and the loss;
+// the CPU back end keeps their gradients too, not counted: this is a lower bound).
+struct MemoryEstimate {
+    double state_bytes = 0, activation_bytes = 0;
+    double total() const { return state_bytes + activation_bytes; }
+};
+
+inline MemoryEstimate training_memory_estimate(const GPT2Config& c, int B, int T) {
+    size_t sizes[NUM_PARAM_TENSORS];
+    gpt2_param_sizes(sizes, c);
+    double params = 0;
+    for (size_t s : sizes) params += (double)s;
+    double BT = (double)B * T, L = c.num_layers, C = c.channels, NH = c.num_heads;
+    MemoryEstimate m;
+    m.state_bytes = 16.0 * params;
+    m.activation_bytes = 4.0 * (L * BT * (20 * C + 3 * NH + 4) + BT * (2 * C + c.padded_vocab_size + 3));
+    return m;
+}
+
+// MemAvailable of /proc/meminfo in bytes; 0 if unknown.
+inline double host_memory_available() {
+    FILE* f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    double kib = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kib) == 1) break;
+    fclose(f);
+    return kib * 1024;
+}
+
+// "12.3 GiB"
+inline std::string format_bytes(double bytes) {
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    int u = 0;
+    while (bytes >= 1024 && u < 6) bytes /= 1024, u++;
+    char buf[32];
+    snprintf(buf, sizeof buf, "%.1f %s", bytes, units[u]);
+    return buf;
+}
+
+// "" if the estimate fits into `available` bytes (0: unknown, not checked), else the refusal: the
+// flags, the size needed, what the machine has (`where`: which memory) and the fix.
+inline std::string memory_shortfall(const MemoryEstimate& need, double available, const std::string& flags,
+                                    const std::string& where) {
+    if (available <= 0 || need.total() <= available) return "";
+    return flags + ": the run needs at least " + format_bytes(need.total()) + " (weights, gradients and AdamW moments " +
+           format_bytes(need.state_bytes) + ", activations of one micro-batch " + format_bytes(need.activation_bytes) +
+           "), the machine has " + format_bytes(available) + " available (" + where +
+           "); use a smaller model (-e), micro-batch (-b) or sequence length (-t)";
+}

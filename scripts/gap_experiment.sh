@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The in-distribution gap: how far LSSAR (p = 15) stays behind softmax in validation loss at the
+# training length, and how that moves with the number of steps, the learning rate and the warmup.
+# Every setting trains the demo's model (d4c128h2, T = 64, B = 16, cosine schedule) on KJV twice,
+# softmax and LSSAR, with the same seed; validation every 50 steps on the same tokens.
+#   bash scripts/gap_experiment.sh                       the settings below, JOBS runs at a time
+#   SETTINGS="400:2e-3:20 400:4e-3:20" bash scripts/gap_experiment.sh
+# A setting is STEPS:LR:WARMUP. Writes out/gap/<setting>_<attn>/ (log.jsonl, train.out),
+# out/gap/gap_table.txt and out/gap/gap.png. Running it again reuses finished runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SETTINGS=${SETTINGS:-"200:2e-3:20 600:2e-3:20 200:6e-3:20 200:1e-3:20 200:2e-3:100"}
+THREADS=${THREADS:-2}
+JOBS=${JOBS:-2}
+OUT=${OUT:-out/gap}
+MODEL=${MODEL:-d4c128h2}
+T=64
+start_s=$(date +%s)
+
+bash scripts/install_deps.sh >/dev/null
+make -s train_gpt2cpu_softmax train_gpt2cpu_lssar
+[ -s data/kjv/kjv_train_000000.bin ] || bash scripts/prepare_kjv.sh
+per_job=$((THREADS / JOBS)); [ "$per_job" -ge 1 ] || per_job=1
+export OMP_NUM_THREADS=$per_job OPENBLAS_NUM_THREADS=$per_job OMP_WAIT_POLICY=passive
+mkdir -p "$OUT"
+
+train_one() {  # steps lr warmup attn
+    local steps=$1 lr=$2 warmup=$3 attn=$4 dir="$OUT/s$1_lr$2_u$3_$4"
+    if grep -q "\"step\":$steps,\"val_loss\"" "$dir/log.jsonl" 2>/dev/null; then return 0; fi
+    mkdir -p "$dir"
+    ./train_gpt2cpu_$attn -i "data/kjv/kjv_train_*.bin" -j "data/kjv/kjv_val_*.bin" -o "$dir" -e "$MODEL" -p 15 \
+        -b 16 -t $T -x "$steps" -l "$lr" -u "$warmup" -k cosine -q 0.1 -c 0.1 -gc 1.0 -v 50 -m 20 -s 0 -n 0 \
+        -rs 1337 >"$dir/train.out" 2>&1 || { echo "training failed: $dir/train.out" >&2; tail -3 "$dir/train.out" >&2; return 1; }
+    echo "[$(basename "$dir")] $(grep '^val loss' "$dir/train.out" | tail -1)"
+}
+
+# every (setting, attention) run, JOBS at a time
+jobs_list=()
+for s in $SETTINGS; do for attn in softmax lssar; do jobs_list+=("$s:$attn"); done; done
+running=0
+for job in "${jobs_list[@]}"; do
+    IFS=: read -r steps lr warmup attn <<<"$job"
+    echo "== $attn: $steps steps, lr $lr, warmup $warmup ($per_job thread(s))"
+    train_one "$steps" "$lr" "$warmup" "$attn" &
+    running=$((running + 1))
+    if [ "$running" -ge "$JOBS" ]; then wait -n; running=$((running - 1)); fi
+done
+wait
+
+pairs=()
+for s in $SETTINGS; do
+    IFS=: read -r steps lr warmup <<<"$s"
+    pairs+=("$steps steps, lr $lr, warmup $warmup=$OUT/s${steps}_lr${lr}_u${warmup}_softmax/log.jsonl,$OUT/s${steps}_lr${lr}_u${warmup}_lssar/log.jsonl")
+done
+/usr/bin/python3 eval/gap_report.py "${pairs[@]}" --title "KJV, $MODEL, T $T: LSSAR p=15 against softmax" \
+    -o "$OUT/gap.png" | tee "$OUT/gap_table.txt"
+echo "== done in $(( ($(date +%s) - start_s) / 60 )) minutes (load: $(cut -d' ' -f1-3 /proc/loadavg))"
