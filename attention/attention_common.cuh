@@ -39,8 +39,11 @@ __device__ __forceinline__ float pow_p_dev(float x, float p, int p_int) {
     return x > 0.0f ? exp2f(p * log2f(x)) : 0.0f;
 }
 
-// lam_t = ln(hd) ln(n_t)
-__device__ __forceinline__ float lssa_lam(int t, int hd) { return logf((float)hd) * logf((float)(t + 1)); }
+// lam_t = ln(hd) ln(n_t); lam_0 = 0 exactly (fast-math logf(1) need not be 0, and relu_l1_rw's row 0
+// is degenerate only if its score is exactly 0)
+__device__ __forceinline__ float lssa_lam(int t, int hd) {
+    return t == 0 ? 0.0f : logf((float)hd) * logf((float)(t + 1));
+}
 
 // The factor on the tensor-core product of row t's scores: lam_t (cos_len; times fac_q by the
 // caller) or 1/sqrt(hd); and the score's bias (-ln n_t for dot_logn, else 0).
