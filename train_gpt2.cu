@@ -40,7 +40,6 @@ typedef SingleProcess<Model> Distributed;
 #endif
 
 // ----------------------------------------------------------------------------
-
 struct Trainer {
     TrainOptions opt;
     GPT2Config config;
@@ -69,7 +68,8 @@ struct Trainer {
     // The mean of x over the ranks (exchanged as a float); with one rank x itself, as it was.
     double mean_over_ranks(double x) { return world() > 1 ? dist.average((float)x) : x; }
 
-    float validate() {
+    // The mean loss of the first -m validation batches, over every rank: printed and logged.
+    void validate_and_log(int step) {
         val_loader.reset();
         int steps = (int)std::min<int64_t>(opt.val_steps, val_loader.batches_per_epoch);
         double sum = 0;
@@ -77,11 +77,7 @@ struct Trainer {
             val_loader.next_batch(inputs.data(), targets.data());
             sum += model->forward(inputs.data(), targets.data(), opt.B, opt.T);
         }
-        return (float)mean_over_ranks(sum / steps);
-    }
-
-    void validate_and_log(int step) {
-        float val = validate();
+        float val = (float)mean_over_ranks(sum / steps);
         printf("val loss %.6f\n", val);
         log.line("{\"step\":" + std::to_string(step) + ",\"val_loss\":" + json_number(val) + "}");
     }
@@ -150,6 +146,7 @@ struct Trainer {
         config.max_seq_len = opt.T;
         config.p = opt.p;
         config.rope_base = opt.rope_base;
+        config.learn_p = opt.learn_p;
         std::string error;
         from_checkpoint = !gpt2_parse_descriptor(opt.model, &config, &error);
         if (!error.empty()) cli_fail("-e " + opt.model + ": " + error);
@@ -272,7 +269,9 @@ struct Trainer {
     }
 
     void print_summary() {
-        std::string p = config.attn == ATTN_LSSAR ? " p " + json_number(config.p) : "";
+        std::string p = !attn_reweights(config.attn) ? ""
+                        : config.learn_p ? " p learned per layer and head from " + json_number(config.p)
+                                         : " p " + json_number(config.p);
         printf("model: %s attention%s, %d layers, %d heads, %d channels, vocab %d (padded %d), %zu parameters, %s back end\n",
                attn_kind_name(config.attn), p.c_str(), config.num_layers, config.num_heads, config.channels,
                config.vocab_size, config.padded_vocab_size, model->num_parameters, BACKEND_NAME);
@@ -340,8 +339,9 @@ struct Trainer {
     // The step line (loss, norm, lr, time, tokens/s, MFU on a known GPU, ETA) and its log record.
     void report_step(int step, const StepResult& r, double mfu, double eta_s) {
         double tok_s = opt.total_batch / (r.ms / 1000.0);
-        print_step_line(step, max_steps, r, tok_s, mfu, eta_s);
-        log.line(step_record(step, r, tok_s));
+        std::vector<double> p_values = model_learned_p(*model);  // empty unless -pl 1
+        print_step_line(step, max_steps, r, tok_s, mfu, eta_s, p_values.empty() ? "" : learned_p_summary(p_values));
+        log.line(step_record(step, r, tok_s, p_values));
     }
 
     // Too many skipped updates in a row: stop, naming the checkpoint to go back to.

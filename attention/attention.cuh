@@ -1,32 +1,29 @@
-// Attention on the GPU: the one entry point the trainer calls, for every variant
-// (Softmax, LSSA, LSSAR: doc/attention.md). Kernels: attention/attention_softmax.cuh and
-// attention/attention_lssar.cuh; CPU twin: attention/attention_cpu.h;
+// Attention on the GPU: the one entry point the trainer calls, for every variant of the family
+// (attention/attention_kind.h; specification doc/attention.md). Kernels:
+// attention/attention_forward.cuh, attention/attention_backward.cuh (shared parts in
+// attention/attention_common.cuh); CPU twin: attention/attention_cpu.h;
 // test: test/test_attention_cuda.cu; benchmarks: dev/attention_forward.cu, dev/attention_backward.cu.
 //
 //   qkv     (B, T, 3, NH, hd) bf16   q, k, v of every head, RoPE applied to q and k
 //   out     (B, T, NH, hd)    bf16
 //   stats   (B, NH, T, 3)     fp32   what the forward saves for the backward (the CPU reference's
-//                                    layout): softmax (lse, 0, 0), LSSA (S1, 0, 0), LSSAR (S1, m, Z)
+//                                    layout): l1 (lse or S1, m, Z), none and mean (0, 0, 0)
 //   scratch attention_scratch_bytes(B, T, NH, hd) bytes, reused by forward and backward; the
 //           forward's part (q and k scales, (B, NH, 4, T)) is O(B NH T), the backward adds
 //           (B, NH, T, 2) row dots and two fp32 (B, T, NH, hd) gradient accumulators
 //           (evaluation: attention_scratch_bytes(B, T, NH, hd, false))
 //   dqkv    (B, T, 3, NH, hd) bf16   written (=), not accumulated, like llm.c's attention
 // Memory kept between forward and backward beyond q, k, v and out: stats, 3 floats per row.
-// hd must be 32, 64 or 128. p >= 1 is LSSAR's power (ignored by the other variants).
+// hd must be 32, 64 or 128. p >= 1 is the re-weighting power (ignored without re-weighting).
+// The kind becomes a compile-time constant through attn_dispatch: a program built for one
+// variant (make ATTN=...) holds that variant's kernels only.
 #pragma once
 
 #include <cmath>
 #include "layers/cuda_common.cuh"
-#include "attention/attention_cpu.h"  // AttnKind, attn_kind_name
-#include "attention/attention_lssar.cuh"
-#include "attention/attention_softmax.cuh"
-
-// The variant a trainer is built for: make ATTN=softmax|lssa|lssar passes -DATTN_VARIANT=0|1|2
-// (attention/attention.mk: ATTN_NVCCFLAGS).
-#ifdef ATTN_VARIANT
-constexpr AttnKind ATTN_BUILD_KIND = (AttnKind)ATTN_VARIANT;
-#endif
+#include "attention/attention_kind.h"
+#include "attention/attention_forward.cuh"
+#include "attention/attention_backward.cuh"
 
 // Scratch of forward and backward; with backward = false only what the forward needs (evaluation).
 inline size_t attention_scratch_bytes(int B, int T, int NH, int hd, bool backward = true) {
@@ -46,8 +43,10 @@ inline AttentionScratch attention_scratch_split(void* scratch, int B, int T, int
     return AttentionScratch{f, f + 4 * rows, f + 6 * rows, f + 6 * rows + rows * hd};
 }
 
-// Integer p (up to 64) takes the repeated-squaring path.
-inline int attention_p_int(float p) { return (p == floorf(p) && p >= 1.0f && p <= 64.0f) ? (int)p : -1; }
+// Integer p (up to ATTN_P_INT_MAX) takes the repeated-squaring path.
+inline int attention_p_int(float p) {
+    return (p == floorf(p) && p >= 1.0f && p <= (float)ATTN_P_INT_MAX) ? (int)p : -1;
+}
 
 inline void attention_check_args(int B, int T, int NH, int hd, AttnKind kind, float p, const char* who) {
     if (hd != 32 && hd != 64 && hd != 128) {
@@ -64,65 +63,51 @@ inline void attention_check_args(int B, int T, int NH, int hd, AttnKind kind, fl
                         "kernels; split the batch\n", who, (long long)B * NH);
         exit(EXIT_FAILURE);
     }
-    if (kind == ATTN_LSSAR && !(p >= 1.0f)) {
-        fprintf(stderr, "[ERROR] %s: LSSAR power p = %g must be >= 1 (doc/attention.md; the paper uses 3 and 15)\n", who, p);
+    if (attn_reweights(kind) && !(p >= 1.0f)) {
+        fprintf(stderr, "[ERROR] %s: %s's re-weighting power p = %g must be >= 1 (the paper uses 3 and 15)\n", who,
+                attn_kind_name(kind), p);
         exit(EXIT_FAILURE);
     }
 }
 
-template <int HD>
-void attention_forward_hd(floatX* out, float* stats, const floatX* qkv, void* scratch, int B, int T, int NH,
-                          AttnKind kind, float p, cudaStream_t stream) {
+template <int HD, AttnKind K>
+void attention_forward_hd(floatX* out, float* stats, const floatX* qkv, void* scratch, int B, int T, int NH, float p,
+                          cudaStream_t stream) {
     using Tile = AttnTile<HD>;
     dim3 grid(ceil_div(T, Tile::ROWS), B * NH);
     AttentionScratch s = attention_scratch_split(scratch, B, T, NH, HD);
-    if (kind == ATTN_SOFTMAX) {
-        cuda_launch(softmax_forward_kernel<HD>, grid, Tile::THREADS, 0, stream, out, stats, qkv, T, NH);
-        return;
-    }
     int rows = B * T * NH;
-    cuda_launch(lssa_scales_kernel<HD>, ceil_div(rows, 8), 256, 0, stream, s.scales, qkv, B, T, NH);
-    if (kind == ATTN_LSSA) {
-        cuda_launch((lssar_forward_kernel<HD, false>), grid, Tile::THREADS, 0, stream, out, stats, qkv,
-                    (const float*)s.scales, T, NH, p, -1);
-    } else {
-        cuda_launch((lssar_forward_kernel<HD, true>), grid, Tile::THREADS, 0, stream, out, stats, qkv,
-                    (const float*)s.scales, T, NH, p, attention_p_int(p));
+    if (AttnTraits<K>::cos_len) {
+        cuda_launch(lssa_scales_kernel<HD>, ceil_div(rows, 8), 256, 0, stream, s.scales, qkv, B, T, NH);
     }
+    cuda_launch((attention_forward_kernel<HD, K>), grid, Tile::THREADS, 0, stream, out, stats, qkv,
+                (const float*)s.scales, T, NH, p, attention_p_int(p));
 }
 
-template <int HD>
+template <int HD, AttnKind K>
 void attention_backward_hd(floatX* dqkv, const floatX* dout, const floatX* qkv, const floatX* out,
-                           const float* stats, void* scratch, int B, int T, int NH, AttnKind kind, float p,
-                           cudaStream_t stream) {
+                           const float* stats, void* scratch, int B, int T, int NH, float p, cudaStream_t stream) {
     using Tile = AttnTile<HD>;
+    using V = AttnTraits<K>;
     dim3 grid(ceil_div(T, Tile::ROWS), B * NH);
     AttentionScratch s = attention_scratch_split(scratch, B, T, NH, HD);
-    int rows = B * T * NH;
+    int rows = B * T * NH, p_int = attention_p_int(p);
     cudaCheck(cudaMemsetAsync(s.dqh, 0, sizeof(float) * rows * HD, stream));
-    if (kind != ATTN_LSSAR) {  // LSSAR computes its D2 with D1 from the weights (lssar_d1_kernel)
-        cuda_launch(attention_rowdot_kernel<HD>, ceil_div(rows, 8), 256, 0, stream, s.rowd, dout, out, B, T, NH);
+    if (AttnTraits<K>::cos_len) {
+        cuda_launch(lssa_scales_kernel<HD>, ceil_div(rows, 8), 256, 0, stream, s.scales, qkv, B, T, NH);
     }
-    if (kind == ATTN_SOFTMAX) {
-        cuda_launch(softmax_backward_kernel<HD>, grid, Tile::THREADS, 0, stream, dqkv, s.dqh, s.dkh, dout, qkv,
-                    stats, (const float*)s.rowd, T, NH);
-        cuda_launch((lssa_normgrad_kernel<HD, false>), ceil_div(rows, 8), 256, 0, stream, dqkv,
-                    (const float*)s.dqh, (const float*)s.dkh, qkv, (const float*)s.scales, B, T, NH);
-        return;
-    }
-    int p_int = attention_p_int(p);
-    cuda_launch(lssa_scales_kernel<HD>, ceil_div(rows, 8), 256, 0, stream, s.scales, qkv, B, T, NH);
-    if (kind == ATTN_LSSA) {
-        cuda_launch((lssar_backward_kernel<HD, false>), grid, Tile::THREADS, 0, stream, dqkv, s.dqh, s.dkh, dout,
-                    qkv, stats, (const float*)s.rowd, (const float*)s.scales, T, NH, p, -1);
-    } else {
-        cuda_launch(lssar_d1_kernel<HD>, grid, Tile::THREADS, 0, stream, s.rowd, dout, qkv, stats,
+    if (V::reweight) {  // D2 and D1 from the unrounded weights
+        cuda_launch((attention_rowd_kernel<HD, K>), grid, Tile::THREADS, 0, stream, s.rowd, dout, qkv, stats,
                     (const float*)s.scales, T, NH, p, p_int);
-        cuda_launch((lssar_backward_kernel<HD, true>), grid, Tile::THREADS, 0, stream, dqkv, s.dqh, s.dkh, dout,
-                    qkv, stats, (const float*)s.rowd, (const float*)s.scales, T, NH, p, p_int);
+    } else if (V::norm == ATTN_NORM_L1) {  // D2 = D1 = dy . y
+        cuda_launch(attention_rowdot_kernel<HD>, ceil_div(rows, 8), 256, 0, stream, s.rowd, dout, out, B, T, NH);
+    } else {  // none, mean: no row sum to differentiate
+        cudaCheck(cudaMemsetAsync(s.rowd, 0, sizeof(float) * rows * 2, stream));
     }
-    cuda_launch((lssa_normgrad_kernel<HD, true>), ceil_div(rows, 8), 256, 0, stream, dqkv, (const float*)s.dqh,
-                (const float*)s.dkh, qkv, (const float*)s.scales, B, T, NH);
+    cuda_launch((attention_backward_kernel<HD, K>), grid, Tile::THREADS, 0, stream, dqkv, s.dqh, s.dkh, dout, qkv,
+                stats, (const float*)s.rowd, (const float*)s.scales, T, NH, p, p_int);
+    cuda_launch((lssa_normgrad_kernel<HD, AttnTraits<K>::cos_len>), ceil_div(rows, 8), 256, 0, stream, dqkv,
+                (const float*)s.dqh, (const float*)s.dkh, qkv, (const float*)s.scales, B, T, NH);
 }
 
 // out, stats = attention(qkv). scratch: attention_scratch_bytes(B, T, NH, hd) bytes.
@@ -130,11 +115,14 @@ inline void attention_forward_cuda(floatX* out, float* stats, const floatX* qkv,
                                    int NH, int hd, AttnKind kind, float p, cudaStream_t stream = 0) {
     attention_check_args(B, T, NH, hd, kind, p, "attention_forward_cuda");
     CHECK_ALIGNED16(qkv);  // 128-bit tile loads
-    switch (hd) {
-        case 32: attention_forward_hd<32>(out, stats, qkv, scratch, B, T, NH, kind, p, stream); break;
-        case 64: attention_forward_hd<64>(out, stats, qkv, scratch, B, T, NH, kind, p, stream); break;
-        case 128: attention_forward_hd<128>(out, stats, qkv, scratch, B, T, NH, kind, p, stream); break;
-    }
+    attn_dispatch(kind, [&](auto k) {
+        constexpr AttnKind K = decltype(k)::value;
+        switch (hd) {
+            case 32: attention_forward_hd<32, K>(out, stats, qkv, scratch, B, T, NH, p, stream); break;
+            case 64: attention_forward_hd<64, K>(out, stats, qkv, scratch, B, T, NH, p, stream); break;
+            case 128: attention_forward_hd<128, K>(out, stats, qkv, scratch, B, T, NH, p, stream); break;
+        }
+    });
     cudaCheck(cudaGetLastError());
 }
 
@@ -145,10 +133,13 @@ inline void attention_backward_cuda(floatX* dqkv, const floatX* dout, const floa
     attention_check_args(B, T, NH, hd, kind, p, "attention_backward_cuda");
     CHECK_ALIGNED16(qkv);
     CHECK_ALIGNED16(dout);
-    switch (hd) {
-        case 32: attention_backward_hd<32>(dqkv, dout, qkv, out, stats, scratch, B, T, NH, kind, p, stream); break;
-        case 64: attention_backward_hd<64>(dqkv, dout, qkv, out, stats, scratch, B, T, NH, kind, p, stream); break;
-        case 128: attention_backward_hd<128>(dqkv, dout, qkv, out, stats, scratch, B, T, NH, kind, p, stream); break;
-    }
+    attn_dispatch(kind, [&](auto k) {
+        constexpr AttnKind K = decltype(k)::value;
+        switch (hd) {
+            case 32: attention_backward_hd<32, K>(dqkv, dout, qkv, out, stats, scratch, B, T, NH, p, stream); break;
+            case 64: attention_backward_hd<64, K>(dqkv, dout, qkv, out, stats, scratch, B, T, NH, p, stream); break;
+            case 128: attention_backward_hd<128, K>(dqkv, dout, qkv, out, stats, scratch, B, T, NH, p, stream); break;
+        }
+    });
     cudaCheck(cudaGetLastError());
 }

@@ -1,14 +1,9 @@
-# Attention (Softmax, LSSA, LSSAR): CUDA kernels, their emulated test, dev benchmarks.
+# The attention family (attention/attention_kind.h): CUDA kernels, their emulated test, dev benchmarks.
 #   make build/test_attention_cuda      emulated test (SIMT), part of make test
 #   make build/test_attention_cuda_gpu  the same test under nvcc, for a GPU (make cuda)
 #   make build/attention_forward build/attention_backward   dev benchmarks (nvcc; with cuDNN's flash
 #                                       attention as a baseline where cuDNN is installed)
-# The trainer takes the variant from ATTN_NVCCFLAGS (-DATTN_VARIANT=0|1|2 for softmax|lssa|lssar).
-
-ATTN_VARIANT_softmax := 0
-ATTN_VARIANT_lssa    := 1
-ATTN_VARIANT_lssar   := 2
-ATTN_NVCCFLAGS := -DATTN_VARIANT=$(ATTN_VARIANT_$(ATTN))
+# The variants: ATTN_VARIANTS in the Makefile.
 
 TESTS += $(BUILD)/test_attention_cuda
 $(BUILD)/test_attention_cuda: test/test_attention_cuda.cu $(DOCTEST_MAIN) $(SIMT_LIB) | $(BUILD)

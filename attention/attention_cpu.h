@@ -1,14 +1,17 @@
-// CPU reference of causal attention in three variants: Softmax, LSSA and LSSAR.
-// The specification is doc/attention.md (sections 'Softmax' to 'Backward'); every formula below
-// follows it line by line.
-// Templated on the float type: float for the CPU back end, double for gradient checks.
+// CPU reference of causal attention, every variant of the family (attention/attention_kind.h):
+// score x phi x normalisation x optional re-weighting. The specification is doc/attention.md.
+// Templated on the variant (a compile-time constant: attn_dispatch turns a run-time kind into
+// one) and on the float type: float for the CPU back end, double for gradient checks.
 //
-// qkv  (B, T, 3, NH, hd)  q, k, v of every head, RoPE already applied to q and k
-// out  (B, T, NH, hd)
-// stats (B, NH, T, 3)     per-row values a kernel saves for its backward:
-//                           softmax: (lse, 0, 0)   lse = log sum_j exp(s_tj)
-//                           lssa:    (S1, 0, 0)
-//                           lssar:   (S1, m, Z)
+// qkv   (B, T, 3, NH, hd)  q, k, v of every head, RoPE already applied to q and k
+// out   (B, T, NH, hd)
+// stats (B, NH, T, 3)      per-row values a kernel saves for its backward:
+//                            l1 with exp (softmax, softmax_rw):  (lse, m, Z)  lse = log sum_j exp(s_tj)
+//                            l1 otherwise (lssa, lssar, ...):    (S1, m, Z)   S1 = sum_j phi(s_tj)
+//                            none, mean (sigmoid, relu):         (0, 0, 0)
+//                          m, Z: the re-weighting's row maximum and sum (0 without it)
+// p: the re-weighting power, one for every head, or p_head[h] per head (learned p); the
+// backward adds dL/dp of every head to dp_head when given.
 // The backward recomputes what it needs from qkv (it stores two T x T buffers per head,
 // which is fine for the lengths the CPU trains at; the CUDA kernels keep O(T) memory).
 #pragma once
@@ -18,24 +21,7 @@
 #include <cstring>
 #include <vector>
 
-enum AttnKind { ATTN_SOFTMAX = 0, ATTN_LSSA = 1, ATTN_LSSAR = 2 };
-
-inline const char* attn_kind_name(AttnKind kind) {
-    switch (kind) {
-        case ATTN_SOFTMAX: return "softmax";
-        case ATTN_LSSA: return "lssa";
-        case ATTN_LSSAR: return "lssar";
-    }
-    return "unknown";
-}
-
-// Returns false for a name that is not a variant.
-inline bool attn_kind_from_name(const char* name, AttnKind* kind) {
-    for (AttnKind k : {ATTN_SOFTMAX, ATTN_LSSA, ATTN_LSSAR}) {
-        if (strcmp(name, attn_kind_name(k)) == 0) { *kind = k; return true; }
-    }
-    return false;
-}
+#include "attention/attention_kind.h"
 
 constexpr double LSSA_NORM_EPS = 1e-12;  // eps of the q/k L2 normalisation
 
@@ -61,7 +47,7 @@ template <class T> inline T pow_int(T x, int n) {
 }
 // x^p for x >= 0, with the repeated-squaring path for integer p (x^0 = 1, also for x = 0)
 template <class T> inline T pow_p(T x, double p) {
-    if (p == std::floor(p) && p >= 0 && p <= 1024) return pow_int(x, (int)p);
+    if (p == std::floor(p) && p >= 0 && p <= ATTN_P_INT_MAX) return pow_int(x, (int)p);
     return std::pow(x, T(p));
 }
 
@@ -70,11 +56,11 @@ template <class T> inline T lssa_scale(int t, int hd) {
     return T(std::log((double)hd) * std::log((double)(t + 1)));
 }
 
-// LSSAR's bias o_t: 0 on the first three rows, 1 after
+// The re-weighting's bias o_t: 0 on the first three rows, 1 after
 inline int lssar_bias(int t) { return t < 3 ? 0 : 1; }
 
 // |x| without overflow or underflow of the sum of squares: x is scaled by a power of two near
-// 1/max|x_i| first (exact), as the CUDA kernels do (attention_lssar.cuh).
+// 1/max|x_i| first (exact), as the CUDA kernels do (attention_common.cuh).
 template <class T> inline T l2_norm_rescaled(const T* x, int n) {
     T amax = 0;
     for (int i = 0; i < n; i++) amax = std::max(amax, std::fabs(x[i]));
@@ -89,12 +75,47 @@ template <class T> inline T l2_norm_rescaled(const T* x, int n) {
     return std::ldexp(std::sqrt(sum2), e);
 }
 
-// The vectors a variant takes dot products of: q, k for softmax; q/|q|, k/|k| for LSSA(R).
+// ----------------------------------------------------------------------------
+// The parts of a variant, one function each.
+
+// s_tj = attn_score_scale * (qe_t . ke_j) + attn_score_bias (qe, ke as attention_prepare makes them)
+template <AttnKind K, class T> inline T attn_score_scale(int t, int hd) {
+    if constexpr (attn_variant(K).score == ATTN_SCORE_COS_LEN) return lssa_scale<T>(t, hd);
+    else return T(1) / std::sqrt(T(hd));
+}
+template <AttnKind K, class T> inline T attn_score_bias(int t) {
+    if constexpr (attn_variant(K).score == ATTN_SCORE_DOT_LOGN) return -T(std::log((double)(t + 1)));
+    else return T(0);
+}
+
+// phi(s) and its derivative (given phi(s)); exp is evaluated at s - max_j s (l1 cancels the shift)
+template <AttnPhi F, class T> inline T attn_phi(T s) {
+    if constexpr (F == ATTN_PHI_EXP) return std::exp(s);
+    else if constexpr (F == ATTN_PHI_SOFTPLUS) return softplus_exact(s);
+    else if constexpr (F == ATTN_PHI_SIGMOID) return sigmoid_stable(s);
+    else return std::max(s, T(0));
+}
+template <AttnPhi F, class T> inline T attn_dphi(T s, T phi) {
+    if constexpr (F == ATTN_PHI_EXP) return phi;
+    else if constexpr (F == ATTN_PHI_SOFTPLUS) return sigmoid_stable(s);
+    else if constexpr (F == ATTN_PHI_SIGMOID) return sigmoid_stable(s) * sigmoid_stable(-s);
+    else return s > 0 ? T(1) : T(0);
+}
+
+// A = the normalised phi: phi / S1 (l1), phi (none), phi / n (mean)
+template <AttnNorm N, class T> inline T attn_normed(T a, T S1, T n) {
+    if constexpr (N == ATTN_NORM_L1) return a / S1;
+    else if constexpr (N == ATTN_NORM_NONE) return a;
+    else return a / n;
+}
+
+// The vectors a variant takes dot products of: q, k for dot scores; q/|q|, k/|k| for cos_len.
 // qe, ke (B, NH, T, hd) contiguous per head; norms of q and k in qn, kn (B, NH, T).
 template <class T>
 void attention_prepare(std::vector<T>& qe, std::vector<T>& ke, std::vector<T>& qn, std::vector<T>& kn,
                        const T* qkv, int B, int T_, int NH, int hd, AttnKind kind) {
     int C = NH * hd;
+    bool normalise = attn_variant(kind).score == ATTN_SCORE_COS_LEN;
     qe.resize((size_t)B * NH * T_ * hd);
     ke.resize(qe.size());
     qn.resize((size_t)B * NH * T_);
@@ -109,7 +130,7 @@ void attention_prepare(std::vector<T>& qe, std::vector<T>& ke, std::vector<T>& q
                 qn[row] = l2_norm_rescaled(q, hd);
                 kn[row] = l2_norm_rescaled(k, hd);
                 T qs = 1, ks = 1;
-                if (kind != ATTN_SOFTMAX) {
+                if (normalise) {
                     qs = T(1) / std::max(qn[row], T(LSSA_NORM_EPS));
                     ks = T(1) / std::max(kn[row], T(LSSA_NORM_EPS));
                 }
@@ -122,49 +143,22 @@ void attention_prepare(std::vector<T>& qe, std::vector<T>& ke, std::vector<T>& q
     }
 }
 
-// One row t of one head: the attention weights w[0..t] and the row's stats.
-// s: scratch of length t+1 (scores), a: scratch (softplus values).
-// Returns false for a degenerate LSSAR row (w = 0, no output, no gradient).
-template <class T>
-bool attention_row_weights(T* w, T* s, T* a, T stats[3], const T* qe_t, const T* ke, int t, int hd,
-                           AttnKind kind, double p) {
-    T scale = kind == ATTN_SOFTMAX ? T(1) / std::sqrt(T(hd)) : lssa_scale<T>(t, hd);
-    for (int j = 0; j <= t; j++) {
-        T dot = 0;
-        for (int i = 0; i < hd; i++) dot += qe_t[i] * ke[(size_t)j * hd + i];
-        s[j] = scale * dot;
-    }
-    stats[0] = stats[1] = stats[2] = 0;
-    if (kind == ATTN_SOFTMAX) {
-        T smax = s[0];
-        for (int j = 1; j <= t; j++) smax = std::max(smax, s[j]);
-        T sum = 0;
-        for (int j = 0; j <= t; j++) { w[j] = std::exp(s[j] - smax); sum += w[j]; }
-        for (int j = 0; j <= t; j++) w[j] /= sum;
-        stats[0] = smax + std::log(sum);
-        return true;
-    }
-    // stage 1 (LSSA): A = softplus(s) / S1. Row sums accumulate in double: when A is nearly
-    // uniform, x = n A - 1 cancels and a float32 sum over thousands of keys would shift every x.
-    double S1_acc = 0;
-    T amax = 0;
-    for (int j = 0; j <= t; j++) {
-        a[j] = softplus_exact(s[j]);
-        S1_acc += a[j];
-        amax = std::max(amax, a[j]);
-    }
-    T S1 = T(S1_acc);
-    stats[0] = S1;
-    for (int j = 0; j <= t; j++) w[j] = a[j] / S1;
-    if (kind == ATTN_LSSA) return true;
-    // stage 2 (re-weighting), max-normalised: x = n*A - o, u = (relu(x)/m)^p, W = u / Z.
-    // m uses the same operations as x on the largest a, so it equals the largest computed x.
-    // Degenerate row: every x <= 0, which happens exactly when A is uniform (all scores equal)
-    // and o = 1. Rounding in S1 can leave m at +1e-16 there, so equal scores decide, not m alone.
+// ----------------------------------------------------------------------------
+// One row t of one head.
+
+// Stage 2 (re-weighting), max-normalised: x = n A - o, u = (relu(x)/m)^p, W = u / Z, with A in
+// w on entry and W on return. m uses the same operations as x on the largest phi (phi is
+// increasing: it comes from the largest score), so it equals the largest computed x.
+// Degenerate row: every x <= 0, which happens exactly when A is uniform (every phi equal, as
+// computed: saturated sigmoids count) and o = 1. Rounding in S1 can leave m at +1e-16 there, so
+// equal phi decide, not m alone.
+template <AttnKind K, class T>
+bool attn_row_reweight(T* w, const T* a, T amax, T S1, T stats[3], int t, double p) {
+    constexpr AttnNorm N = attn_variant(K).norm;
     T n = T(t + 1), o = T(lssar_bias(t));
-    T m = n * (amax / S1) - o;
+    T m = n * attn_normed<N>(amax, S1, n) - o;
     stats[1] = m;
-    bool uniform = o == 1 && std::all_of(s, s + t + 1, [&](T sj) { return sj == s[0]; });
+    bool uniform = o == 1 && std::all_of(a, a + t + 1, [&](T aj) { return aj == a[0]; });
     if (!(m > 0) || uniform) {
         for (int j = 0; j <= t; j++) w[j] = 0;
         return false;  // Z = 0 in stats marks the row for the backward
@@ -185,11 +179,117 @@ bool attention_row_weights(T* w, T* s, T* a, T stats[3], const T* qe_t, const T*
     return true;
 }
 
-template <class T>
-void attention_forward(T* out, T* stats, const T* qkv, int B, int T_, int NH, int hd, AttnKind kind, double p) {
+// The attention weights w[0..t] of row t and the row's stats. s: scratch of length t+1
+// (scores), a: scratch (phi values). Returns false for a degenerate row (w = 0, no output, no
+// gradient): every x <= 0 under re-weighting, or phi = 0 on every key under l1 (relu).
+template <AttnKind K, class T>
+bool attn_row_weights(T* w, T* s, T* a, T stats[3], const T* qe_t, const T* ke, int t, int hd, double p) {
+    constexpr AttnVariant V = attn_variant(K);
+    static_assert(V.phi != ATTN_PHI_EXP || V.norm == ATTN_NORM_L1, "exp needs l1 (the max shift cancels)");
+    T scale = attn_score_scale<K, T>(t, hd), bias = attn_score_bias<K, T>(t);
+    for (int j = 0; j <= t; j++) {
+        T dot = 0;
+        for (int i = 0; i < hd; i++) dot += qe_t[i] * ke[(size_t)j * hd + i];
+        s[j] = scale * dot + bias;
+    }
+    stats[0] = stats[1] = stats[2] = 0;
+    T smax = *std::max_element(s, s + t + 1);
+    T shift = V.phi == ATTN_PHI_EXP ? smax : T(0);
+    // Row sums accumulate in double: when A is nearly uniform, x = n A - 1 cancels and a float32
+    // sum over thousands of keys would shift every x.
+    double S1_acc = 0;
+    T amax = 0;
+    for (int j = 0; j <= t; j++) {
+        a[j] = attn_phi<V.phi>(s[j] - shift);
+        S1_acc += a[j];
+        amax = std::max(amax, a[j]);
+    }
+    T S1 = T(S1_acc), n = T(t + 1);
+    if (V.norm == ATTN_NORM_L1) {
+        if (S1 == 0) {  // relu: no key has a positive score
+            for (int j = 0; j <= t; j++) w[j] = 0;
+            return false;
+        }
+        stats[0] = V.phi == ATTN_PHI_EXP ? smax + std::log(S1) : S1;
+    }
+    for (int j = 0; j <= t; j++) w[j] = attn_normed<V.norm>(a[j], S1, n);
+    if constexpr (V.reweight) return attn_row_reweight<K>(w, a, amax, S1, stats, t, p);
+    return true;
+}
+
+// d(score) of one row from dW (= dy . v_j), following doc/attention.md, section 'Backward'.
+// w: the row's final weights; s, a: its scores and phi values; stats as in the forward.
+// Writes ds[0..t] (the gradient with respect to s_tj); dA is scratch of length t+1.
+// Under re-weighting, returns dL/dp of the row: sum_j dW_j W_j (ln(x_j/m) - sum_k W_k ln(x_k/m)).
+template <AttnKind K, class T>
+double attn_row_dscores(T* ds, T* dA, const T* dW, const T* w, const T* s, const T* a, const T stats[3], int t,
+                        double p) {
+    constexpr AttnVariant V = attn_variant(K);
+    T n = T(t + 1), S1 = 1;
+    if constexpr (V.norm == ATTN_NORM_L1) {  // the forward's sum, in the same order
+        double S1_acc = 0;
+        for (int j = 0; j <= t; j++) S1_acc += a[j];
+        S1 = T(S1_acc);
+        if (S1 == 0) {  // degenerate (relu): no gradient
+            std::fill(ds, ds + t + 1, T(0));
+            return 0;
+        }
+    }
+    // D2 = sum_j w_j dW_j  (= dy . y)
+    T D2 = 0;
+    for (int j = 0; j <= t; j++) D2 += w[j] * dW[j];
+    double dp = 0;
+    if constexpr (V.reweight) {
+        // dx_j = p (x_j/m)^(p-1) (dW_j - D2) / (m Z) for x_j > 0, else 0; dA = n dx
+        T m = stats[1], Z = stats[2], o = T(lssar_bias(t));
+        bool degenerate = !(m > 0) || Z == 0;  // as marked by attn_row_weights
+        double sum_wlog = 0, sum_wdwlog = 0;
+        for (int j = 0; j <= t; j++) {
+            T x = n * attn_normed<V.norm>(a[j], S1, n) - o;
+            T dx = 0;
+            if (!degenerate && x > 0) {
+                dx = T(p) * pow_p(x / m, p - 1) * (dW[j] - D2) / (m * Z);
+                double lx = std::log((double)(x / m));
+                sum_wlog += w[j] * lx;
+                sum_wdwlog += w[j] * dW[j] * lx;
+            }
+            dA[j] = n * dx;
+        }
+        dp = sum_wdwlog - D2 * sum_wlog;
+    } else {
+        for (int j = 0; j <= t; j++) dA[j] = dW[j];
+    }
+    if constexpr (V.norm == ATTN_NORM_L1) {
+        // D1 = sum_j A_j dA_j ; ds = phi'(s) (dA - D1) / S1
+        T D1 = 0;
+        for (int j = 0; j <= t; j++) D1 += (a[j] / S1) * dA[j];
+        for (int j = 0; j <= t; j++) ds[j] = attn_dphi<V.phi>(s[j], a[j]) * (dA[j] - D1) / S1;
+    } else {
+        for (int j = 0; j <= t; j++) ds[j] = attn_normed<V.norm>(attn_dphi<V.phi>(s[j], a[j]), T(1), n) * dA[j];
+    }
+    return dp;
+}
+
+// Maps the gradient of a normalised vector (q/|q| or k/|k|) back to the raw vector.
+template <class T> inline void l2norm_backward(T* dx, const T* dxh, const T* xh, T norm, int hd) {
+    if (norm > T(LSSA_NORM_EPS)) {
+        T dot = 0;
+        for (int i = 0; i < hd; i++) dot += xh[i] * dxh[i];
+        for (int i = 0; i < hd; i++) dx[i] += (dxh[i] - xh[i] * dot) / norm;
+    } else {
+        for (int i = 0; i < hd; i++) dx[i] += dxh[i] / T(LSSA_NORM_EPS);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// The layer.
+
+template <AttnKind K, class T>
+void attention_forward_k(T* out, T* stats, const T* qkv, int B, int T_, int NH, int hd, double p,
+                         const double* p_head) {
     int C = NH * hd;
     std::vector<T> qe, ke, qn, kn;
-    attention_prepare(qe, ke, qn, kn, qkv, B, T_, NH, hd, kind);
+    attention_prepare(qe, ke, qn, kn, qkv, B, T_, NH, hd, K);
 #pragma omp parallel
     {
         std::vector<T> w(T_), s(T_), a(T_);
@@ -199,8 +299,8 @@ void attention_forward(T* out, T* stats, const T* qkv, int B, int T_, int NH, in
                 for (int t = 0; t < T_; t++) {
                     size_t head = (size_t)b * NH + h;
                     T row_stats[3];
-                    attention_row_weights(w.data(), s.data(), a.data(), row_stats,
-                                          &qe[(head * T_ + t) * hd], &ke[head * T_ * hd], t, hd, kind, p);
+                    attn_row_weights<K>(w.data(), s.data(), a.data(), row_stats, &qe[(head * T_ + t) * hd],
+                                        &ke[head * T_ * hd], t, hd, p_head ? p_head[h] : p);
                     T* y = out + (size_t)(b * T_ + t) * C + h * hd;
                     for (int i = 0; i < hd; i++) y[i] = 0;
                     for (int j = 0; j <= t; j++) {
@@ -216,93 +316,59 @@ void attention_forward(T* out, T* stats, const T* qkv, int B, int T_, int NH, in
     }
 }
 
-// d(score) of one row from dW (= dy . v_j), following doc/attention.md, section 'Backward'.
-// w: the row's final weights; s, a: its scores and softplus values; stats as in the forward.
-// Writes ds[0..t] (the gradient with respect to s_tj); dA is scratch of length t+1.
-template <class T>
-void attention_row_dscores(T* ds, T* dA, const T* dW, const T* w, const T* s, const T* a, const T stats[3], int t,
-                           AttnKind kind, double p) {
-    // D = sum_j w_j dW_j  (= dy . y)
-    T D = 0;
-    for (int j = 0; j <= t; j++) D += w[j] * dW[j];
-    if (kind == ATTN_SOFTMAX) {
-        for (int j = 0; j <= t; j++) ds[j] = w[j] * (dW[j] - D);
-        return;
+// dq_t (row pass) of one head: recomputes row t's weights into W, its scaled score gradient
+// into dS, and adds the row's dL/dp to *dp.
+template <AttnKind K, class T>
+void attn_backward_row(T* W, T* dS, T* dq, double* dp, const T* dy, const T* qkv, const T* qe_h, const T* ke_h,
+                       T q_norm, int b, int h, int t, int T_, int NH, int hd, double p, std::vector<T>& s,
+                       std::vector<T>& a, std::vector<T>& dW, std::vector<T>& dA, std::vector<T>& dqe) {
+    int C = NH * hd;
+    T stats[3];
+    attn_row_weights<K>(W, s.data(), a.data(), stats, qe_h + (size_t)t * hd, ke_h, t, hd, p);
+    for (int j = 0; j <= t; j++) {
+        const T* v = qkv + ((size_t)(b * T_ + j) * 3 + 2) * C + h * hd;
+        T d = 0;
+        for (int i = 0; i < hd; i++) d += dy[i] * v[i];
+        dW[j] = d;
     }
-    T S1 = stats[0];
-    if (kind == ATTN_LSSA) {
-        for (int j = 0; j <= t; j++) dA[j] = dW[j];
+    *dp += attn_row_dscores<K>(dS, dA.data(), dW.data(), W, s.data(), a.data(), stats, t, p);
+    T scale = attn_score_scale<K, T>(t, hd);
+    for (int j = 0; j <= t; j++) dS[j] *= scale;
+    // dq_t: d(qe_t) = sum_j ds_tj ke_j, then through the normalisation
+    std::fill(dqe.begin(), dqe.end(), T(0));
+    for (int j = 0; j <= t; j++)
+        for (int i = 0; i < hd; i++) dqe[i] += dS[j] * ke_h[(size_t)j * hd + i];
+    if (attn_variant(K).score != ATTN_SCORE_COS_LEN) {
+        for (int i = 0; i < hd; i++) dq[i] += dqe[i];
     } else {
-        // dx_j = p * (x_j/m)^(p-1) * (dW_j - D2) / (m Z) for x_j > 0, else 0; dA = n dx
-        T m = stats[1], Z = stats[2], n = T(t + 1), o = T(lssar_bias(t));
-        bool degenerate = !(m > 0) || Z == 0;  // as marked by attention_row_weights
-        for (int j = 0; j <= t; j++) {
-            T x = n * (a[j] / S1) - o;
-            T dx = 0;
-            if (!degenerate && x > 0) dx = T(p) * pow_p(x / m, p - 1) * (dW[j] - D) / (m * Z);
-            dA[j] = n * dx;
-        }
-    }
-    // D1 = sum_j A_j dA_j ; ds = sigmoid(s) (dA - D1) / S1
-    T D1 = 0;
-    for (int j = 0; j <= t; j++) D1 += (a[j] / S1) * dA[j];
-    for (int j = 0; j <= t; j++) ds[j] = sigmoid_stable(s[j]) * (dA[j] - D1) / S1;
-}
-
-// Maps the gradient of a normalised vector (q/|q| or k/|k|) back to the raw vector.
-template <class T> inline void l2norm_backward(T* dx, const T* dxh, const T* xh, T norm, int hd) {
-    if (norm > T(LSSA_NORM_EPS)) {
-        T dot = 0;
-        for (int i = 0; i < hd; i++) dot += xh[i] * dxh[i];
-        for (int i = 0; i < hd; i++) dx[i] += (dxh[i] - xh[i] * dot) / norm;
-    } else {
-        for (int i = 0; i < hd; i++) dx[i] += dxh[i] / T(LSSA_NORM_EPS);
+        l2norm_backward(dq, dqe.data(), qe_h + (size_t)t * hd, q_norm, hd);
     }
 }
 
-template <class T>
-void attention_backward(T* dqkv, const T* dout, const T* qkv, int B, int T_, int NH, int hd, AttnKind kind,
-                        double p) {
+template <AttnKind K, class T>
+void attention_backward_k(T* dqkv, const T* dout, const T* qkv, int B, int T_, int NH, int hd, double p,
+                          const double* p_head, double* dp_head) {
     int C = NH * hd;
     std::vector<T> qe, ke, qn, kn;
-    attention_prepare(qe, ke, qn, kn, qkv, B, T_, NH, hd, kind);
+    attention_prepare(qe, ke, qn, kn, qkv, B, T_, NH, hd, K);
     size_t TT = (size_t)T_ * T_;
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             size_t head = (size_t)b * NH + h;
             const T* qe_h = &qe[head * T_ * hd];
             const T* ke_h = &ke[head * T_ * hd];
+            double p_h = p_head ? p_head[h] : p, dp = 0;
             // (T, T) buffers of this head: final weights W and c_t * ds (row-scaled score gradient)
             std::vector<T> W(TT, T(0)), dS(TT, T(0));
-#pragma omp parallel
+#pragma omp parallel reduction(+ : dp)
             {
                 std::vector<T> s(T_), a(T_), dW(T_), dA(T_), dqe(hd), dke(hd);
 #pragma omp for schedule(dynamic, 8)
                 for (int t = 0; t < T_; t++) {
-                    T* w = &W[(size_t)t * T_];
-                    T stats[3];
-                    attention_row_weights(w, s.data(), a.data(), stats, qe_h + (size_t)t * hd, ke_h, t, hd, kind, p);
                     const T* dy = dout + (size_t)(b * T_ + t) * C + h * hd;
-                    for (int j = 0; j <= t; j++) {
-                        const T* v = qkv + ((size_t)(b * T_ + j) * 3 + 2) * C + h * hd;
-                        T d = 0;
-                        for (int i = 0; i < hd; i++) d += dy[i] * v[i];
-                        dW[j] = d;
-                    }
-                    T* ds = &dS[(size_t)t * T_];
-                    attention_row_dscores(ds, dA.data(), dW.data(), w, s.data(), a.data(), stats, t, kind, p);
-                    T scale = kind == ATTN_SOFTMAX ? T(1) / std::sqrt(T(hd)) : lssa_scale<T>(t, hd);
-                    for (int j = 0; j <= t; j++) ds[j] *= scale;
-                    // dq_t: d(qe_t) = sum_j ds_tj ke_j, then through the normalisation
-                    std::fill(dqe.begin(), dqe.end(), T(0));
-                    for (int j = 0; j <= t; j++)
-                        for (int i = 0; i < hd; i++) dqe[i] += ds[j] * ke_h[(size_t)j * hd + i];
                     T* dq = dqkv + ((size_t)(b * T_ + t) * 3 + 0) * C + h * hd;
-                    if (kind == ATTN_SOFTMAX) {
-                        for (int i = 0; i < hd; i++) dq[i] += dqe[i];
-                    } else {
-                        l2norm_backward(dq, dqe.data(), qe_h + (size_t)t * hd, qn[head * T_ + t], hd);
-                    }
+                    attn_backward_row<K>(&W[(size_t)t * T_], &dS[(size_t)t * T_], dq, &dp, dy, qkv, qe_h, ke_h,
+                                         qn[head * T_ + t], b, h, t, T_, NH, hd, p_h, s, a, dW, dA, dqe);
                 }
 #pragma omp for schedule(dynamic, 8)
                 for (int j = 0; j < T_; j++) {
@@ -318,13 +384,41 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, int B, int T_, int
                         }
                     }
                     T* dk = dqkv + ((size_t)(b * T_ + j) * 3 + 1) * C + h * hd;
-                    if (kind == ATTN_SOFTMAX) {
+                    if (attn_variant(K).score != ATTN_SCORE_COS_LEN) {
                         for (int i = 0; i < hd; i++) dk[i] += dke[i];
                     } else {
                         l2norm_backward(dk, dke.data(), ke_h + (size_t)j * hd, kn[head * T_ + j], hd);
                     }
                 }
             }
+            if (dp_head) dp_head[h] += dp;
         }
     }
+}
+
+// ----------------------------------------------------------------------------
+// Run-time entry points: the kind becomes a compile-time constant (attn_dispatch).
+
+// Returns false for a degenerate row (w = 0).
+template <class T>
+bool attention_row_weights(T* w, T* s, T* a, T stats[3], const T* qe_t, const T* ke, int t, int hd, AttnKind kind,
+                           double p) {
+    bool live = false;
+    attn_dispatch(kind, [&](auto k) { live = attn_row_weights<decltype(k)::value>(w, s, a, stats, qe_t, ke, t, hd, p); });
+    return live;
+}
+
+template <class T>
+void attention_forward(T* out, T* stats, const T* qkv, int B, int T_, int NH, int hd, AttnKind kind, double p,
+                       const double* p_head = nullptr) {
+    attn_dispatch(kind, [&](auto k) { attention_forward_k<decltype(k)::value>(out, stats, qkv, B, T_, NH, hd, p, p_head); });
+}
+
+// dqkv += d(loss)/d(qkv); dp_head[h] += d(loss)/d(p of head h) when given (re-weighting only).
+template <class T>
+void attention_backward(T* dqkv, const T* dout, const T* qkv, int B, int T_, int NH, int hd, AttnKind kind,
+                        double p, const double* p_head = nullptr, double* dp_head = nullptr) {
+    attn_dispatch(kind, [&](auto k) {
+        attention_backward_k<decltype(k)::value>(dqkv, dout, qkv, B, T_, NH, hd, p, p_head, dp_head);
+    });
 }

@@ -36,7 +36,7 @@ static void validate_backward(const DevOptions& o) {
         // (test/test_attention_cuda.cu holds the exact bounds)
         const char* names[3] = {"dq", "dk", "dv"};
         bool ok = true;
-        printf("validate %-7s hd=%d T=%d p=%g:", attn_kind_name(kind), hd, T, o.p);
+        printf("validate %-13s hd=%d T=%d p=%g:", attn_kind_name(kind), hd, T, o.p);
         for (int part = 0; part < 3; part++) {
             std::vector<float> a;
             std::vector<double> r;
@@ -106,7 +106,7 @@ static DevCudnnResult dev_cudnn_backward(const floatX* d_qkv, const floatX* d_do
 static void bench_backward(const DevOptions& o) {
     printf("\nbackward and forward+backward, hd=%d NH=%d, B*T=%d, p=%g  (ms; TFLOP/s at 2.5 resp. 3.5 x 2 B NH T^2 hd)\n",
            o.hd, o.nh, o.tokens, o.p);
-    printf("%6s %3s  %-10s %9s %8s %11s %8s %10s\n", "T", "B", "kernel", "bwd ms", "TFLOP/s", "fwd+bwd ms", "TFLOP/s",
+    printf("%6s %3s  %-13s %9s %8s %11s %8s %10s\n", "T", "B", "kernel", "bwd ms", "TFLOP/s", "fwd+bwd ms", "TFLOP/s",
            "vs softmax");
     for (int T : o.lengths) {
         int B = std::max(1, o.tokens / T), NH = o.nh, hd = o.hd;
@@ -120,7 +120,7 @@ static void bench_backward(const DevOptions& o) {
         DevCudnnResult cudnn;
         float lssar_total = 0;
 #endif
-        for (AttnKind kind : {ATTN_SOFTMAX, ATTN_LSSA, ATTN_LSSAR}) {
+        for (AttnKind kind : all_kinds()) {
             bool wanted = kind == ATTN_SOFTMAX;
             for (AttnKind k : o.kinds) wanted |= k == kind;
             if (!wanted) continue;
@@ -138,13 +138,13 @@ static void bench_backward(const DevOptions& o) {
             if (kind == ATTN_SOFTMAX) cudnn = dev_cudnn_backward(d_qkv, d_dout, d_dqkv, B, T, NH, hd);
             if (kind == ATTN_LSSAR) lssar_total = total_ms;
 #endif
-            printf("%6d %3d  %-10s %9.3f %8.1f %11.3f %8.1f %10.2f\n", T, B, attn_kind_name(kind), bwd_ms,
+            printf("%6d %3d  %-13s %9.3f %8.1f %11.3f %8.1f %10.2f\n", T, B, attn_kind_name(kind), bwd_ms,
                    bwd_flops / bwd_ms * 1e-9, total_ms, (fwd_flops + bwd_flops) / total_ms * 1e-9,
                    total_ms / softmax_total);
         }
 #ifdef ATTN_DEV_CUDNN
         if (cudnn.timed) {
-            printf("%6d %3d  %-10s %9.3f %8.1f %11.3f %8.1f %10.2f\n", T, B, "cudnn", cudnn.ms,
+            printf("%6d %3d  %-13s %9.3f %8.1f %11.3f %8.1f %10.2f\n", T, B, "cudnn", cudnn.ms,
                    bwd_flops / cudnn.ms * 1e-9, cudnn.total_ms, (fwd_flops + bwd_flops) / cudnn.total_ms * 1e-9,
                    cudnn.total_ms / softmax_total);
         }

@@ -4,8 +4,9 @@ benchmark, with the project's softmax kernel as the baseline in the same run.
 
 Compile:  make build/attention_forward
 Run:      ./build/attention_forward [variant] [-p P] [-hd HD] [-nh NH] [-tokens N] [-check | -bench] [-T t1,t2,..]
-  variant   softmax | lssa | lssar | all (default all)
-  -p        LSSAR power (default 15)
+  variant   a variant of attention/attention_kind.h (softmax, lssa, lssar, sigmoid, relu, softmax_rw,
+            sigmoid_l1_rw, relu_l1_rw) | all (default all)
+  -p        the re-weighting power (default 15)
   -hd       head size 32 | 64 | 128 (default 64);  -nh heads (default 12, GPT-2 small)
   -tokens   B*T of every benchmark shape (default 16384: B = tokens / T, at least 1)
   -check    only validate (B=1, NH=2, T=300 against the float64 CPU reference)
@@ -32,13 +33,21 @@ dev/attention_backward.cu includes this file for its helpers (ATTN_DEV_NO_MAIN).
 #include <string>
 #include <vector>
 #include "attention/attention.cuh"
+#include "attention/attention_cpu.h"
 #include "runtime/cli.h"
 
 // ----------------------------------------------------------------------------
 // options and inputs
 
+// Every variant of the family, in attention/attention_kind.h's order.
+inline std::vector<AttnKind> all_kinds() {
+    std::vector<AttnKind> kinds;
+    for (const AttnVariant& v : ATTN_VARIANT_TABLE) kinds.push_back(v.kind);
+    return kinds;
+}
+
 struct DevOptions {
-    std::vector<AttnKind> kinds{ATTN_SOFTMAX, ATTN_LSSA, ATTN_LSSAR};
+    std::vector<AttnKind> kinds = all_kinds();
     float p = 15.0f;
     int hd = 64, nh = 12, tokens = 16384;
     bool check = true, bench = true;
@@ -54,7 +63,7 @@ inline DevOptions dev_parse_args(int argc, char** argv, const char* prog) {
             return argv[++i];
         };
         AttnKind k;
-        if (a == "all") { o.kinds = {ATTN_SOFTMAX, ATTN_LSSA, ATTN_LSSAR}; }
+        if (a == "all") { o.kinds = all_kinds(); }
         else if (attn_kind_from_name(a.c_str(), &k)) { o.kinds = {k}; }
         else if (a == "-p") { o.p = (float)atof(next()); }
         else if (a == "-hd") { o.hd = atoi(next()); }
@@ -67,7 +76,7 @@ inline DevOptions dev_parse_args(int argc, char** argv, const char* prog) {
             for (long long t : cli_parse_int_list("-T", next(), 1, 1 << 20, 32, "sequence lengths", "1024,4096"))
                 o.lengths.push_back((int)t);
         } else {
-            fprintf(stderr, "%s: unknown argument '%s'; usage: %s [softmax|lssa|lssar|all] [-p P] [-hd HD] "
+            fprintf(stderr, "%s: unknown argument '%s'; usage: %s [<variant>|all] [-p P] [-hd HD] "
                             "[-nh NH] [-tokens N] [-check|-bench] [-T t1,t2,..]\n", prog, a.c_str(), prog);
             exit(EXIT_FAILURE);
         }
@@ -271,7 +280,7 @@ static void validate_forward(const DevOptions& o) {
         double err = dev_rel_err(dev_download_bf16(d_out, out_ref.size()), out_ref);
         // bf16 weights and output: ~2^-8 relative; test/test_attention_cuda.cu holds the exact bounds
         bool ok = err <= 1.0 / 64;
-        printf("validate %-7s hd=%d T=%d p=%g: max|y - ref| / max|ref| = %.2e  %s\n", attn_kind_name(kind), hd, T,
+        printf("validate %-13s hd=%d T=%d p=%g: max|y - ref| / max|ref| = %.2e  %s\n", attn_kind_name(kind), hd, T,
                o.p, err, ok ? "OK" : "FAIL");
         if (!ok) exit(EXIT_FAILURE);
     }
@@ -279,7 +288,7 @@ static void validate_forward(const DevOptions& o) {
 
 static void bench_forward(const DevOptions& o) {
     printf("\nforward, hd=%d NH=%d, B*T=%d, p=%g  (ms, TFLOP/s at 2 B NH T^2 hd)\n", o.hd, o.nh, o.tokens, o.p);
-    printf("%6s %3s  %-10s %9s %8s %10s\n", "T", "B", "kernel", "ms", "TFLOP/s", "vs softmax");
+    printf("%6s %3s  %-13s %9s %8s %10s\n", "T", "B", "kernel", "ms", "TFLOP/s", "vs softmax");
     for (int T : o.lengths) {
         int B = std::max(1, o.tokens / T), NH = o.nh, hd = o.hd;
         DevAttnBuffers buf(B, T, NH, hd, 2);
@@ -298,12 +307,12 @@ static void bench_forward(const DevOptions& o) {
         DevCudnnResult cudnn = dev_cudnn_forward(d_qkv, d_out, d_stats, B, T, NH, hd);
         float lssar_ms = 0;
 #endif
-        for (AttnKind kind : {ATTN_SOFTMAX, ATTN_LSSA, ATTN_LSSAR}) {
+        for (AttnKind kind : all_kinds()) {
             bool wanted = false;
             for (AttnKind k : o.kinds) wanted |= k == kind;
             if (!wanted && kind != ATTN_SOFTMAX) continue;
             float ms = kind == ATTN_SOFTMAX ? softmax_ms : run(kind);
-            printf("%6d %3d  %-10s %9.3f %8.1f %10.2f\n", T, B, attn_kind_name(kind), ms, flops / ms * 1e-9,
+            printf("%6d %3d  %-13s %9.3f %8.1f %10.2f\n", T, B, attn_kind_name(kind), ms, flops / ms * 1e-9,
                    ms / softmax_ms);
 #ifdef ATTN_DEV_CUDNN
             if (kind == ATTN_LSSAR) lssar_ms = ms;
@@ -311,7 +320,7 @@ static void bench_forward(const DevOptions& o) {
         }
 #ifdef ATTN_DEV_CUDNN
         if (cudnn.timed) {
-            printf("%6d %3d  %-10s %9.3f %8.1f %10.2f\n", T, B, "cudnn", cudnn.ms, flops / cudnn.ms * 1e-9,
+            printf("%6d %3d  %-13s %9.3f %8.1f %10.2f\n", T, B, "cudnn", cudnn.ms, flops / cudnn.ms * 1e-9,
                    cudnn.ms / softmax_ms);
         }
         printf("cudnn  T=%d: %s\n", T, cudnn.note.c_str());

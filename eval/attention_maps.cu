@@ -204,6 +204,7 @@ int main(int argc, char** argv) {
     if (have_text && (have_shards || T != 0)) cli_fail("-p TEXT and -j/-T read different inputs: give one of them");
     try {
         Checkpoint ck = cli_read_checkpoint(ckpt_path, ATTN_NAME);
+        cli_print_learned_p(ck);
         const GPT2Config& cc = ck.config;
         if (layer >= cc.num_layers)
             cli_fail("-layer " + std::to_string(layer) + ": the checkpoint has " + std::to_string(cc.num_layers) +

@@ -70,6 +70,7 @@ void attention_map(const GPT2<F>& gpt, int layer, int head, std::vector<F>& W, s
     valid.assign(T, 0);
     const F* qe_h = &qe[(size_t)head * T * hd];
     const F* ke_h = &ke[(size_t)head * T * hd];
+    double p = c.learn_p ? learned_p((double)gpt.params[gpt.param_offsets[P_PTHETA] + layer * NH + head]) : c.p;
 #pragma omp parallel
     {
         std::vector<F> s(T), a(T);
@@ -77,7 +78,7 @@ void attention_map(const GPT2<F>& gpt, int layer, int head, std::vector<F>& W, s
         for (int t = 0; t < T; t++) {
             F row_stats[3];
             bool ok = attention_row_weights(&W[(size_t)t * T], s.data(), a.data(), row_stats, qe_h + (size_t)t * hd,
-                                            ke_h, t, hd, c.attn, (double)c.p);
+                                            ke_h, t, hd, c.attn, p);
             valid[t] = ok ? 1 : 0;
         }
     }

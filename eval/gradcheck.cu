@@ -199,8 +199,8 @@ static int run_check(const Options& o, const GPT2Config& config) {
     GPT2Cuda gpu(config);
     gpu.init((uint64_t)o.seed);
     float loss_cuda = gpu.forward(inputs.data(), targets.data(), B, T);
-    size_t sizes[NUM_ACTIVATION_TENSORS];
-    gpt2_activation_sizes(sizes, config, B, T);
+    ActivationTensors<size_t> named_sizes = gpt2_activation_sizes(config, B, T);
+    const size_t* sizes = (const size_t*)&named_sizes;  // in the order of the fields
     std::vector<ActView> acts = cuda_activations(gpu, sizes);
     gpu.zero_grad();
     gpu.backward(1.0f);
@@ -262,11 +262,12 @@ static int run_check(const Options& o, const GPT2Config& config) {
 
 // bytes of one CPU model of precision `bytes_per_value` at (B, T): parameters, gradients, activations and theirs
 static double cpu_model_bytes(const GPT2Config& c, int B, int T, size_t bytes_per_value) {
-    size_t psizes[NUM_PARAM_TENSORS], asizes[NUM_ACTIVATION_TENSORS], n = 0;
+    size_t psizes[NUM_PARAM_TENSORS], n = 0;
     gpt2_param_sizes(psizes, c);
-    gpt2_activation_sizes(asizes, c, B, T);
+    ActivationTensors<size_t> named_sizes = gpt2_activation_sizes(c, B, T);
+    const size_t* asizes = (const size_t*)&named_sizes;
     for (size_t s : psizes) n += 2 * s;
-    for (size_t s : asizes) n += 2 * s;
+    for (int i = 0; i < NUM_ACTIVATION_TENSORS; i++) n += 2 * asizes[i];
     return (double)n * bytes_per_value;
 }
 

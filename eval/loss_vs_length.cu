@@ -24,6 +24,8 @@ static void usage(const char* argv0) {
             "every length (each length cuts one span of N tokens into windows and scores every position).\n"
             "Attention variant of this binary: %s.\n"
             "  -e <path>    checkpoint (required)\n"
+            "  -p <float>   evaluate at this re-weighting power instead of the checkpoint's (>= 1; variants\n"
+            "               with re-weighting only)\n"
             "  -j <glob>    validation shards (default data/kjv/kjv_val_*.bin)\n"
             "  -t <int>     training length the multiples refer to (default: the checkpoint's max length)\n"
             "  -l <list>    lengths as multiples of -t, comma separated (default 1,2,4,8,16)\n"
@@ -36,7 +38,7 @@ static void usage(const char* argv0) {
 
 
 int main(int argc, char** argv) {
-    std::string ckpt_path, val_pattern = "data/kjv/kjv_val_*.bin", csv_path;
+    std::string ckpt_path, val_pattern = "data/kjv/kjv_val_*.bin", csv_path, p_text;
     std::vector<long long> multiples = {1, 2, 4, 8, 16};
     int T_train = 0, tokens_per_forward = 4096;
     long long max_tokens = 0;
@@ -44,6 +46,7 @@ int main(int argc, char** argv) {
     const char* val;
     for (int i = 1; cli_next_flag(argc, argv, &i, usage, &flag, &val, "-e -j -t -l -n -f -o");) {
         if (flag == "-e") ckpt_path = val;
+        else if (flag == "-p") p_text = val;
         else if (flag == "-j") val_pattern = val;
         else if (flag == "-t") T_train = (int)cli_parse_int("-t", val, 1, 1000000000);
         else if (flag == "-l") multiples = cli_parse_int_list("-l", val, 1, 1 << 24, 32, "multiples of -t", "1,2,4,8,16");
@@ -55,6 +58,8 @@ int main(int argc, char** argv) {
     if (ckpt_path.empty()) { usage(argv[0]); cli_fail("-e CHECKPOINT is required"); }
     try {
         Checkpoint ck = cli_read_checkpoint(ckpt_path, ATTN_NAME);
+        cli_print_learned_p(ck);
+        cli_override_p(ck, ckpt_path, p_text);
         if (T_train == 0) T_train = ck.config.max_seq_len;
         std::vector<int> lengths;
         int64_t lcm = 1;  // N is a multiple of every length

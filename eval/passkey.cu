@@ -23,6 +23,8 @@ static void usage(const char* argv0) {
             "5-digit key hidden at a random depth, question) whose key the model reproduces by greedy decoding.\n"
             "Every length asks the same keys at the same depths. Attention variant of this binary: %s.\n"
             "  -e <path>    checkpoint (required)\n"
+            "  -p <float>   evaluate at this re-weighting power instead of the checkpoint's (>= 1; variants\n"
+            "               with re-weighting only)\n"
             "  -l <list>    prompt lengths in tokens, comma separated (default 1024,1536,2048,4096,8192)\n"
             "  -n <int>     trials per length (default 100)\n"
             "  -rs <int>    seed of the keys and depths (default 1337)\n"
@@ -79,13 +81,14 @@ static void print_table(const std::vector<PasskeyResult>& results) {
 }
 
 int main(int argc, char** argv) {
-    std::string ckpt_path, csv_path, trials_path, length_list = "1024,1536,2048,4096,8192";
+    std::string ckpt_path, csv_path, trials_path, length_list = "1024,1536,2048,4096,8192", p_text;
     int trials = 100;
     uint64_t seed = 1337;
     std::string flag;
     const char* val;
     for (int i = 1; cli_next_flag(argc, argv, &i, usage, &flag, &val, "-e -l -n -rs -o");) {
         if (flag == "-e") ckpt_path = val;
+        else if (flag == "-p") p_text = val;
         else if (flag == "-l") length_list = val;
         else if (flag == "-n") trials = (int)cli_parse_int("-n", val, 1, 1000000);
         else if (flag == "-rs") seed = (uint64_t)cli_parse_int("-rs", val, 0, 1LL << 62);
@@ -97,6 +100,8 @@ int main(int argc, char** argv) {
     std::vector<int> lengths = parse_lengths(length_list);
     try {
         Checkpoint ck = cli_read_checkpoint(ckpt_path, ATTN_NAME);
+        cli_print_learned_p(ck);
+        cli_override_p(ck, ckpt_path, p_text);
         if (ck.config.vocab_size != GPT2Tokenizer::VOCAB_SIZE)
             cli_fail(ckpt_path + ": vocab_size is " + std::to_string(ck.config.vocab_size) +
                  ", but the passkey prompt is GPT-2 BPE text: it needs a model trained on GPT-2 tokens (vocab_size " +

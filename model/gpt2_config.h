@@ -5,8 +5,9 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <vector>
 
-#include "attention/attention_cpu.h"
+#include "attention/attention_kind.h"
 #include "model/rand.h"
 
 struct GPT2Config {
@@ -17,9 +18,21 @@ struct GPT2Config {
     int num_heads = 12;
     int channels = 768;
     AttnKind attn = ATTN_LSSAR;
-    float p = 15.0f;                // LSSAR's re-weighting power (ignored by softmax and LSSA)
+    float p = 15.0f;                // the re-weighting power (ignored by variants without re-weighting)
     float rope_base = 10000.0f;
+    int learn_p = 0;                // 1: p trainable per layer and head, p = 1 + softplus(theta), from p
 };
+
+// Learned p (doc/attention.md, section 'Learned p'): p = 1 + softplus(theta) >= 1, theta initialised
+// so that p starts at the configured p0 > 1.
+inline double learned_p(double theta) { return 1.0 + std::max(theta, 0.0) + std::log1p(std::exp(-std::fabs(theta))); }
+inline double learned_p_dtheta(double theta) {  // dp/dtheta = sigmoid(theta)
+    return theta >= 0 ? 1.0 / (1.0 + std::exp(-theta)) : std::exp(theta) / (1.0 + std::exp(theta));
+}
+inline double learned_p_theta0(double p0) {  // softplus^-1(p0 - 1) = ln(expm1(p0 - 1)), stable for large p0
+    double y = p0 - 1.0;
+    return y + std::log(-std::expm1(-y));
+}
 
 // Empty if the config is valid, else a message that names the field, its value and the fix.
 inline std::string gpt2_config_error(const GPT2Config& c) {
@@ -47,12 +60,28 @@ inline std::string gpt2_config_error(const GPT2Config& c) {
                  c.channels / c.num_heads);
         return msg;
     }
-    if (c.attn != ATTN_SOFTMAX && c.attn != ATTN_LSSA && c.attn != ATTN_LSSAR) {
-        snprintf(msg, sizeof msg, "config: attn = %d is not softmax (0), lssa (1) or lssar (2)", (int)c.attn);
+    if (!attn_valid(c.attn)) {
+        snprintf(msg, sizeof msg, "config: attn = %d is not an attention variant (0..%d: %s)", (int)c.attn,
+                 ATTN_NUM_KINDS - 1, attn_kind_list().c_str());
         return msg;
     }
-    if (c.attn == ATTN_LSSAR && !(c.p >= 1.0f)) {
-        snprintf(msg, sizeof msg, "config: p = %g must be >= 1 for LSSAR", c.p);
+    if (attn_reweights(c.attn) && !(c.p >= 1.0f)) {
+        snprintf(msg, sizeof msg, "config: p = %g must be >= 1 for %s (the re-weighting power)", c.p,
+                 attn_kind_name(c.attn));
+        return msg;
+    }
+    if (c.learn_p != 0 && c.learn_p != 1) {
+        snprintf(msg, sizeof msg, "config: learn_p = %d must be 0 or 1", c.learn_p);
+        return msg;
+    }
+    if (c.learn_p && !attn_reweights(c.attn)) {
+        snprintf(msg, sizeof msg, "config: learn_p = 1 needs a variant with re-weighting; %s has no p",
+                 attn_kind_name(c.attn));
+        return msg;
+    }
+    if (c.learn_p && !(c.p > 1.0f)) {
+        snprintf(msg, sizeof msg, "config: learn_p = 1 starts p at p = %g, which must be > 1 "
+                 "(p = 1 + softplus(theta) reaches 1 only at theta = -inf)", c.p);
         return msg;
     }
     if (!(c.rope_base > 1.0f)) {
@@ -65,13 +94,15 @@ inline std::string gpt2_config_error(const GPT2Config& c) {
 // The parameter tensors, in the order of the one contiguous buffer.
 enum ParamTensor {
     P_WTE, P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTPROJW, P_ATTPROJB, P_LN2W, P_LN2B,
-    P_FCW, P_FCB, P_FCPROJW, P_FCPROJB, P_LNFW, P_LNFB, NUM_PARAM_TENSORS
+    P_FCW, P_FCB, P_FCPROJW, P_FCPROJB, P_LNFW, P_LNFB,
+    P_PTHETA,  // learned p: theta of every (layer, head), (L, NH); empty without learn_p
+    NUM_PARAM_TENSORS
 };
 
 inline const char* param_tensor_name(int i) {
     static const char* names[NUM_PARAM_TENSORS] = {"wte", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw",
                                                    "attprojb", "ln2w", "ln2b", "fcw", "fcb", "fcprojw",
-                                                   "fcprojb", "lnfw", "lnfb"};
+                                                   "fcprojb", "lnfw", "lnfb", "ptheta"};
     return names[i];
 }
 
@@ -93,6 +124,7 @@ inline void gpt2_param_sizes(size_t sizes[NUM_PARAM_TENSORS], const GPT2Config& 
     sizes[P_FCPROJB] = L * C;
     sizes[P_LNFW] = C;
     sizes[P_LNFB] = C;
+    sizes[P_PTHETA] = c.learn_p ? L * c.num_heads : 0;
 }
 
 // Tensors with one slice per layer (layer l's: the l-th of num_layers equal parts); the others
@@ -120,7 +152,8 @@ inline void param_shard_range(size_t num_parameters, int shards, int rank, size_
 
 // GPT-2 initialisation of the whole parameter buffer (both back ends call this, so they start
 // from identical weights): N(0, 0.02) weights, residual projections (attprojw, fcprojw) with std
-// 0.02/sqrt(2L), zero biases, unit layernorm weights, zero padded vocabulary rows.
+// 0.02/sqrt(2L), zero biases, unit layernorm weights, zero padded vocabulary rows; learned p's
+// theta at p.
 template <class T>
 void gpt2_init_params(T* params, const GPT2Config& c, uint64_t seed) {
     size_t sizes[NUM_PARAM_TENSORS];
@@ -139,9 +172,41 @@ void gpt2_init_params(T* params, const GPT2Config& c, uint64_t seed) {
             for (size_t k = 0; k < n; k++) p[k] = T(0.02 * rng.normal());
         } else if (i == P_ATTPROJW || i == P_FCPROJW) {
             for (size_t k = 0; k < n; k++) p[k] = T(residual_std * rng.normal());
+        } else if (i == P_PTHETA) {
+            for (size_t k = 0; k < n; k++) p[k] = T(learned_p_theta0(c.p));
         } else {
             for (size_t k = 0; k < n; k++) p[k] = T(0);
         }
         p += n;
     }
 }
+
+// The learned p of every (layer, head), (L, NH) row-major, from a whole parameter buffer
+// (empty without learn_p).
+inline std::vector<double> learned_p_values(const GPT2Config& c, const float* params) {
+    size_t sizes[NUM_PARAM_TENSORS], offset = 0;
+    gpt2_param_sizes(sizes, c);
+    for (int i = 0; i < P_PTHETA; i++) offset += sizes[i];
+    std::vector<double> p;
+    for (size_t k = 0; k < sizes[P_PTHETA]; k++) p.push_back(learned_p((double)params[offset + k]));
+    return p;
+}
+
+// "p mean 14.9 min 14.2 max 15.3" of learned p values.
+// The learned p of a model of either back end (the fp32 weights), empty unless it learns p.
+template <class Model> std::vector<double> model_learned_p(Model& model) {
+    if (!model.config.learn_p) return {};
+    std::vector<float> params;
+    model.get_params(params);
+    return learned_p_values(model.config, params.data());
+}
+
+inline std::string learned_p_summary(const std::vector<double>& p) {
+    if (p.empty()) return "";
+    double sum = 0, lo = p[0], hi = p[0];
+    for (double v : p) { sum += v; lo = std::min(lo, v); hi = std::max(hi, v); }
+    char text[96];
+    snprintf(text, sizeof text, "p mean %.4g min %.4g max %.4g", sum / p.size(), lo, hi);
+    return text;
+}
+

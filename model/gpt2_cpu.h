@@ -99,6 +99,14 @@ template <class F> struct GPT2 : GPT2ParamLayout {
     F* param(int i) { return params.data() + param_offsets[i]; }
     F* grad(int i) { return grads.data() + param_offsets[i]; }
 
+    // Learned p of layer l's heads, p = 1 + softplus(theta) (empty without learn_p: the config's p).
+    std::vector<double> layer_p(int l) {
+        std::vector<double> p;
+        for (int h = 0; config.learn_p && h < config.num_heads; h++)
+            p.push_back(learned_p((double)param(P_PTHETA)[l * config.num_heads + h]));
+        return p;
+    }
+
     // GPT-2 initialisation (gpt2_init_params in model/gpt2_config.h)
     void init(uint64_t seed) { gpt2_init_params(params.data(), config, seed); }
 
@@ -168,7 +176,9 @@ template <class F> struct GPT2 : GPT2ParamLayout {
             matmul_forward(qkv, ln1, param(P_QKVW) + (size_t)l * 3 * C * C, param(P_QKVB) + l * 3 * C, (int)BT, C,
                            3 * C);
             rope_forward(qkvr, qkv, B, T, NH, hd, (double)c.rope_base);
-            attention_forward(atty, a.attstats + l * BT * NH * 3, qkvr, B, T, NH, hd, c.attn, (double)c.p);
+            std::vector<double> p_head = layer_p(l);
+            attention_forward(atty, a.attstats + l * BT * NH * 3, qkvr, B, T, NH, hd, c.attn, (double)c.p,
+                              p_head.empty() ? nullptr : p_head.data());
             matmul_forward(attproj, atty, param(P_ATTPROJW) + (size_t)l * C * C, param(P_ATTPROJB) + l * C,
                            (int)BT, C, C);
             residual_forward(residual2, residual, attproj, (int)(BT * C));
@@ -235,7 +245,13 @@ template <class F> struct GPT2 : GPT2ParamLayout {
             residual_backward(dresidual, g.attproj + o1, g.residual2 + o1, (int)(BT * C));
             matmul_backward(g.atty + o1, grad(P_ATTPROJW) + (size_t)l * C * C, grad(P_ATTPROJB) + l * C,
                             g.attproj + o1, a.atty + o1, param(P_ATTPROJW) + (size_t)l * C * C, (int)BT, C, C);
-            attention_backward(g.qkvr + o3, g.atty + o1, a.qkvr + o3, B, T, NH, hd, c.attn, (double)c.p);
+            std::vector<double> p_head = layer_p(l), dp(NH, 0.0);
+            attention_backward(g.qkvr + o3, g.atty + o1, a.qkvr + o3, B, T, NH, hd, c.attn, (double)c.p,
+                               p_head.empty() ? nullptr : p_head.data(), dp.data());
+            for (int h = 0; c.learn_p && h < NH; h++) {  // dL/dtheta = dL/dp sigmoid(theta)
+                F theta = param(P_PTHETA)[l * NH + h];
+                grad(P_PTHETA)[l * NH + h] += F(dp[h] * learned_p_dtheta((double)theta));
+            }
             rope_backward(g.qkv + o3, g.qkvr + o3, B, T, NH, hd, (double)c.rope_base);
             matmul_backward(g.ln1 + o1, grad(P_QKVW) + (size_t)l * 3 * C * C, grad(P_QKVB) + l * 3 * C, g.qkv + o3,
                             a.ln1 + o1, param(P_QKVW) + (size_t)l * 3 * C * C, (int)BT, C, 3 * C);

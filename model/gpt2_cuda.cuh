@@ -47,6 +47,10 @@ inline std::string gpt2_cuda_config_error(const GPT2Config& c) {
     if (!err.empty()) return err;
     char msg[256];
     int hd = c.channels / c.num_heads;
+    if (c.learn_p) {
+        return "config: learn_p = 1 (learned p, -pl 1) is trained on the CPU back end only "
+               "(train_gpt2cpu_*); the CUDA kernels take one p for every head";
+    }
     if (c.channels % 8 != 0) {
         snprintf(msg, sizeof msg, "config: channels = %d must be a multiple of 8 on the CUDA back end "
                                   "(128-bit packs of 8 bf16)", c.channels);

@@ -38,6 +38,7 @@ static void config_to_header(CheckpointHeader& h, const GPT2Config& c) {
     h.attn = (int32_t)c.attn;
     h.p = c.p;
     h.rope_base = c.rope_base;
+    h.learn_p = c.learn_p;
 }
 
 static GPT2Config config_from_header(const CheckpointHeader& h) {
@@ -51,6 +52,7 @@ static GPT2Config config_from_header(const CheckpointHeader& h) {
     c.attn = (AttnKind)h.attn;
     c.p = h.p;
     c.rope_base = h.rope_base;
+    c.learn_p = h.learn_p;
     return c;
 }
 
@@ -340,9 +342,14 @@ std::string checkpoint_config_mismatch(const std::string& path, const GPT2Config
             return msg;
         }
     }
-    if (have.attn == ATTN_LSSAR && have.p != want.p) {
-        snprintf(msg, sizeof msg, "checkpoint %s has LSSAR p = %.9g, this run asks for p = %.9g (the values differ)", path.c_str(), have.p,
-                 want.p);
+    if (have.learn_p != want.learn_p) {
+        snprintf(msg, sizeof msg, "checkpoint %s has %s p, this run asks for %s p (-pl %d)", path.c_str(),
+                 have.learn_p ? "learned" : "fixed", want.learn_p ? "learned" : "fixed", want.learn_p);
+        return msg;
+    }
+    if (attn_reweights(have.attn) && !have.learn_p && have.p != want.p) {
+        snprintf(msg, sizeof msg, "checkpoint %s has %s p = %.9g, this run asks for p = %.9g (the values differ)",
+                 path.c_str(), attn_kind_name(have.attn), have.p, want.p);
         return msg;
     }
     if (have.rope_base != want.rope_base) {

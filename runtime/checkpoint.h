@@ -64,7 +64,8 @@ struct CheckpointHeader {
     TrainState train;
     uint64_t run_seed;          // the run's identity (version 3): its -rs seed
     uint64_t data_fingerprint;  // and its training shards (run_data_fingerprint, runtime/run_dir.h)
-    uint8_t pad1_[CHECKPOINT_HEADER_BYTES - 64 - sizeof(TrainState) - 24];
+    int32_t learn_p;            // 1: the weights end with learned p's theta per (layer, head) (0 in older files)
+    uint8_t pad1_[CHECKPOINT_HEADER_BYTES - 64 - sizeof(TrainState) - 28];
     uint64_t header_checksum;   // checkpoint_checksum of the 1016 bytes before it (version 3)
 };
 static_assert(sizeof(CheckpointHeader) == CHECKPOINT_HEADER_BYTES, "checkpoint header must be 1024 bytes");

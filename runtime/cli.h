@@ -1,10 +1,11 @@
 // What the command lines of the trainer and the evaluation tools share: an error that ends the
-// program, "-flag value" pairs, number flags checked against their range, and the checkpoint of
-// this binary's variant.
+// program, "-flag value" pairs, number flags checked against their range, the checkpoint of this
+// binary's variant, and the re-weighting power to evaluate it at.
 #pragma once
 
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -118,3 +119,47 @@ inline Checkpoint cli_read_checkpoint(const std::string& path, const char* attn_
     if (!mismatch.empty()) cli_fail(mismatch);
     return ck;
 }
+
+// Why -p p_text cannot evaluate a checkpoint of variant kind (empty if it can): P < 1, not a
+// number, or a variant without re-weighting (p is not part of it).
+inline std::string cli_p_override_error(AttnKind kind, const std::string& path, const std::string& p_text,
+                                        double* p) {
+    char* end;
+    *p = strtod(p_text.c_str(), &end);
+    if (p_text.empty() || *end != 0 || !std::isfinite(*p))
+        return "-p " + p_text + ": expected a number >= 1 (the re-weighting power)";
+    if (!attn_reweights(kind))
+        return "-p " + p_text + ": checkpoint " + path + " is " + attn_kind_name(kind) +
+               ", which has no re-weighting: p does not apply (leave -p out)";
+    if (!(*p >= 1))
+        return "-p " + p_text + ": the re-weighting power must be >= 1 (relu(x)^p with p < 1 is not "
+               "differentiable at x = 0)";
+    return "";
+}
+
+// The re-weighting power to evaluate a checkpoint at (-p P): a checkpoint trained at one p may be
+// evaluated at another. An empty p_text keeps the checkpoint's p; bad input ends the program.
+inline void cli_override_p(Checkpoint& ck, const std::string& path, const std::string& p_text) {
+    if (p_text.empty()) return;
+    if (ck.config.learn_p)
+        cli_fail("-p " + p_text + ": checkpoint " + path + " learned its p per layer and head (" +
+                 learned_p_summary(learned_p_values(ck.config, ck.params.data())) + "); leave -p out");
+    double p;
+    std::string err = cli_p_override_error(ck.config.attn, path, p_text, &p);
+    if (!err.empty()) cli_fail(err);
+    if ((float)p != ck.config.p) printf("evaluating at p %g (the checkpoint was trained at p %g)\n", p, ck.config.p);
+    ck.config.p = (float)p;
+}
+
+// The learned p values of a checkpoint, one line per layer (nothing without learn_p).
+inline void cli_print_learned_p(const Checkpoint& ck) {
+    std::vector<double> p = learned_p_values(ck.config, ck.params.data());
+    if (p.empty()) return;
+    printf("learned p (%s), per layer, heads 0..%d:\n", learned_p_summary(p).c_str(), ck.config.num_heads - 1);
+    for (int l = 0; l < ck.config.num_layers; l++) {
+        printf("  layer %2d:", l);
+        for (int h = 0; h < ck.config.num_heads; h++) printf(" %.4g", p[(size_t)l * ck.config.num_heads + h]);
+        printf("\n");
+    }
+}
+

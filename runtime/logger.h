@@ -8,6 +8,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 // x as a JSON number: 9 significant digits (floats round-trip), null if not finite
 inline std::string json_number(double x) {
@@ -35,23 +36,26 @@ struct StepResult {
     std::string skip_reason;
 };
 
-// "step  5/200 | loss ... | norm ... | lr ... | ms | tok/s[ | MFU][ | ETA][ | SKIPPED: why]"
-inline void print_step_line(int step, int max_steps, const StepResult& r, double tok_s, double mfu, double eta_s) {
+// "step  5/200 | loss ... | norm ... | lr ... | ms | tok/s[ | MFU] | ETA[ | extra][ | SKIPPED: why]"
+inline void print_step_line(int step, int max_steps, const StepResult& r, double tok_s, double mfu, double eta_s,
+                            const std::string& extra = "") {
     char mfu_text[32] = "";
     if (mfu > 0) snprintf(mfu_text, sizeof mfu_text, " | MFU %.1f%%", 100.0 * mfu);
-    std::string skipped = r.applied ? "" : " | SKIPPED: " + r.skip_reason;
+    std::string skipped = (extra.empty() ? "" : " | " + extra) + (r.applied ? "" : " | SKIPPED: " + r.skip_reason);
     printf("step %*d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s%s | ETA %s%s\n",
            (int)std::to_string(max_steps).size(), step, max_steps, r.loss, r.norm, r.lr, r.ms, tok_s, mfu_text,
            format_duration(eta_s).c_str(), skipped.c_str());
     fflush(stdout);
 }
 
-// the step's record of log.jsonl
-inline std::string step_record(int step, const StepResult& r, double tok_s) {
+// the step's record of log.jsonl; p_values: the learned p per layer and head, if any
+inline std::string step_record(int step, const StepResult& r, double tok_s, const std::vector<double>& p_values = {}) {
     std::string rec = "{\"step\":" + std::to_string(step) + ",\"loss\":" + json_number(r.loss) +
                       ",\"grad_norm\":" + json_number(r.norm) + ",\"lr\":" + json_number(r.lr) +
                       ",\"ms\":" + json_number(r.ms) + ",\"tokens_per_s\":" + json_number(tok_s);
     if (!r.applied) rec += ",\"skipped\":\"" + r.skip_reason + "\"";
+    for (size_t i = 0; i < p_values.size(); i++) rec += (i ? "," : ",\"p\":[") + json_number(p_values[i]);
+    if (!p_values.empty()) rec += "]";
     return rec + "}";
 }
 

@@ -136,5 +136,6 @@ inline std::string read_init_checkpoint(const std::string& path, const GPT2Confi
     want.attn = asked.attn;
     if (p_given) want.p = asked.p;
     if (rope_given) want.rope_base = asked.rope_base;
+    want.learn_p = asked.learn_p;
     return checkpoint_config_mismatch(path, out->config, want, false);
 }

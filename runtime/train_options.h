@@ -30,6 +30,7 @@ struct TrainOptions {
     long long seed = 1337;                                   // -rs
     float p = 15.0f;                                         // -p
     bool p_given = false;
+    int learn_p = 0;                                         // -pl
     float rope_base = 10000.0f;                              // -rb
     bool rope_given = false;
     int max_skips = 5;                                       // -sk
@@ -44,7 +45,7 @@ inline void train_usage(const char*) {
     TrainOptions d;
     printf(
         "Usage: ./train_gpt2%s_%s [options]\n"
-        "Trains GPT-2 + RoPE with %s attention (fixed at build time: make ... ATTN=<variant>).\n"
+        "Trains GPT-2 + RoPE with %s attention (fixed at build time: make ... ATTN=<variant>; make ATTN=x lists them).\n"
         "Data and output\n"
         "  -i <glob>    training shards (default %s)\n"
         "  -j <glob>    validation shards (default %s; \"\" = none)\n"
@@ -54,7 +55,9 @@ inline void train_usage(const char*) {
         "  -e <model>   a depth descriptor dL[cC][hH][vV] (L layers, C channels = 64L, H heads = C/64,\n"
         "               V vocab = 50257 by default; e.g. d12, d4c256h4), or a checkpoint to start from\n"
         "               (its weights; fresh optimizer and data order) (default %s)\n"
-        "  -p <float>   LSSAR re-weighting power p >= 1 (default %g; ignored by softmax and lssa)\n"
+        "  -p <float>   re-weighting power p >= 1 (default %g; variants with re-weighting only)\n"
+        "  -pl <0|1>    1: learn p per layer and head, p = 1 + softplus(theta) starting at -p (> 1), CPU\n"
+        "               back end; the values are logged and saved in checkpoints (default 0)\n"
         "  -rb <float>  RoPE base (default %g)\n"
         "  -pr <name>   CPU back end's arithmetic: fp32 (the reference, default), bf16 (bf16 matmuls with\n"
         "               fp32 accumulation, fp32 master weights and AdamW, on AMX or AVX512-BF16 through\n"
@@ -153,7 +156,8 @@ inline TrainOptions train_parse_args(int argc, char** argv) {
         else if (flag == "-y") o.resume = (int)cli_parse_int(f, v, 0, 1, "resume");
         else if (flag == "-ow") o.overwrite = (int)cli_parse_int(f, v, 0, 1, "overwrite");
         else if (flag == "-rs") o.seed = cli_parse_int(f, v, 0, (1LL << 62), "seed");
-        else if (flag == "-p") { o.p = cli_parse_float(f, v, 1, 1e6, "LSSAR p"); o.p_given = true; }
+        else if (flag == "-p") { o.p = cli_parse_float(f, v, 1, 1e6, "re-weighting power p"); o.p_given = true; }
+        else if (flag == "-pl") o.learn_p = (int)cli_parse_int(f, v, 0, 1, "learned p");
         else if (flag == "-rb") { o.rope_base = cli_parse_float(f, v, 1.0001, 1e30, "RoPE base"); o.rope_given = true; }
         else if (flag == "-sk") o.max_skips = (int)cli_parse_int(f, v, 1, BIG, "consecutive skips");
         else if (flag == "-sl") o.guard.spike_z = cli_parse_float(f, v, 0, 1e30, "loss spike threshold");
@@ -168,6 +172,14 @@ inline TrainOptions train_parse_args(int argc, char** argv) {
         }
         else cli_fail("unknown flag " + flag + " (-h lists the flags)");
     }
+    if (o.learn_p && !attn_reweights(ATTN_BUILT))
+        cli_fail(std::string("-pl 1: ") + ATTN_NAME + " attention has no re-weighting, so there is no p to learn");
+    if (o.learn_p && !(o.p > 1))
+        cli_fail("-pl 1 with -p " + std::to_string(o.p) + ": learned p = 1 + softplus(theta) starts at -p, which "
+                 "must be > 1 (p = 1 would need theta = -inf)");
+    if (o.p_given && !attn_reweights(ATTN_BUILT))
+        cli_fail(std::string("-p: ") + ATTN_NAME + " attention has no re-weighting, so p does not apply (leave -p "
+                 "out, or build a variant with re-weighting: lssar, softmax_rw, sigmoid_l1_rw, relu_l1_rw)");
     if (o.resume && o.overwrite) cli_fail("-y 1 -ow 1: resume the run in -o, or start over there (removing it), not both");
     if ((o.ckpt_every > 0 || o.resume) && o.out_dir.empty())
         cli_fail(std::string(o.resume ? "-y 1" : "-n " + std::to_string(o.ckpt_every)) +

@@ -1,5 +1,5 @@
 """
-An independent PyTorch implementation of GPT-2 + RoPE with Softmax, LSSA or LSSAR attention,
+An independent PyTorch implementation of GPT-2 + RoPE with every attention variant of the family,
 written to read like nanoGPT's model.py. It is the reference the C++ CPU back end is checked
 against (test/test_pytorch.cpp): it builds a tiny model, runs one forward/backward and a few AdamW
 steps in float64 with autograd, and writes everything to a small binary debug state.
@@ -24,7 +24,6 @@ import torch.nn.functional as F
 
 STATE_MAGIC = 20241129
 STATE_VERSION = 1
-ATTN_KINDS = {"softmax": 0, "lssa": 1, "lssar": 2}
 
 
 def rope(x, base):
@@ -40,30 +39,56 @@ def rope(x, base):
     return torch.stack([y0, y1], dim=-1).flatten(-2)
 
 
+# Each variant: (score, phi, normalisation, re-weighting), as doc/attention.md, section 'Variants' defines them.
+VARIANTS = {
+    "softmax": ("dot", "exp", "l1", False),
+    "lssa": ("cos_len", "softplus", "l1", False),
+    "lssar": ("cos_len", "softplus", "l1", True),
+    "sigmoid": ("dot_logn", "sigmoid", "none", False),
+    "relu": ("dot", "relu", "mean", False),
+    "softmax_rw": ("dot", "exp", "l1", True),
+    "sigmoid_l1_rw": ("cos_len", "sigmoid", "l1", True),
+    "relu_l1_rw": ("cos_len", "relu", "l1", True),
+}
+ATTN_KINDS = {name: i for i, name in enumerate(VARIANTS)}  # the C++ AttnKind numbers
+
+
+def safe_divide(a, b):
+    """a / b where b > 0, else 0 (a degenerate row: all weights 0, no gradient)"""
+    ok = b > 0
+    return torch.where(ok, a / torch.where(ok, b, torch.ones_like(b)), torch.zeros_like(a))
+
+
 def causal_attention_weights(q, k, kind, p):
-    """Attention weights (B, NH, T, T) of the three variants; zero above the diagonal."""
+    """Attention weights (B, NH, T, T) of a variant; zero above the diagonal."""
+    score, phi, norm, reweight = VARIANTS[kind]
     T, hd = q.size(-2), q.size(-1)
     mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
-    if kind == "softmax":
-        att = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
-        return F.softmax(att.masked_fill(~mask, float("-inf")), dim=-1)
-    # LSSA: cosine scores scaled by log(hd) * log(n_t), softplus, l1-normalised over visible keys
-    eps = 1e-12
-    qh = q / q.norm(dim=-1, keepdim=True).clamp_min(eps)
-    kh = k / k.norm(dim=-1, keepdim=True).clamp_min(eps)
-    n = torch.arange(1, T + 1, dtype=q.dtype)  # visible tokens of each row
-    lam = math.log(hd) * torch.log(n)
-    s = lam[:, None] * (qh @ kh.transpose(-2, -1))
-    a = (-F.logsigmoid(-s)) * mask  # exact softplus (no threshold)
-    A = a / a.sum(dim=-1, keepdim=True)
-    if kind == "lssa":
-        return A
-    # LSSAR: re-weight with relu(n A - o)^p, o = 0 on the first three rows, then l1-normalise
-    o = (torch.arange(T) >= 3).to(q.dtype)
-    x = n[:, None] * A - o[:, None]
-    r = torch.relu(x).pow(p) * mask
-    S2 = r.sum(dim=-1, keepdim=True)
-    return torch.where(S2 > 0, r / torch.where(S2 > 0, S2, torch.ones_like(S2)), torch.zeros_like(r))
+    n = torch.arange(1, T + 1, dtype=q.dtype)[:, None]  # visible tokens of each row
+    if score == "cos_len":  # LSSA: cosine scores scaled by log(hd) * log(n_t)
+        eps = 1e-12
+        qh = q / q.norm(dim=-1, keepdim=True).clamp_min(eps)
+        kh = k / k.norm(dim=-1, keepdim=True).clamp_min(eps)
+        s = math.log(hd) * torch.log(n) * (qh @ kh.transpose(-2, -1))
+    else:
+        s = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
+        if score == "dot_logn":  # the sigmoid attention's bias -log(n_t)
+            s = s - torch.log(n)
+    if phi == "exp":
+        a = F.softmax(s.masked_fill(~mask, float("-inf")), dim=-1)  # exp, l1 in one step
+    else:
+        a = {"softplus": lambda s: -F.logsigmoid(-s),  # exact softplus (no threshold)
+             "sigmoid": torch.sigmoid, "relu": torch.relu}[phi](s) * mask
+        if norm == "l1":
+            a = safe_divide(a, a.sum(dim=-1, keepdim=True))
+        elif norm == "mean":
+            a = a / n
+    if not reweight:
+        return a
+    # re-weight with relu(n A - o)^p, o = 0 on the first three rows, then l1-normalise
+    o = (torch.arange(T) >= 3).to(q.dtype)[:, None]
+    r = torch.relu(n * a - o).pow(p) * mask
+    return safe_divide(r, r.sum(dim=-1, keepdim=True))
 
 
 class CausalSelfAttention(nn.Module):

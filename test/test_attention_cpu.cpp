@@ -1,12 +1,13 @@
-// The CPU reference attention (float64) in all three variants against finite differences,
-// the edge cases (doc/attention.md, section 'Edge cases'), and LSSAR's stable evaluation at long
-// length in float32.
+// The CPU reference attention (float64) in every variant of the family against finite
+// differences, each variant's edge cases (doc/attention.md, section 'Edge cases'), the learned
+// p's gradient, and LSSAR's stable evaluation at long length in float32.
 // Gradient tolerance: relative error < 1e-6 per element (see test_layers_cpu.cpp and gradcheck.h).
 #include <doctest/doctest.h>
 
 #include <limits>
 
 #include "attention/attention_cpu.h"
+#include "runtime/cli.h"
 #include "test/gradcheck.h"
 #include "test/lssar_kink.h"
 
@@ -38,37 +39,78 @@ static void check_attention_gradient(std::vector<double>& qkv, const AttnShape& 
     CHECK(r.max_rel_err < TOL);
 }
 
-TEST_CASE("attention gradients match finite differences: every variant, p in {1, 3, 15}") {
-    AttnShape s{2, 9, 2, 8};
-    Rng rng(11);
-    auto qkv = random_vector(s.qkv_size(), rng);
-    REQUIRE(min_abs_x(qkv.data(), s.B, s.T, s.NH, s.hd) > 1e-3);
-    check_attention_gradient(qkv, s, ATTN_SOFTMAX, 0, 100);
-    check_attention_gradient(qkv, s, ATTN_LSSA, 0, 101);
-    for (double p : {1.0, 3.0, 15.0}) check_attention_gradient(qkv, s, ATTN_LSSAR, p, 102);
-    check_attention_gradient(qkv, s, ATTN_LSSAR, 2.5, 103);  // non-integer p takes the pow() path
+static const AttnKind ALL_KINDS[] = {ATTN_SOFTMAX, ATTN_LSSA, ATTN_LSSAR, ATTN_SIGMOID,
+                                      ATTN_RELU, ATTN_SOFTMAX_RW, ATTN_SIGMOID_L1_RW, ATTN_RELU_L1_RW};
+static_assert(sizeof(ALL_KINDS) / sizeof(ALL_KINDS[0]) == ATTN_NUM_KINDS, "every variant is tested");
+
+// The powers each variant is checked at: the re-weighting at 1, 3, 15 and a non-integer p
+// (the pow() path); the others have no p.
+static std::vector<double> test_powers(AttnKind kind) {
+    return attn_reweights(kind) ? std::vector<double>{1.0, 3.0, 15.0, 2.5} : std::vector<double>{0.0};
 }
 
-TEST_CASE("row 0 attends only to itself; rows 0-2 clip nothing") {
+static std::vector<double> outputs(const std::vector<double>& qkv, const AttnShape& s, AttnKind kind, double p,
+                                   std::vector<double>* stats = nullptr) {
+    std::vector<double> out(s.out_size());
+    if (stats) stats->assign((size_t)s.B * s.NH * s.T * 3, 0.0);
+    attention_forward(out.data(), stats ? stats->data() : nullptr, qkv.data(), s.B, s.T, s.NH, s.hd, kind, p);
+    return out;
+}
+
+static std::vector<double> gradient(const std::vector<double>& qkv, const std::vector<double>& dout,
+                                    const AttnShape& s, AttnKind kind, double p) {
+    std::vector<double> dqkv(s.qkv_size(), 0.0);
+    attention_backward(dqkv.data(), dout.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, p);
+    return dqkv;
+}
+
+TEST_CASE("attention gradients match finite differences: every variant, p in {1, 3, 15, 2.5}") {
+    AttnShape s{2, 9, 2, 8};
+    for (AttnKind kind : ALL_KINDS) {
+        INFO(std::string(attn_kind_name(kind)));
+        // the first seed whose input keeps 1e-3 from every kink (|s| for relu, |x| for rw)
+        std::vector<double> qkv;
+        for (uint64_t seed = 11; seed < 31; seed++) {
+            Rng rng(seed);
+            qkv = random_vector(s.qkv_size(), rng);
+            if (attn_kink_distance(qkv.data(), s.B, s.T, s.NH, s.hd, kind) > 1e-3) break;
+        }
+        REQUIRE(attn_kink_distance(qkv.data(), s.B, s.T, s.NH, s.hd, kind) > 1e-3);
+        for (double p : test_powers(kind)) check_attention_gradient(qkv, s, kind, p, 100 + kind);
+    }
+}
+
+TEST_CASE("row 0 sees only itself: l1 variants copy v_0, sigmoid and relu scale it by phi(s_00)") {
     AttnShape s{1, 6, 1, 8};
     Rng rng(12);
     auto qkv = random_vector(s.qkv_size(), rng);
-    std::vector<double> out(s.out_size()), stats((size_t)s.T * 3);
-    for (AttnKind kind : {ATTN_SOFTMAX, ATTN_LSSA, ATTN_LSSAR}) {
-        attention_forward(out.data(), stats.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, 15.0);
-        for (int i = 0; i < s.hd; i++) CHECK(out[i] == doctest::Approx(qkv[s.at(0, 0, 2, 0) + i]).epsilon(1e-15));
+    double qk = 0;
+    for (int i = 0; i < s.hd; i++) qk += qkv[s.at(0, 0, 0, 0) + i] * qkv[s.at(0, 0, 1, 0) + i];
+    double s00 = qk / std::sqrt((double)s.hd);  // n_0 = 1: ln(n_0) = 0, no bias, no 1/n
+    for (AttnKind kind : ALL_KINDS) {
+        INFO(std::string(attn_kind_name(kind)));
+        auto out = outputs(qkv, s, kind, 15.0);
+        AttnPhi phi = attn_variant(kind).phi;
+        // relu_l1_rw: lam_0 = 0, so s_00 = 0 and relu(0) = 0: row 0 is always degenerate (W = 0)
+        double w = kind == ATTN_RELU_L1_RW                  ? 0.0
+                   : attn_variant(kind).norm == ATTN_NORM_L1 ? 1.0
+                   : phi == ATTN_PHI_SIGMOID             ? 1.0 / (1.0 + std::exp(-s00))
+                                                         : std::max(s00, 0.0);
+        for (int i = 0; i < s.hd; i++) CHECK(out[i] == doctest::Approx(w * qkv[s.at(0, 0, 2, 0) + i]).epsilon(1e-14));
     }
-    // rows 0..2 have o_t = 0, so x = n A > 0 for every key: every weight is positive
-    std::vector<double> qe, ke, qn, kn, w(s.T), sc(s.T), a(s.T);
-    attention_prepare(qe, ke, qn, kn, qkv.data(), s.B, s.T, s.NH, s.hd, ATTN_LSSAR);
-    for (int t = 0; t < 3; t++) {
-        double st[3];
-        CHECK(attention_row_weights(w.data(), sc.data(), a.data(), st, &qe[t * s.hd], ke.data(), t, s.hd, ATTN_LSSAR, 15.0));
-        for (int j = 0; j <= t; j++) CHECK(w[j] > 0);
+    // rows 0..2 have o_t = 0, so x = n A > 0 for every key with phi > 0: every weight is positive
+    for (AttnKind kind : {ATTN_LSSAR, ATTN_SOFTMAX_RW, ATTN_SIGMOID_L1_RW}) {
+        std::vector<double> qe, ke, qn, kn, w(s.T), sc(s.T), a(s.T);
+        attention_prepare(qe, ke, qn, kn, qkv.data(), s.B, s.T, s.NH, s.hd, kind);
+        for (int t = 0; t < 3; t++) {
+            double st[3];
+            CHECK(attention_row_weights(w.data(), sc.data(), a.data(), st, &qe[t * s.hd], ke.data(), t, s.hd, kind, 15.0));
+            for (int j = 0; j <= t; j++) CHECK(w[j] > 0);
+        }
     }
 }
 
-TEST_CASE("one-hot LSSAR row: output is the one value, and the row passes no gradient") {
+TEST_CASE("one-hot re-weighted rows: output is the one value, and the row passes no gradient") {
     // row t = 5 (n = 6): key 2 points along q, the others against it, so only x_52 > 0
     AttnShape s{1, 8, 1, 8};
     Rng rng(13);
@@ -79,81 +121,160 @@ TEST_CASE("one-hot LSSAR row: output is the one value, and the row passes no gra
         qkv[s.at(0, t, 0, 0) + i] = 2.0 * d;
         for (int j = 0; j <= t; j++) qkv[s.at(0, j, 1, 0) + i] = (j == 2 ? 3.0 : -1.5) * d + (i == 1 ? 0.01 * j : 0.0);
     }
-    REQUIRE(min_abs_x(qkv.data(), s.B, s.T, s.NH, s.hd) > 1e-3);
-    std::vector<double> out(s.out_size());
-    attention_forward(out.data(), (double*)nullptr, qkv.data(), s.B, s.T, s.NH, s.hd, ATTN_LSSAR, 15.0);
-    for (int i = 0; i < s.hd; i++) CHECK(out[(size_t)t * s.hd + i] == doctest::Approx(qkv[s.at(0, 2, 2, 0) + i]).epsilon(1e-15));
-    // the gradient through the one-hot row: dq_5 must be exactly zero (W is locally constant)
-    std::vector<double> dout(s.out_size(), 0.0), dqkv(s.qkv_size(), 0.0);
-    for (int i = 0; i < s.hd; i++) dout[(size_t)t * s.hd + i] = 1.0 + i;
-    attention_backward(dqkv.data(), dout.data(), qkv.data(), s.B, s.T, s.NH, s.hd, ATTN_LSSAR, 15.0);
-    for (int i = 0; i < s.hd; i++) CHECK(dqkv[s.at(0, t, 0, 0) + i] == 0.0);
-    for (double p : {1.0, 3.0, 15.0}) check_attention_gradient(qkv, s, ATTN_LSSAR, p, 104);
+    for (AttnKind kind : {ATTN_LSSAR, ATTN_SOFTMAX_RW, ATTN_SIGMOID_L1_RW, ATTN_RELU_L1_RW}) {
+        INFO(std::string(attn_kind_name(kind)));
+        REQUIRE(attn_kink_distance(qkv.data(), s.B, s.T, s.NH, s.hd, kind) > 1e-3);
+        auto out = outputs(qkv, s, kind, 15.0);
+        for (int i = 0; i < s.hd; i++) CHECK(out[(size_t)t * s.hd + i] == doctest::Approx(qkv[s.at(0, 2, 2, 0) + i]).epsilon(1e-15));
+        // the gradient through the one-hot row: dq_5 must be exactly zero (W is locally constant)
+        std::vector<double> dout(s.out_size(), 0.0);
+        for (int i = 0; i < s.hd; i++) dout[(size_t)t * s.hd + i] = 1.0 + i;
+        auto dqkv = gradient(qkv, dout, s, kind, 15.0);
+        for (int i = 0; i < s.hd; i++) CHECK(dqkv[s.at(0, t, 0, 0) + i] == 0.0);
+        for (double p : {1.0, 3.0, 15.0}) check_attention_gradient(qkv, s, kind, p, 104);
+    }
 }
 
-TEST_CASE("degenerate zero-query LSSAR row: y = 0 and no gradient, never 0/0") {
-    // q_3 = 0: every score of row 3 is 0, A is exactly uniform (n = 4: S1 = 4 softplus(0) exactly),
-    // x = 4 * (1/4) - 1 = 0 for every key: W = 0.
+TEST_CASE("tied keys: equal weights, gradients still match") {
+    AttnShape s{1, 8, 1, 8};
+    Rng rng(17);
+    auto qkv = random_vector(s.qkv_size(), rng);
+    for (int i = 0; i < s.hd; i++) qkv[s.at(0, 4, 1, 0) + i] = qkv[s.at(0, 2, 1, 0) + i];  // k_4 = k_2
+    for (AttnKind kind : ALL_KINDS) {
+        INFO(std::string(attn_kind_name(kind)));
+        REQUIRE(attn_kink_distance(qkv.data(), s.B, s.T, s.NH, s.hd, kind) > 1e-3);
+        std::vector<double> qe, ke, qn, kn, w(s.T), sc(s.T), a(s.T);
+        attention_prepare(qe, ke, qn, kn, qkv.data(), s.B, s.T, s.NH, s.hd, kind);
+        double st[3];
+        attention_row_weights(w.data(), sc.data(), a.data(), st, &qe[6 * s.hd], ke.data(), 6, s.hd, kind, 3.0);
+        CHECK(w[2] == w[4]);
+        for (double p : test_powers(kind)) check_attention_gradient(qkv, s, kind, p, 107);
+    }
+}
+
+TEST_CASE("degenerate zero-query rows: y = 0 and no gradient, never 0/0") {
+    // q_3 = 0: every score of row 3 is equal (0, or -ln 4 for sigmoid), A is exactly uniform
+    // (n = 4) and x = 4 * (1/4) - 1 = 0 for every key: W = 0 under re-weighting. For relu every
+    // phi is 0 (relu_l1_rw: S1 = 0, degenerate; relu: y = 0).
     AttnShape s{1, 7, 1, 8};
     Rng rng(14);
     auto qkv = random_vector(s.qkv_size(), rng);
     int t = 3;
     for (int i = 0; i < s.hd; i++) qkv[s.at(0, t, 0, 0) + i] = 0.0;
-    REQUIRE(min_abs_x(qkv.data(), s.B, s.T, s.NH, s.hd) > 1e-3);
-    std::vector<double> out(s.out_size()), stats((size_t)s.T * 3);
-    attention_forward(out.data(), stats.data(), qkv.data(), s.B, s.T, s.NH, s.hd, ATTN_LSSAR, 15.0);
-    CHECK(stats[t * 3 + 1] <= 0.0);  // m <= 0
-    for (int i = 0; i < s.hd; i++) CHECK(out[(size_t)t * s.hd + i] == 0.0);
-    std::vector<double> dout(s.out_size(), 1.0), dqkv(s.qkv_size(), 0.0);
-    attention_backward(dqkv.data(), dout.data(), qkv.data(), s.B, s.T, s.NH, s.hd, ATTN_LSSAR, 15.0);
-    for (double g : dqkv) CHECK(std::isfinite(g));
-    for (int i = 0; i < s.hd; i++) CHECK(dqkv[s.at(0, t, 0, 0) + i] == 0.0);
-    // every other element against finite differences; q_3 itself is skipped: at q = 0 the
-    // normalisation q / max(|q|, eps) jumps, so a difference quotient there has no meaning.
-    size_t q3 = s.at(0, t, 0, 0);
-    for (double p : {1.0, 3.0, 15.0})
-        check_attention_gradient(qkv, s, ATTN_LSSAR, p, 105, [&](size_t i) { return i >= q3 && i < q3 + s.hd; });
+    for (AttnKind kind : ALL_KINDS) {
+        INFO(std::string(attn_kind_name(kind)));
+        REQUIRE(attn_kink_distance(qkv.data(), s.B, s.T, s.NH, s.hd, kind) > 1e-3);
+        std::vector<double> stats;
+        auto out = outputs(qkv, s, kind, 15.0, &stats);
+        bool zero_row = attn_reweights(kind) || attn_variant(kind).phi == ATTN_PHI_RELU;
+        if (attn_reweights(kind)) CHECK(stats[t * 3 + 2] == 0.0);  // Z = 0 marks the row
+        if (zero_row)
+            for (int i = 0; i < s.hd; i++) CHECK(out[(size_t)t * s.hd + i] == 0.0);
+        std::vector<double> dout(s.out_size(), 1.0);
+        auto dqkv = gradient(qkv, dout, s, kind, 15.0);
+        for (double g : dqkv) CHECK(std::isfinite(g));
+        if (zero_row)
+            for (int i = 0; i < s.hd; i++) CHECK(dqkv[s.at(0, t, 0, 0) + i] == 0.0);
+        // every other element against finite differences; q_3 itself is skipped: at q = 0 the
+        // normalisation q / max(|q|, eps) jumps, and the re-weighting's and relu's kinks meet
+        // there (x = 0, s = 0), so a difference quotient has no meaning.
+        size_t q3 = s.at(0, t, 0, 0);
+        for (double p : test_powers(kind)) {
+            if (p == 2.5) continue;
+            check_attention_gradient(qkv, s, kind, p, 105, [&](size_t i) { return i >= q3 && i < q3 + s.hd; });
+        }
+    }
 }
 
-TEST_CASE("zero queries on long rows are degenerate, whatever the rounding of S1") {
-    // n A - 1 is not exactly 0 in floating point once S1 sums many equal terms: the row must still
-    // come out as W = 0 (equal scores decide), in float64 and in float32.
-    AttnShape s{1, 300, 1, 16};
-    Rng rng(16);
+TEST_CASE("relu rows with no positive score: relu gives y = 0, relu_l1_rw is degenerate; no gradient") {
+    // q_5 points against every key of its row: all scores < 0, phi = 0 on the whole row
+    AttnShape s{1, 8, 1, 8};
+    Rng rng(18);
     auto qkv = random_vector(s.qkv_size(), rng);
-    for (int t = 3; t < s.T; t += 2)
-        for (int i = 0; i < s.hd; i++) qkv[s.at(0, t, 0, 0) + i] = 0.0;
-    std::vector<double> out(s.out_size());
-    attention_forward(out.data(), (double*)nullptr, qkv.data(), s.B, s.T, s.NH, s.hd, ATTN_LSSAR, 15.0);
-    std::vector<float> qkv32(qkv.begin(), qkv.end()), out32(s.out_size());
-    attention_forward(out32.data(), (float*)nullptr, qkv32.data(), s.B, s.T, s.NH, s.hd, ATTN_LSSAR, 15.0);
-    int nonzero = 0;
-    for (int t = 3; t < s.T; t += 2)
-        for (int i = 0; i < s.hd; i++) nonzero += out[(size_t)t * s.hd + i] != 0.0 || out32[(size_t)t * s.hd + i] != 0.0f;
-    CHECK(nonzero == 0);
+    int t = 5;
+    for (int j = 0; j <= t; j++)
+        for (int i = 0; i < s.hd; i++) qkv[s.at(0, j, 1, 0) + i] = (i == 0 ? 2.0 : 0.0) + 0.2 * qkv[s.at(0, j, 1, 0) + i];
+    for (int i = 0; i < s.hd; i++) qkv[s.at(0, t, 0, 0) + i] = i == 0 ? -1.5 : 0.1 * i;
+    for (AttnKind kind : {ATTN_RELU, ATTN_RELU_L1_RW}) {
+        INFO(std::string(attn_kind_name(kind)));
+        REQUIRE(attn_kink_distance(qkv.data(), s.B, s.T, s.NH, s.hd, kind) > 1e-3);
+        std::vector<double> stats;
+        auto out = outputs(qkv, s, kind, 3.0, &stats);
+        for (int i = 0; i < s.hd; i++) CHECK(out[(size_t)t * s.hd + i] == 0.0);
+        if (kind == ATTN_RELU_L1_RW) CHECK(stats[t * 3 + 0] == 0.0);  // S1 = 0
+        std::vector<double> dout(s.out_size(), 1.0);
+        auto dqkv = gradient(qkv, dout, s, kind, 3.0);
+        for (int i = 0; i < s.hd; i++) CHECK(dqkv[s.at(0, t, 0, 0) + i] == 0.0);
+        for (double p : test_powers(kind)) check_attention_gradient(qkv, s, kind, p, 108);
+    }
+}
+
+TEST_CASE("sigmoid saturation: huge dot scores stay finite in float32, gradients match in float64") {
+    AttnShape s{1, 7, 2, 8};
+    Rng rng(19);
+    auto qkv = random_vector(s.qkv_size(), rng);
+    for (int i = 0; i < s.hd; i++) {
+        qkv[s.at(0, 4, 0, 0) + i] *= 30.0;  // |s| ~ 100: sigmoid is 1 - 1e-44 or 1e-44
+        qkv[s.at(0, 6, 0, 1) + i] *= 8.0;   // |s| ~ 20: saturated, but sigma' still resolves in float64
+    }
+    REQUIRE(attn_kink_distance(qkv.data(), s.B, s.T, s.NH, s.hd, ATTN_SIGMOID) > 1e-3);
+    check_attention_gradient(qkv, s, ATTN_SIGMOID, 0.0, 109);
+    std::vector<float> qkv32(qkv.begin(), qkv.end()), out32(s.out_size()), dout32(s.out_size(), 1.0f),
+        dqkv32(s.qkv_size(), 0.0f);
+    attention_forward(out32.data(), (float*)nullptr, qkv32.data(), s.B, s.T, s.NH, s.hd, ATTN_SIGMOID, 0.0);
+    attention_backward(dqkv32.data(), dout32.data(), qkv32.data(), s.B, s.T, s.NH, s.hd, ATTN_SIGMOID, 0.0);
+    for (float y : out32) CHECK(std::isfinite(y));
+    for (float g : dqkv32) CHECK(std::isfinite(g));
 }
 
 TEST_CASE("huge and tiny q/k norms: cosine is scale-free, gradients still match") {
     AttnShape s{1, 7, 2, 8};
     Rng rng(15);
     auto qkv = random_vector(s.qkv_size(), rng);
-    REQUIRE(min_abs_x(qkv.data(), s.B, s.T, s.NH, s.hd) > 1e-3);
-    std::vector<double> ref(s.out_size()), out(s.out_size());
-    attention_forward(ref.data(), (double*)nullptr, qkv.data(), s.B, s.T, s.NH, s.hd, ATTN_LSSAR, 15.0);
+    std::vector<AttnKind> cos_kinds;
+    for (AttnKind kind : ALL_KINDS)
+        if (attn_variant(kind).score == ATTN_SCORE_COS_LEN) cos_kinds.push_back(kind);
+    std::vector<std::vector<double>> ref;
+    for (AttnKind kind : cos_kinds) ref.push_back(outputs(qkv, s, kind, 15.0));
     for (int i = 0; i < s.hd; i++) {
         qkv[s.at(0, 4, 0, 0) + i] *= 1e6;   // huge query
         qkv[s.at(0, 2, 1, 0) + i] *= 1e-6;  // tiny key
         qkv[s.at(0, 5, 1, 1) + i] *= 1e8;   // huge key
         qkv[s.at(0, 6, 0, 1) + i] *= 1e-9;  // tiny query
     }
-    for (AttnKind kind : {ATTN_LSSA, ATTN_LSSAR}) {
-        attention_forward(out.data(), (double*)nullptr, qkv.data(), s.B, s.T, s.NH, s.hd, kind, 15.0);
-        if (kind == ATTN_LSSAR)
-            for (size_t i = 0; i < out.size(); i++) CHECK(out[i] == doctest::Approx(ref[i]).epsilon(1e-12));
-        for (double p : {1.0, 3.0, 15.0}) {
-            check_attention_gradient(qkv, s, kind, p, 106);
-            if (kind == ATTN_LSSA) break;
-        }
+    for (size_t c = 0; c < cos_kinds.size(); c++) {
+        AttnKind kind = cos_kinds[c];
+        INFO(std::string(attn_kind_name(kind)));
+        REQUIRE(attn_kink_distance(qkv.data(), s.B, s.T, s.NH, s.hd, kind) > 1e-3);
+        auto out = outputs(qkv, s, kind, 15.0);
+        for (size_t i = 0; i < out.size(); i++) CHECK(out[i] == doctest::Approx(ref[c][i]).epsilon(1e-12));
+        for (double p : test_powers(kind)) check_attention_gradient(qkv, s, kind, p, 106);
+    }
+}
+
+TEST_CASE("learned p: dL/dp of every head matches finite differences") {
+    // p per head (2.5 and 7: the pow() path and the integer path); L = sum(out * R)
+    AttnShape s{2, 9, 2, 8};
+    Rng rng(20);
+    auto qkv = random_vector(s.qkv_size(), rng);
+    auto R = random_vector(s.out_size(), rng);
+    for (AttnKind kind : {ATTN_LSSAR, ATTN_SOFTMAX_RW, ATTN_SIGMOID_L1_RW, ATTN_RELU_L1_RW}) {
+        INFO(std::string(attn_kind_name(kind)));
+        std::vector<double> p_head{2.5, 7.0}, dp(2, 0.0), dqkv(s.qkv_size(), 0.0), out(s.out_size());
+        attention_backward(dqkv.data(), R.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, 0.0, p_head.data(), dp.data());
+        auto f = [&] {
+            attention_forward(out.data(), (double*)nullptr, qkv.data(), s.B, s.T, s.NH, s.hd, kind, 0.0, p_head.data());
+            return weighted_sum(out.data(), R.data(), out.size());
+        };
+        GradCheckResult r = check_gradient(f, p_head.data(), dp.data(), 2, STEP);
+        INFO(describe(r));
+        CHECK(r.max_rel_err < TOL);
+        CHECK(std::fabs(dp[0]) > 1e-3);  // the check has something to compare
+        // a per-head p equal to the shared p gives the shared p's gradient of qkv
+        std::vector<double> same{3.0, 3.0}, dqkv_shared(s.qkv_size(), 0.0), dqkv_head(s.qkv_size(), 0.0);
+        attention_backward(dqkv_shared.data(), R.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, 3.0);
+        attention_backward(dqkv_head.data(), R.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, 0.0, same.data());
+        CHECK(dqkv_shared == dqkv_head);
     }
 }
 
@@ -309,4 +430,20 @@ TEST_CASE("LSSAR at T=4096 in float32, nearly identical keys: stable form matche
     naive_lssar_broken_rows(qkv32, in.T, in.hd, 15.0, &overflow, &underflow);
     MESSAGE("naive float32 relu(x)^15: " << underflow << " of " << in.T - 3 << " rows underflow to 0/0");
     CHECK(underflow > in.T / 2);
+}
+
+TEST_CASE("evaluating at another p: refused below 1 and for variants without re-weighting") {
+    double p;
+    CHECK(cli_p_override_error(ATTN_LSSAR, "c.bin", "3", &p).empty());
+    CHECK(p == 3.0);
+    CHECK(cli_p_override_error(ATTN_RELU_L1_RW, "c.bin", "15", &p).empty());
+    std::string low = cli_p_override_error(ATTN_LSSAR, "c.bin", "0.5", &p);
+    CHECK(low.find("-p 0.5") != std::string::npos);
+    CHECK(low.find(">= 1") != std::string::npos);
+    std::string none = cli_p_override_error(ATTN_SOFTMAX, "c.bin", "3", &p);
+    CHECK(none.find("c.bin") != std::string::npos);
+    CHECK(none.find("softmax") != std::string::npos);
+    CHECK(none.find("no re-weighting") != std::string::npos);
+    CHECK(cli_p_override_error(ATTN_SIGMOID, "c.bin", "3", &p).find("no re-weighting") != std::string::npos);
+    CHECK(cli_p_override_error(ATTN_LSSAR, "c.bin", "x", &p).find("expected a number") != std::string::npos);
 }

@@ -1,5 +1,5 @@
 // The attention kernels (attention/attention.cuh) against the CPU reference (attention/attention_cpu.h,
-// float64), for Softmax, LSSA and LSSAR: forward output and stats, dq, dk, dv.
+// float64), for every variant of the family: forward output and stats, dq, dk, dv.
 // Built twice from this file: with g++ on the SIMT emulator (make test) and with nvcc (make cuda,
 // run on a GPU by scripts/gpu_check_attention.sh).
 //
@@ -11,12 +11,14 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
 #include "attention/attention.cuh"
+#include "attention/attention_cpu.h"
 
 namespace {
 
@@ -175,25 +177,30 @@ Reference run_reference(const Problem& pr, AttnKind kind, double p) {
 struct TermScales { std::vector<double> out, dq, dk, dv; };  // (B, T, NH) each
 
 // g_j (above) for one row t: w, s, a, stats from attention_row_weights; dwm_j = sum_i |dy_i v_ji|.
+template <AttnKind K>
 void ds_magnitudes(double* g, const double* dwm, const double* w, const double* s, const double* a,
-                   const double stats[3], int t, AttnKind kind, double p) {
-    double Dm = 0;  // |D| <= sum_j W_j dwm_j (D = dy . y, y = sum_j W_j v_j)
+                   const double stats[3], int t, double p) {
+    constexpr AttnVariant V = attn_variant(K);
+    double Dm = 0;  // |D2| <= sum_j W_j dwm_j (D2 = dy . y, y = sum_j W_j v_j)
     for (int j = 0; j <= t; j++) Dm += w[j] * dwm[j];
-    if (kind == ATTN_SOFTMAX) {
-        for (int j = 0; j <= t; j++) g[j] = w[j] * (dwm[j] + Dm);
-        return;
-    }
-    double S1 = stats[0], n = t + 1, o = lssar_bias(t);
+    double S1 = 0, n = t + 1, o = lssar_bias(t);
+    for (int j = 0; j <= t; j++) S1 += a[j];
+    if (V.norm != ATTN_NORM_L1) S1 = 1;
     std::vector<double> dAm(t + 1);
     for (int j = 0; j <= t; j++) {
-        if (kind == ATTN_LSSA) { dAm[j] = dwm[j]; continue; }
-        double m = stats[1], Z = stats[2], x = n * (a[j] / S1) - o;
+        if (!V.reweight) { dAm[j] = dwm[j]; continue; }
+        double m = stats[1], Z = stats[2], x = n * attn_normed<V.norm>(a[j], S1, n) - o;
         bool live = m > 0 && Z > 0 && x > 0;
         dAm[j] = live ? n * p * pow_p(x / m, p - 1) * (dwm[j] + Dm) / (m * Z) : 0.0;
     }
-    double D1m = 0;
-    for (int j = 0; j <= t; j++) D1m += (a[j] / S1) * dAm[j];
-    for (int j = 0; j <= t; j++) g[j] = sigmoid_stable(s[j]) * (dAm[j] + D1m) / S1;
+    if (V.norm == ATTN_NORM_L1) {
+        if (S1 == 0) { std::fill(g, g + t + 1, 0.0); return; }  // degenerate (relu)
+        double D1m = 0;
+        for (int j = 0; j <= t; j++) D1m += (a[j] / S1) * dAm[j];
+        for (int j = 0; j <= t; j++) g[j] = attn_dphi<V.phi>(s[j], a[j]) * (dAm[j] + D1m) / S1;
+    } else {
+        for (int j = 0; j <= t; j++) g[j] = attn_normed<V.norm>(attn_dphi<V.phi>(s[j], a[j]), 1.0, n) * dAm[j];
+    }
 }
 
 TermScales term_scales(const Problem& pr, AttnKind kind, double p) {
@@ -206,7 +213,8 @@ TermScales term_scales(const Problem& pr, AttnKind kind, double p) {
                   std::vector<double>(rows, 0.0)};
     auto maxabs = [&](const double* x) { double m = 0; for (int i = 0; i < hd; i++) m = std::max(m, std::fabs(x[i])); return m; };
     auto maxabs_f = [&](const float* x) { double m = 0; for (int i = 0; i < hd; i++) m = std::max(m, (double)std::fabs(x[i])); return m; };
-    auto norm_of = [&](double n) { return kind == ATTN_SOFTMAX ? 1.0 : std::max(n, LSSA_NORM_EPS); };
+    bool cos_len = attn_variant(kind).score == ATTN_SCORE_COS_LEN;
+    auto norm_of = [&](double n) { return cos_len ? std::max(n, LSSA_NORM_EPS) : 1.0; };
     std::vector<double> w(T), s(T), a(T), dwm(T), ds(T);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
@@ -224,8 +232,11 @@ TermScales term_scales(const Problem& pr, AttnKind kind, double p) {
                     for (int i = 0; i < hd; i++) d += std::fabs((double)dy[i] * v[i]);
                     dwm[j] = d;
                 }
-                ds_magnitudes(ds.data(), dwm.data(), w.data(), s.data(), a.data(), stats, t, kind, p);
-                double c = kind == ATTN_SOFTMAX ? 1.0 / std::sqrt((double)hd) : lssa_scale<double>(t, hd);
+                double c = 0;
+                attn_dispatch(kind, [&](auto k) {
+                    ds_magnitudes<decltype(k)::value>(ds.data(), dwm.data(), w.data(), s.data(), a.data(), stats, t, p);
+                    c = attn_score_scale<decltype(k)::value, double>(t, hd);
+                });
                 double dymax = maxabs_f(dy), qemax = maxabs(qe_t), inv_qn = 1.0 / norm_of(qn[head * T + t]);
                 for (int j = 0; j <= t; j++) {
                     const float* v = &pr.qkv[((size_t)(b * T + j) * 3 + 2) * C + h * hd];
@@ -241,7 +252,8 @@ TermScales term_scales(const Problem& pr, AttnKind kind, double p) {
 
 // Largest |gpu - ref| over a (B, T, [3,] NH, hd) tensor divided by the term scale of its row
 // (per_row) or by the largest term scale of the tensor (otherwise).
-// Where that scale is 0 (a one-key softmax row: dq = dk = 0 from no terms), abs_on_zero holds |gpu - ref|.
+// Where that scale is 0 (a one-key softmax row: dq = dk = 0 from no terms) or below FLT_MIN,
+// abs_on_zero holds |gpu - ref|.
 struct Err { double rel = 0, abs_on_zero = 0; bool finite = true; };
 Err compare(const std::vector<float>& gpu, const std::vector<double>& ref, const std::vector<double>& scale,
             const Problem& pr, int part, bool per_row, const std::vector<char>* skip_row = nullptr) {
@@ -262,7 +274,9 @@ Err compare(const std::vector<float>& gpu, const std::vector<double>& ref, const
                     err = std::max(err, std::fabs((double)gpu[k] - ref[k]));
                 }
                 double den = per_row ? scale[((size_t)b * T + t) * NH + h] : global;
-                if (den > 0) e.rel = std::max(e.rel, err / den);
+                // below fp32's smallest normal a term scale is not representable by the kernels
+                // (relu_l1_rw: a weight of 1e-264 from a key below eps): compared absolutely
+                if (den > FLT_MIN) e.rel = std::max(e.rel, err / den);
                 else e.abs_on_zero = std::max(e.abs_on_zero, err);
             }
         }
@@ -291,12 +305,12 @@ double check_case(const Problem& pr, AttnKind kind, float p, bool per_row = fals
     Reference ref = run_reference(pr, kind, p);
     int T = pr.T;
 
-    // degenerate LSSAR rows (all scores equal, t >= 3) have y = 0
+    // degenerate re-weighted rows (all scores equal, t >= 3) have y = 0
     // (doc/attention.md, section 'Degenerate rows'); the float64 reference can round m to +1e-16
     // on these exactly-uniform rows, so they are checked against the spec here (their dout is 0,
     // so they pass no gradient in either)
     std::vector<char> skip(T, 0);
-    if (kind == ATTN_LSSAR) {
+    if (attn_reweights(kind)) {
         for (int t : pr.uniform_rows) {
             if (t >= T || t < 3) continue;
             skip[t] = 1;
@@ -323,21 +337,23 @@ double check_case(const Problem& pr, AttnKind kind, float p, bool per_row = fals
     // bf16 values summed in two fp32 orders, |difference| <= hd 2^-24 sum|dy_i v_i| (~1e-5 here)
     for (const Err* e : {&e_out, &e_dq, &e_dk, &e_dv}) CHECK(e->abs_on_zero <= 1e-4);
 
-    // stats: softmax lse (absolute, it is a log), S1 relative; LSSAR m relative to n (m = n A - o),
-    // Z relative, both on rows that are not degenerate in either implementation
+    // stats: lse (exp, absolute: it is a log), S1 relative (other l1), 0 (none, mean); under
+    // re-weighting m relative to n (m = n A - o) and Z relative, on rows that are not degenerate
+    // in either implementation
+    const AttnVariant& V = attn_variant(kind);
     double e_stat = 0;
     for (int bh = 0; bh < pr.B * pr.NH; bh++)
         for (int t = 0; t < T; t++) {
             const float* s = &g.stats[((size_t)bh * T + t) * 3];
             const double* r = &ref.stats[((size_t)bh * T + t) * 3];
-            if (kind == ATTN_SOFTMAX) {
+            if (V.phi == ATTN_PHI_EXP || V.norm != ATTN_NORM_L1 || r[0] == 0) {
                 e_stat = std::max(e_stat, std::fabs(s[0] - r[0]));
             } else {
                 e_stat = std::max(e_stat, std::fabs(s[0] - r[0]) / r[0]);
-                if (kind == ATTN_LSSAR && !skip[t] && s[2] > 0 && r[2] > 0) {
-                    e_stat = std::max(e_stat, std::fabs(s[1] - r[1]) / (t + 1));
-                    e_stat = std::max(e_stat, std::fabs(s[2] - r[2]) / r[2] / std::max(1.0f, p));
-                }
+            }
+            if (V.reweight && !skip[t] && s[2] > 0 && r[2] > 0) {
+                e_stat = std::max(e_stat, std::fabs(s[1] - r[1]) / (t + 1));
+                e_stat = std::max(e_stat, std::fabs(s[2] - r[2]) / r[2] / std::max(1.0f, p));
             }
         }
     CHECK(e_stat <= tol.stat);
@@ -349,7 +365,17 @@ double check_case(const Problem& pr, AttnKind kind, float p, bool per_row = fals
     return max_m;
 }
 
-const AttnKind KINDS[3] = {ATTN_SOFTMAX, ATTN_LSSA, ATTN_LSSAR};
+const AttnKind KINDS[] = {ATTN_SOFTMAX, ATTN_LSSA, ATTN_LSSAR, ATTN_SIGMOID,
+                          ATTN_RELU, ATTN_SOFTMAX_RW, ATTN_SIGMOID_L1_RW, ATTN_RELU_L1_RW};
+static_assert(sizeof(KINDS) / sizeof(KINDS[0]) == ATTN_NUM_KINDS, "every variant is tested");
+
+// The powers a variant is checked at on random inputs: LSSAR at 1, 3, 15; the other re-weighted
+// variants at 3 and 15; p is unused without re-weighting.
+std::vector<float> powers(AttnKind kind) {
+    if (!attn_reweights(kind)) return {1.0f};
+    if (kind == ATTN_LSSAR) return {1.0f, 3.0f, 15.0f};
+    return {3.0f, 15.0f};
+}
 
 }  // namespace
 
@@ -358,23 +384,21 @@ TEST_CASE("attention kernels match the reference on random inputs, every length 
     for (int hd : {32, 64}) {
         for (int T : lengths) {
             Problem pr = make_problem(2, T, 2, hd, Inputs::Random, 1000 + T + hd);
-            check_case(pr, ATTN_SOFTMAX, 1.0f);
-            check_case(pr, ATTN_LSSA, 1.0f);
-            for (float p : {1.0f, 3.0f, 15.0f}) check_case(pr, ATTN_LSSAR, p);
+            for (AttnKind kind : KINDS)
+                for (float p : powers(kind)) check_case(pr, kind, p);
         }
     }
 }
 
 TEST_CASE("head size 128 (32-row tiles)") {
     Problem pr = make_problem(1, 70, 2, 128, Inputs::Random, 5);
-    check_case(pr, ATTN_SOFTMAX, 1.0f);
-    check_case(pr, ATTN_LSSA, 1.0f);
-    check_case(pr, ATTN_LSSAR, 15.0f);
+    for (AttnKind kind : KINDS) check_case(pr, kind, 15.0f);
 }
 
-TEST_CASE("LSSAR with a non-integer p (the exp2/log2 path)") {
+TEST_CASE("re-weighting with a non-integer p (the exp2/log2 path)") {
     Problem pr = make_problem(1, 70, 2, 64, Inputs::Random, 7);
-    check_case(pr, ATTN_LSSAR, 2.5f);
+    for (AttnKind kind : KINDS)
+        if (attn_reweights(kind)) check_case(pr, kind, 2.5f);
 }
 
 TEST_CASE("one-hot and exactly uniform rows") {
@@ -382,7 +406,7 @@ TEST_CASE("one-hot and exactly uniform rows") {
     for (AttnKind kind : KINDS) check_case(pr, kind, 15.0f);
 }
 
-TEST_CASE("zero queries: degenerate LSSAR rows give y = 0 and no gradient") {
+TEST_CASE("zero queries: degenerate re-weighted rows give y = 0 and no gradient") {
     Problem pr = make_problem(2, 130, 1, 64, Inputs::ZeroQuery, 12);
     for (AttnKind kind : KINDS) check_case(pr, kind, 15.0f);
     check_case(pr, ATTN_LSSAR, 3.0f);
@@ -390,8 +414,8 @@ TEST_CASE("zero queries: degenerate LSSAR rows give y = 0 and no gradient") {
 
 TEST_CASE("huge and tiny q/k norms (cosine scores are scale-free; below eps q/eps is used)") {
     Problem pr = make_problem(1, 67, 2, 64, Inputs::Norms, 13);
-    check_case(pr, ATTN_LSSA, 1.0f, /*per_row=*/true);
-    check_case(pr, ATTN_LSSAR, 15.0f, /*per_row=*/true);
+    for (AttnKind kind : KINDS)
+        if (attn_variant(kind).score == ATTN_SCORE_COS_LEN) check_case(pr, kind, 15.0f, /*per_row=*/true);
 }
 
 TEST_CASE("keys aligned, queries opposite: large x stays finite") {

@@ -1,6 +1,6 @@
 // Rung 2 of the correctness ladder: the CPU reference against an independent PyTorch
 // implementation (test/gpt2_torch.py, float64 autograd): logits, loss, every parameter gradient,
-// and the parameters after 3 AdamW steps, for softmax, LSSA and LSSAR (p = 15), with the CPU
+// and the parameters after 3 AdamW steps, for every attention variant, with the CPU
 // reference run in float64 and in float32.
 // Each run regenerates the PyTorch debug states with /usr/bin/python3; where PyTorch is missing,
 // the stored copies in test/data/ are used, and the test says which.
@@ -154,15 +154,27 @@ static void compare(const TorchState& s, const Tolerances& tol, const std::strin
 // After AdamW the update m/(sqrt(v)+eps) of an element is ~lr whatever its gradient's size, so
 // parameter errors are measured against the largest move (3 lr).
 static const Tolerances TOL64 = {1e-10, 1e-12, 1e-8, 1e-8};
-static const Tolerances TOL32 = {1e-3, 1e-6, 1e-2, 2e-2};
+// An element whose gradient is float32 noise still moves by ~lr, in either sign: a few such
+// elements set the parameter error (measured 2.0e-2 of the move for sigmoid, whose unnormalised
+// rows give many near-zero gradients), hence 3e-2.
+static const Tolerances TOL32 = {1e-3, 1e-6, 1e-2, 3e-2};
+// sigmoid_l1_rw: sigmoid maps the scores into (sigma(-lam), sigma(lam)), so A is much closer to
+// uniform than with softplus and x = n A - 1 cancels more: float32's ~1e-7 relative error in A
+// becomes ~1e-5 in x, which p = 15 multiplies (measured 1.2e-3 for the logits): 3e-3.
+static const Tolerances TOL32_NEAR_UNIFORM = {3e-3, 1e-6, 1e-2, 3e-2};
 
-static void check_variant(const char* attn, const char* p) {
+static void check_variant(const char* attn, const char* p, const Tolerances& tol32 = TOL32) {
     std::string path = torch_state(attn, p);
     TorchState s = load_state(path);
     compare<double>(s, TOL64, std::string(attn) + " float64");
-    compare<float>(s, TOL32, std::string(attn) + " float32");
+    compare<float>(s, tol32, std::string(attn) + " float32");
 }
 
 TEST_CASE("CPU reference matches PyTorch: softmax") { check_variant("softmax", "1"); }
 TEST_CASE("CPU reference matches PyTorch: lssa") { check_variant("lssa", "1"); }
 TEST_CASE("CPU reference matches PyTorch: lssar p=15") { check_variant("lssar", "15"); }
+TEST_CASE("CPU reference matches PyTorch: sigmoid") { check_variant("sigmoid", "1"); }
+TEST_CASE("CPU reference matches PyTorch: relu") { check_variant("relu", "1"); }
+TEST_CASE("CPU reference matches PyTorch: softmax_rw p=3") { check_variant("softmax_rw", "3"); }
+TEST_CASE("CPU reference matches PyTorch: sigmoid_l1_rw p=15") { check_variant("sigmoid_l1_rw", "15", TOL32_NEAR_UNIFORM); }
+TEST_CASE("CPU reference matches PyTorch: relu_l1_rw p=3") { check_variant("relu_l1_rw", "3"); }

@@ -305,6 +305,8 @@ TEST_CASE("checkpoints of another variant or config, with a wrong magic, truncat
     SUBCASE("another p or RoPE base than asked for") {
         check_refused(start_from(good.path, "-p 3"), {good.path, "p = 15", "p = 3"});
         check_refused(start_from(good.path, "-rb 500"), {good.path, "rope_base = 10000", "500"});
+        // evaluation at another p: the tools take -p >= 1 (and refuse less)
+        check_refused(run(std::string(LVL_TOOL) + " -e " + good.path + " -p 0.5"), {"-p 0.5", ">= 1"});
     }
     SUBCASE("resuming into a run of another config") {
         // the output dir holds a d2c32h2 checkpoint; this run asks for 64 channels, or another T
@@ -530,6 +532,30 @@ TEST_CASE("a failed checkpoint write leaves the previous checkpoint intact") {
 
 // ----------------------------------------------------------------------------
 
+TEST_CASE("learned p (-pl 1): logged every step, saved, printed by the evaluation tools, -p refused there") {
+    TempDir work;
+    std::string dir = work.path + "/run";
+    Result r = run(tiny_run(dir, "-x 2 -n 2 -pl 1 -p 3"));
+    INFO(r.output);
+    REQUIRE(r.code == 0);
+    CHECK(r.output.find("p learned per layer and head from 3") != std::string::npos);
+    CHECK(r.output.find("| p mean ") != std::string::npos);
+    std::string log = read_file(dir + "/log.jsonl");
+    CHECK(log.find("\"p\":[") != std::string::npos);
+    Checkpoint ck;
+    checkpoint_read(dir + "/ckpt_00000002.bin", ck);
+    CHECK(ck.config.learn_p == 1);
+    std::vector<double> p = learned_p_values(ck.config, ck.params.data());
+    REQUIRE(p.size() == 4);  // 2 layers x 2 heads
+    for (double v : p) CHECK(v != 3.0);  // trained: moved away from the start
+    Result eval = run(std::string(LVL_TOOL) + " -e " + dir + "/ckpt_00000002.bin -j '" + data_dir() +
+                      "/val_*.bin' -t 16 -l 1 -n 64");
+    INFO(eval.output);
+    CHECK(eval.code == 0);
+    CHECK(eval.output.find("learned p (p mean") != std::string::npos);
+    check_refused(run(std::string(LVL_TOOL) + " -e " + dir + "/ckpt_00000002.bin -p 15"), {"-p 15", "learned its p"});
+}
+
 TEST_CASE("bad flags are refused, naming the flag and the value") {
     const std::string d = data_dir();
     const std::string base = std::string(TRAINER) + " -i " + d + "/train_*.bin -j '' -e d2c32h2v512 -b 4 -t 16 -x 1 -s 0 ";
@@ -542,7 +568,9 @@ TEST_CASE("bad flags are refused, naming the flag and the value") {
         {"-d 100", {"-d 100", "multiple of B*T = 64"}},
         {"-k step", {"-k step", "cosine, linear or constant"}},
         {"-q 2", {"-q 2", "final learning rate fraction"}},
-        {"-p 0.5", {"-p 0.5", "LSSAR p"}},
+        {"-p 0.5", {"-p 0.5", "re-weighting power p"}},
+        {"-pl 2", {"-pl 2", "learned p"}},
+        {"-pl 1 -p 1", {"-pl 1", "must be > 1"}},
         {"-y 2", {"-y 2", "resume"}},
         {"-n 5", {"-n 5", "output dir (-o)"}},
         {"-zz 1", {"unknown flag -zz"}},
@@ -561,7 +589,7 @@ TEST_CASE("bad flags are refused, naming the flag and the value") {
     Result help = run(std::string(TRAINER) + " -h");
     CHECK(help.code == 0);
     for (const char* flag : {"-i", "-j", "-o", "-e", "-b", "-t", "-d", "-l", "-k", "-u", "-q", "-c", "-gc", "-x", "-xi",
-                             "-rs", "-sk", "-sl", "-v", "-m", "-s", "-g", "-gk", "-gt", "-gp", "-n", "-nk", "-y", "-ow", "-p", "-rb"})
+                             "-rs", "-sk", "-sl", "-v", "-m", "-s", "-g", "-gk", "-gt", "-gp", "-n", "-nk", "-y", "-ow", "-p", "-pl", "-rb"})
         CHECK_MESSAGE(help.output.find(std::string("\n  ") + flag + " ") != std::string::npos, "undocumented " << flag);
 }
 

@@ -1,0 +1,283 @@
+// The attention family's backward kernels (doc/attention.md, section 'Backward'), templated on the variant K like
+// the forward (attention/attention_forward.cuh). CPU twin: attention/attention_cpu.h.
+//
+//   rowd     (B, NH, T, 2)     fp32: (D2, D1) of every row
+//   dqh, dkh (B, T, NH, HD)    fp32: gradients of the (normalised, for cos_len) q and k
+//
+// D2 = sum_j W dW and D1 = sum_j A dA per row: for l1 without re-weighting both are dy . y
+// (attention_rowdot_kernel); with re-weighting one more pass over the keys gives them from the
+// unrounded weights (attention_rowd_kernel); none and mean need neither. Then one block per
+// (key tile, head) walks the query tiles from the diagonal down and accumulates dV and dK in
+// registers while dQ goes to fp32 atomics; lssa_normgrad_kernel maps dq-hat and dk-hat
+// through the normalisation (cos_len) or casts them (dot).
+#pragma once
+
+#include "attention/attention_common.cuh"
+
+// What the backward knows of query row t (one per row of a query tile, in shared memory).
+struct AttnRowInfo {
+    float scale;   // lam fac_q (cos_len) or 1/sqrt(hd): the factor on q~ . k~ (and on ds for dK)
+    float dq_scale;  // lam or 1/sqrt(hd): the factor on ds for dQ (times k_fac)
+    float bias;    // the score's bias
+    float norm;    // l1: lse (exp) or 1/S1 (0 for a row with S1 = 0); unused otherwise
+    float n, o;    // visible keys, the re-weighting's bias
+    float inv_m, inv_Z;  // re-weighting: 1/m, 1/Z (0: the row passes no gradient)
+    float D2, D1;
+};
+
+// A = the normalised phi of score sv (phi returned too): exp(s - lse), phi/S1, phi, phi/n.
+template <AttnKind K>
+__device__ __forceinline__ float attn_A_dev(float sv, float norm, float n, float* phi) {
+    using V = AttnTraits<K>;
+    if constexpr (V::phi == ATTN_PHI_EXP) {
+        *phi = expf(sv - norm);
+        return *phi;
+    } else {
+        *phi = attn_phi_dev<K>(sv, 0.0f);
+        return V::norm == ATTN_NORM_L1 ? *phi * norm : V::norm == ATTN_NORM_MEAN ? *phi / n : *phi;
+    }
+}
+
+template <AttnKind K, int HD>
+__device__ __forceinline__ AttnRowInfo attn_row_info(int t, int T, const float* st, const float* rd, const float* sc) {
+    using V = AttnTraits<K>;
+    AttnRowInfo ri{};
+    if (t >= T) { return ri; }
+    float factor = attn_row_factor<K, HD>(t);
+    ri.scale = factor * (sc ? sc[T + t] : 1.0f);
+    ri.dq_scale = factor;
+    ri.bias = attn_row_bias<K>(t);
+    ri.norm = V::phi == ATTN_PHI_EXP ? st[0] : st[0] > 0.0f ? 1.0f / st[0] : 0.0f;
+    ri.n = (float)(t + 1);
+    ri.o = t < 3 ? 0.0f : 1.0f;
+    bool live = V::reweight && st[1] > 0.0f && st[2] > 0.0f;
+    ri.inv_m = live ? 1.0f / st[1] : 0.0f;
+    ri.inv_Z = live ? 1.0f / st[2] : 0.0f;
+    ri.D2 = rd[0];
+    ri.D1 = rd[1];
+    return ri;
+}
+
+// The re-weighting's extra backward pass: D2 and D1 of every row, in fp32 from the unrounded
+// weights. With r = x/m and c = p r^(p-1) / (m Z) for x > 0 (else 0), dx = c (dW - D2) and
+// dA = n dx, so
+//   D2 = sum_j W_j dW_j = sum_j r_j^p dW_j / Z
+//   D1 = sum_j A_j dA_j = n (sum_j A_j c_j dW_j - D2 sum_j A_j c_j)
+// and one pass over the keys gives all three sums (D2 is not taken from the bf16 output y,
+// whose rounding the difference dW - D2 would amplify). Same grid as the forward.
+template <int HD, AttnKind K>
+__global__ void __launch_bounds__(AttnTile<HD>::THREADS)
+attention_rowd_kernel(float* rowd, const floatX* dout, const floatX* qkv, const float* stats, const float* scales,
+                      int T, int NH, float p, int p_int) {
+    using Tile = AttnTile<HD>;
+    constexpr int ROWS = Tile::ROWS, LD = Tile::LD, RT = Tile::RTILES;
+    SHARED_TILE(sQ, ROWS * LD);
+    SHARED_TILE(sdO, ROWS * LD);
+    SHARED_TILE(sK, ROWS * LD);
+    SHARED_TILE(sV, ROWS * LD);
+    SHARED_ARRAY(float, key_fac, ROWS);
+
+    int C = NH * HD;
+    int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+    int qt = gridDim.x - 1 - blockIdx.x;
+    int q0 = qt * ROWS;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const floatX* q_base = qkv + (size_t)b * T * 3 * C + h * HD;
+    const floatX* k_base = q_base + C;
+    const floatX* v_base = q_base + 2 * C;
+    const floatX* do_base = dout + (size_t)b * T * C + h * HD;
+    const float* sc = AttnTraits<K>::cos_len ? scales + (size_t)bh * 4 * T : nullptr;
+
+    load_tile<ROWS, HD, LD>(sQ, q_base, 3 * C, q0, T, sc);
+    load_tile<ROWS, HD, LD>(sdO, do_base, C, q0, T);
+    __syncthreads();
+    FragA qf[Tile::KSTEPS], dof[Tile::KSTEPS];
+    load_frags_a(qf, sQ, LD, warp * 16);
+    load_frags_a(dof, sdO, LD, warp * 16);
+
+    int row[2];
+    float row_scale[2], row_bias[2], zero[2] = {0.0f, 0.0f};
+    AttnRowInfo ri[2];
+    ATTN_UNROLL
+    for (int r = 0; r < 2; r++) {
+        row[r] = q0 + warp * 16 + lane / 4 + 8 * r;
+        const float* st = stats + ((size_t)bh * T + min(row[r], T - 1)) * 3;
+        ri[r] = attn_row_info<K, HD>(row[r], T, st, zero, sc);
+        row_scale[r] = ri[r].scale;
+        row_bias[r] = ri[r].bias;
+    }
+
+    // per lane: sum r^p dW, sum A r^(p-1) dW, sum A r^(p-1)
+    float sum_udw[2] = {0.0f, 0.0f}, sum_acdw[2] = {0.0f, 0.0f}, sum_ac[2] = {0.0f, 0.0f};
+    for (int kt = 0; kt <= qt; kt++) {
+        __syncthreads();
+        load_key_tile<K, ROWS, HD, LD>(sK, key_fac, k_base, C, kt, T, sc);
+        load_tile<ROWS, HD, LD>(sV, v_base, 3 * C, kt * ROWS, T);
+        __syncthreads();
+        FragC s[RT], dw[RT];
+        attn_scores<HD>(s, qf, sK, key_fac, row_scale, row_bias);
+        warp_mma_abt(dw, dof, sV, LD);  // dW = dy . v
+        ATTN_UNROLL
+        for (int nt = 0; nt < RT; nt++) {
+            ATTN_UNROLL
+            for (int i = 0; i < 4; i++) {
+                int r = i / 2;
+                int j = kt * ROWS + nt * 8 + frag_col(lane, i);
+                if (ri[r].inv_m == 0.0f || j > row[r]) { continue; }
+                float phi, A = attn_A_dev<K>(s[nt].x[i], ri[r].norm, ri[r].n, &phi);
+                float x = ri[r].n * A - ri[r].o;
+                if (x > 0.0f) {
+                    float xm = x * ri[r].inv_m;
+                    float rp1 = pow_p_dev(xm, p - 1.0f, p_int - 1);  // (x/m)^(p-1)
+                    sum_udw[r] += rp1 * xm * dw[nt].x[i];
+                    sum_acdw[r] += A * rp1 * dw[nt].x[i];
+                    sum_ac[r] += A * rp1;
+                }
+            }
+        }
+    }
+    ATTN_UNROLL
+    for (int r = 0; r < 2; r++) {
+        float D2 = quad_sum(sum_udw[r]) * ri[r].inv_Z;
+        float c = ri[r].n * p * ri[r].inv_m * ri[r].inv_Z;  // n p / (m Z)
+        float D1 = c * (quad_sum(sum_acdw[r]) - D2 * quad_sum(sum_ac[r]));
+        if (lane % 4 == 0 && row[r] < T) {
+            rowd[((size_t)bh * T + row[r]) * 2] = D2;
+            rowd[((size_t)bh * T + row[r]) * 2 + 1] = D1;
+        }
+    }
+}
+
+// The final weight P and the score gradient ds of one (query, key) element, from the scaled
+// score sv and the upstream dW = dy . v_j.
+template <AttnKind K>
+__device__ __forceinline__ void attn_element_grad(float sv, float dW, const AttnRowInfo& ri, float p, int p_int,
+                                                  float* P, float* ds) {
+    using V = AttnTraits<K>;
+    float phi, A = attn_A_dev<K>(sv, ri.norm, ri.n, &phi);
+    float dA = dW;
+    *P = A;
+    if constexpr (V::reweight) {
+        float x = ri.n * A - ri.o;
+        *P = 0.0f;
+        dA = 0.0f;
+        if (x > 0.0f && ri.inv_m > 0.0f) {
+            float xm = x * ri.inv_m;
+            float xp1 = pow_p_dev(xm, p - 1.0f, p_int - 1);  // (x/m)^(p-1)
+            *P = xp1 * xm * ri.inv_Z;                         // W = u / Z
+            dA = ri.n * p * xp1 * (dW - ri.D2) * ri.inv_m * ri.inv_Z;
+        }
+    }
+    if constexpr (V::norm == ATTN_NORM_L1) {
+        // exp: phi' / S1 = A; otherwise phi'(s) / S1
+        float g = V::phi == ATTN_PHI_EXP ? A : attn_dphi_dev<K>(sv, phi) * ri.norm;
+        *ds = g * (dA - ri.D1);
+    } else {
+        float g = attn_dphi_dev<K>(sv, phi);
+        *ds = (V::norm == ATTN_NORM_MEAN ? g / ri.n : g) * dA;
+    }
+}
+
+// Main backward: one block per (key tile, head), one warp per 16 keys; walks the query tiles
+// from the diagonal down. Per query tile, with the warp's keys as rows (transposed scores):
+//   S^T = K~ Q~^T, dW^T = V dO^T   -> P (the final weights), ds elementwise
+//   dV  += P^T dO,  dK~ += (scale ds)^T Q~   (registers)
+//   dQ~ += (dq_scale k_fac ds) K~  through shared memory and fp32 atomics into dqh
+// grid (ceil(T/ROWS), B*NH), block THREADS; dqh must be zero on entry.
+template <int HD, AttnKind K>
+__global__ void __launch_bounds__(AttnTile<HD>::THREADS)
+attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* dout, const floatX* qkv,
+                          const float* stats, const float* rowd, const float* scales, int T, int NH, float p,
+                          int p_int) {
+    using Tile = AttnTile<HD>;
+    constexpr int ROWS = Tile::ROWS, LD = Tile::LD, LDS = Tile::LDS, RT = Tile::RTILES;
+    SHARED_TILE(sK, ROWS * LD);
+    SHARED_TILE(sQ, ROWS * LD);
+    SHARED_TILE(sdO, ROWS * LD);
+    SHARED_TILE(sdS, ROWS * LDS);  // (query, key): dq_scale k_fac ds, the A operand of dQ
+    SHARED_ARRAY(AttnRowInfo, row_info, ROWS);
+
+    int C = NH * HD;
+    int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+    int kt = blockIdx.x;
+    int k0 = kt * ROWS;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const floatX* q_base = qkv + (size_t)b * T * 3 * C + h * HD;
+    const floatX* k_base = q_base + C;
+    const floatX* v_base = q_base + 2 * C;
+    const floatX* do_base = dout + (size_t)b * T * C + h * HD;
+    const float* sc = AttnTraits<K>::cos_len ? scales + (size_t)bh * 4 * T : nullptr;
+
+    // the warp's 16 keys as A fragments: K~ (kept in sK for dQ) and V (through sQ)
+    load_tile<ROWS, HD, LD>(sK, k_base, 3 * C, k0, T, sc ? sc + 2 * T : nullptr);
+    load_tile<ROWS, HD, LD>(sQ, v_base, 3 * C, k0, T);
+    __syncthreads();
+    FragA kf[Tile::KSTEPS], vf[Tile::KSTEPS];
+    load_frags_a(kf, sK, LD, warp * 16);
+    load_frags_a(vf, sQ, LD, warp * 16);
+    int key[2];
+    float kfac[2];
+    ATTN_UNROLL
+    for (int r = 0; r < 2; r++) {
+        key[r] = k0 + warp * 16 + lane / 4 + 8 * r;
+        kfac[r] = key[r] >= T ? 0.0f : sc ? sc[3 * T + key[r]] : 1.0f;
+    }
+
+    FragC dk_acc[Tile::HTILES], dv_acc[Tile::HTILES];
+    ATTN_UNROLL
+    for (int nt = 0; nt < Tile::HTILES; nt++) {
+        frag_zero(dk_acc[nt]);
+        frag_zero(dv_acc[nt]);
+    }
+
+    int num_qt = ceil_div(T, ROWS);
+    for (int qt = kt; qt < num_qt; qt++) {
+        int q0 = qt * ROWS;
+        __syncthreads();  // sQ, sdO, sdS, row_info of the previous tile have been read
+        load_tile<ROWS, HD, LD>(sQ, q_base, 3 * C, q0, T, sc);
+        load_tile<ROWS, HD, LD>(sdO, do_base, C, q0, T);
+        for (int i = threadIdx.x; i < ROWS; i += blockDim.x) {
+            int t = min(q0 + i, T - 1);
+            row_info[i] = attn_row_info<K, HD>(q0 + i, T, stats + ((size_t)bh * T + t) * 3,
+                                               rowd + ((size_t)bh * T + t) * 2, sc);
+        }
+        __syncthreads();
+
+        FragC s[RT], dw[RT];
+        warp_mma_abt(s, kf, sQ, LD);    // s^T (keys x queries), before scaling
+        warp_mma_abt(dw, vf, sdO, LD);  // dW^T = v . dy
+        FragC dsk[RT];                  // scale ds : for dK
+        ATTN_UNROLL
+        for (int nt = 0; nt < RT; nt++) {
+            ATTN_UNROLL
+            for (int i = 0; i < 4; i++) {
+                int r = i / 2;
+                int tl = nt * 8 + frag_col(lane, i);  // query within the tile
+                int t = q0 + tl;
+                AttnRowInfo ri = row_info[tl];
+                float P = 0.0f, ds = 0.0f;
+                if (key[r] <= t && t < T) {
+                    attn_element_grad<K>(s[nt].x[i] * ri.scale * kfac[r] + ri.bias, dw[nt].x[i], ri, p, p_int, &P, &ds);
+                }
+                s[nt].x[i] = P;
+                dsk[nt].x[i] = ds * ri.scale;
+                // (query, key) element of dq_scale k_fac ds for dQ
+                sdS[tl * LDS + warp * 16 + frag_row(lane, i)] = (floatX)(ds * ri.dq_scale * kfac[r]);
+            }
+        }
+        FragA pf[RT / 2], dsf[RT / 2];
+        frags_a_from_acc<RT>(pf, s);
+        frags_a_from_acc<RT>(dsf, dsk);
+        warp_mma_ab(dv_acc, pf, sdO, LD);  // dV += P^T dO
+        warp_mma_ab(dk_acc, dsf, sQ, LD);  // dK~ += ds^T Q~
+        __syncthreads();                   // sdS complete
+
+        // dQ~ of the warp's 16 queries += dS (16 x ROWS keys) K~
+        warp_accumulate_dq<RT, Tile::HTILES>(dqh + (size_t)b * T * C + h * HD, C, T, q0, sdS, LDS, sK, LD, warp,
+                                             lane);
+    }
+
+    // dk (fp32, finished by lssa_normgrad_kernel) and dv (bf16) of the warp's keys
+    warp_store_dk_dv<Tile::HTILES>(dkh + (size_t)b * T * C + h * HD, C, dqkv + ((size_t)b * T * 3 + 2) * C + h * HD,
+                                   key, T, dk_acc, dv_acc, lane);
+}

@@ -1,0 +1,212 @@
+// What the attention kernels of the family share (attention/attention_forward.cuh,
+// attention/attention_backward.cuh): the variant's parts on the device (score, phi, its
+// derivative), the q/k scales of the cos_len score, a key-tile loader, the per-row dot
+// D = dy . y, and the map from the normalised vectors' gradients to dq and dk.
+// The variant is a template parameter (AttnKind K, attention/attention_kind.h) everywhere.
+//
+// The L2 normalisation of cos_len without rounding q/|q| to bf16: a row x is loaded to shared
+// memory as x * mul, with mul a power of two that brings its largest element into [0.5, 1)
+// (exact in bf16, and it keeps q.k far from fp32 overflow and underflow for huge or tiny
+// norms); the mma gives (mul_q q).(mul_k k) in fp32, and the fp32 factors fac = 1/|mul x|
+// (1/(mul eps) when |x| <= eps) finish the cosine: s = lam * fac_q * fac_k * acc.
+// Dot scores load q and k as they are: s = acc / sqrt(hd) (+ bias).
+//
+//   scales (B, NH, 4, T) fp32: q_mul, q_fac, k_mul, k_fac of every row (cos_len only)
+//   rowd   (B, NH, T, 2) fp32: (D2, D1) of every row (backward)
+#pragma once
+
+#include <cmath>
+#include "attention/attention_kind.h"
+#include "attention/tile.cuh"
+
+constexpr float LSSA_EPS = 1e-12f;  // eps of the q/k L2 normalisation (doc/attention.md, section 'LSSA')
+
+
+// softplus(s) and sigmoid(s) from one exponential: e = exp(-|s|).
+__device__ __forceinline__ float softplus_from(float s, float e) { return fmaxf(s, 0.0f) + log1pf(e); }
+__device__ __forceinline__ float sigmoid_from(float s, float e) { return (s >= 0.0f ? 1.0f : e) / (1.0f + e); }
+
+// x^p for x in [0, 1]: repeated squaring when p is an integer (p_int >= 0), else exp2(p log2 x).
+__device__ __forceinline__ float pow_p_dev(float x, float p, int p_int) {
+    if (p_int >= 0) {
+        float result = 1.0f;
+        for (int n = p_int; n > 0; n >>= 1) {
+            if (n & 1) { result *= x; }
+            x *= x;
+        }
+        return result;
+    }
+    return x > 0.0f ? exp2f(p * log2f(x)) : 0.0f;
+}
+
+// lam_t = ln(hd) ln(n_t); lam_0 = 0 exactly (fast-math logf(1) need not be 0, and relu_l1_rw's row 0
+// is degenerate only if its score is exactly 0)
+__device__ __forceinline__ float lssa_lam(int t, int hd) {
+    return t == 0 ? 0.0f : logf((float)hd) * logf((float)(t + 1));
+}
+
+// The factor on the tensor-core product of row t's scores: lam_t (cos_len; times fac_q by the
+// caller) or 1/sqrt(hd); and the score's bias (-ln n_t for dot_logn, else 0).
+template <AttnKind K, int HD> __device__ __forceinline__ float attn_row_factor(int t) {
+    if constexpr (AttnTraits<K>::cos_len) { return lssa_lam(t, HD); }
+    else { return rsqrtf((float)HD); }
+}
+template <AttnKind K> __device__ __forceinline__ float attn_row_bias(int t) {
+    if constexpr (AttnTraits<K>::score == ATTN_SCORE_DOT_LOGN) { return -logf((float)(t + 1)); }
+    else { return 0.0f; }
+}
+
+// phi(s) (exp: of s - shift, the row's max) and phi'(s) given phi(s).
+template <AttnKind K> __device__ __forceinline__ float attn_phi_dev(float s, float shift) {
+    constexpr AttnPhi F = AttnTraits<K>::phi;
+    if constexpr (F == ATTN_PHI_EXP) { return expf(s - shift); }
+    else if constexpr (F == ATTN_PHI_SOFTPLUS) { return softplus_from(s, expf(-fabsf(s))); }
+    else if constexpr (F == ATTN_PHI_SIGMOID) { return sigmoid_from(s, expf(-fabsf(s))); }
+    else { return fmaxf(s, 0.0f); }
+}
+template <AttnKind K> __device__ __forceinline__ float attn_dphi_dev(float s, float phi) {
+    constexpr AttnPhi F = AttnTraits<K>::phi;
+    if constexpr (F == ATTN_PHI_EXP) { return phi; }
+    else if constexpr (F == ATTN_PHI_SOFTPLUS) { return sigmoid_from(s, expf(-fabsf(s))); }
+    else if constexpr (F == ATTN_PHI_SIGMOID) { return phi * sigmoid_from(-s, expf(-fabsf(s))); }
+    else { return s > 0.0f ? 1.0f : 0.0f; }
+}
+
+// ----------------------------------------------------------------------------
+// Kernels and tile helpers
+
+// scales (B, NH, 4, T) from qkv: one warp per (b, t, h) row, for q and for k.
+template <int HD>
+__global__ void lssa_scales_kernel(float* scales, const floatX* qkv, int B, int T, int NH) {
+    int warps_per_block = blockDim.x / 32;
+    int row = blockIdx.x * warps_per_block + threadIdx.x / 32;  // (b, t, h) flattened
+    int lane = threadIdx.x % 32;
+    if (row >= B * T * NH) { return; }
+    int h = row % NH, t = (row / NH) % T, b = row / (NH * T);
+    int C = NH * HD;
+    for (int part = 0; part < 2; part++) {  // 0: q, 1: k
+        const floatX* x = qkv + ((size_t)(b * T + t) * 3 + part) * C + h * HD;
+        float amax = 0.0f;
+        for (int i = lane; i < HD; i += 32) { amax = fmaxf(amax, fabsf((float)x[i])); }
+        amax = warp_max(amax);
+        int e = 0;
+        if (amax > 0.0f) { frexpf(amax, &e); }
+        // mul = 2^-e stays a normal fp32 number (fast-math flushes subnormals to 0): e <= 126;
+        // and 2^100 is plenty for rows that small, which are far below eps anyway: e >= -100
+        e = min(max(e, -100), 126);
+        float mul = ldexpf(1.0f, -e);
+        float sum2 = 0.0f;
+        for (int i = lane; i < HD; i += 32) {
+            float xs = (float)x[i] * mul;
+            sum2 += xs * xs;
+        }
+        float norm_scaled = sqrtf(warp_sum(sum2));  // |mul x|
+        // |x| = norm_scaled / mul <= eps  <=>  norm_scaled <= eps * mul
+        float fac = norm_scaled > LSSA_EPS * mul ? 1.0f / norm_scaled : 1.0f / (mul * LSSA_EPS);
+        if (lane == 0) {
+            float* sc = scales + ((size_t)b * NH + h) * 4 * T;
+            sc[(2 * part) * T + t] = mul;
+            sc[(2 * part + 1) * T + t] = fac;
+        }
+    }
+}
+
+// Key tile kt of this head into shared memory: sK the keys (times k_mul for cos_len), key_fac
+// their k_fac (1 for dot scores; 0 for keys past T). The block's threads share the loads; the
+// caller synchronises.
+template <AttnKind K, int ROWS, int HD, int LD>
+__device__ __forceinline__ void load_key_tile(sptr<floatX> sK, sptr<float> key_fac, const floatX* k_base, int C,
+                                              int kt, int T, const float* sc) {
+    load_tile<ROWS, HD, LD>(sK, k_base, 3 * C, kt * ROWS, T, AttnTraits<K>::cos_len ? sc + 2 * T : nullptr);
+    for (int j = threadIdx.x; j < ROWS; j += blockDim.x) {
+        int key = kt * ROWS + j;
+        key_fac[j] = key >= T ? 0.0f : AttnTraits<K>::cos_len ? sc[3 * T + key] : 1.0f;
+    }
+}
+
+// The scores of one warp's 16 query rows against a key tile in shared memory:
+// s = row_scale(t) key_fac(j) (q~ . k~) + row_bias(t), q~ and k~ as loaded.
+// row_scale[i], row_bias[i] of the lane's rows (i = 0: row g, 1: row g+8); key_fac in shared.
+template <int HD>
+__device__ __forceinline__ void attn_scores(FragC (&s)[AttnTile<HD>::RTILES], const FragA (&qf)[AttnTile<HD>::KSTEPS],
+                                            sptr<floatX> sK, sptr<float> key_fac, const float (&row_scale)[2],
+                                            const float (&row_bias)[2]) {
+    using Tile = AttnTile<HD>;
+    int lane = threadIdx.x % 32;
+    warp_mma_abt(s, qf, sK, Tile::LD);
+    ATTN_UNROLL
+    for (int nt = 0; nt < Tile::RTILES; nt++) {
+        ATTN_UNROLL
+        for (int i = 0; i < 4; i++) {
+            s[nt].x[i] = s[nt].x[i] * row_scale[i / 2] * key_fac[nt * 8 + frag_col(lane, i)] + row_bias[i / 2];
+        }
+    }
+}
+
+// rowd (B, NH, T, 2): D2 = D1 = dy . y (l1 without re-weighting). One warp per (b, t, h) row.
+template <int HD>
+__global__ void attention_rowdot_kernel(float* rowd, const floatX* dout, const floatX* out, int B, int T, int NH) {
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;  // (b, t, h)
+    int lane = threadIdx.x % 32;
+    if (row >= B * T * NH) { return; }
+    int h = row % NH, t = (row / NH) % T, b = row / (NH * T);
+    const floatX* dy = dout + (size_t)row * HD;
+    const floatX* y = out + (size_t)row * HD;
+    float d = 0.0f;
+    for (int i = lane; i < HD; i += 32) { d += (float)dy[i] * (float)y[i]; }
+    d = warp_sum(d);
+    if (lane == 0) {
+        float* rd = rowd + (((size_t)b * NH + h) * T + t) * 2;
+        rd[0] = d;
+        rd[1] = d;
+    }
+}
+
+// dq and dk from the gradients of the normalised vectors
+// (doc/attention.md, section 'Through the normalisation of q and k'):
+//   dx = (dxh - xh (xh . dxh)) / |x|  when |x| > eps,  dx = dxh / eps  otherwise.
+// With NORMALISED = false (dot scores) dx = dxh. One warp per (b, t, h) row; writes q and k of dqkv.
+template <int HD, bool NORMALISED>
+__global__ void lssa_normgrad_kernel(floatX* dqkv, const float* dqh, const float* dkh, const floatX* qkv,
+                                     const float* scales, int B, int T, int NH) {
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;  // (b, t, h)
+    int lane = threadIdx.x % 32;
+    if (row >= B * T * NH) { return; }
+    int h = row % NH, t = (row / NH) % T, b = row / (NH * T);
+    int C = NH * HD;
+    constexpr int PER_LANE = (HD + 31) / 32;
+    for (int part = 0; part < 2; part++) {  // 0: q, 1: k
+        const float* dxh = (part == 0 ? dqh : dkh) + (size_t)row * HD;
+        const floatX* x = qkv + ((size_t)(b * T + t) * 3 + part) * C + h * HD;
+        floatX* dx = dqkv + ((size_t)(b * T + t) * 3 + part) * C + h * HD;
+        if (!NORMALISED) {
+            for (int i = lane; i < HD; i += 32) { dx[i] = (floatX)dxh[i]; }
+            continue;
+        }
+        const float* sc = scales + ((size_t)b * NH + h) * 4 * T;
+        float mul = sc[(2 * part) * T + t], fac = sc[(2 * part + 1) * T + t];
+        // xh = fac * mul * x ; |x| > eps exactly when fac * |mul x| == 1 is the branch taken
+        float xh[PER_LANE], g[PER_LANE];
+        float sum2 = 0.0f, dot = 0.0f;
+        ATTN_UNROLL
+        for (int k = 0; k < PER_LANE; k++) {
+            int i = lane + 32 * k;
+            float xs = i < HD ? (float)x[i] * mul : 0.0f;
+            g[k] = i < HD ? dxh[i] : 0.0f;
+            xh[k] = xs * fac;
+            sum2 += xs * xs;
+            dot += xh[k] * g[k];
+        }
+        float norm_scaled = sqrtf(warp_sum(sum2));
+        dot = warp_sum(dot);
+        bool above_eps = norm_scaled > LSSA_EPS * mul;
+        ATTN_UNROLL
+        for (int k = 0; k < PER_LANE; k++) {
+            int i = lane + 32 * k;
+            if (i >= HD) { continue; }
+            // 1/|x| = mul / |mul x| = mul * fac ; 1/eps = mul * fac below eps
+            float d = above_eps ? (g[k] - xh[k] * dot) * (mul * fac) : g[k] * (mul * fac);
+            dx[i] = (floatX)d;
+        }
+    }
+}

@@ -1,0 +1,140 @@
+// The attention family: every variant is a score, a positivity phi, a normalisation and an
+// optional re-weighting stage (doc/attention.md, section 'The attention family'). One line of ATTN_VARIANT_TABLE per variant;
+// its name is the value of make's ATTN= (attention/attention.mk lists the same names).
+//
+//   score   dot       s = q.k / sqrt(hd)
+//           dot_logn  s = q.k / sqrt(hd) - ln(n_t)            (the sigmoid attention's bias)
+//           cos_len   s = ln(hd) ln(n_t) q/|q| . k/|k|        (LSSA's length-scaled cosine)
+//   phi     exp, softplus, sigmoid, relu
+//   norm    l1        A = phi / sum_j phi (exp: max-shifted, the usual softmax)
+//           none      A = phi
+//           mean      A = phi / n_t
+//   rw(p)   x = n_t A - o_t, W = relu(x)^p / sum_j relu(x)^p (max-normalised), o_t = [t >= 3]
+// n_t = t + 1 is the number of keys row t sees.
+#pragma once
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+enum AttnScore { ATTN_SCORE_DOT, ATTN_SCORE_DOT_LOGN, ATTN_SCORE_COS_LEN };
+enum AttnPhi { ATTN_PHI_EXP, ATTN_PHI_SOFTPLUS, ATTN_PHI_SIGMOID, ATTN_PHI_RELU };
+enum AttnNorm { ATTN_NORM_L1, ATTN_NORM_NONE, ATTN_NORM_MEAN };
+
+// The values are stored in checkpoints: never renumber, only append.
+enum AttnKind {
+    ATTN_SOFTMAX = 0,
+    ATTN_LSSA = 1,
+    ATTN_LSSAR = 2,
+    ATTN_SIGMOID = 3,
+    ATTN_RELU = 4,
+    ATTN_SOFTMAX_RW = 5,
+    ATTN_SIGMOID_L1_RW = 6,
+    ATTN_RELU_L1_RW = 7,
+    ATTN_NUM_KINDS
+};
+
+struct AttnVariant {
+    AttnKind kind;
+    const char* name;  // make's ATTN= value
+    AttnScore score;
+    AttnPhi phi;
+    AttnNorm norm;
+    bool reweight;
+};
+
+constexpr AttnVariant ATTN_VARIANT_TABLE[ATTN_NUM_KINDS] = {
+    {ATTN_SOFTMAX, "softmax", ATTN_SCORE_DOT, ATTN_PHI_EXP, ATTN_NORM_L1, false},
+    {ATTN_LSSA, "lssa", ATTN_SCORE_COS_LEN, ATTN_PHI_SOFTPLUS, ATTN_NORM_L1, false},
+    {ATTN_LSSAR, "lssar", ATTN_SCORE_COS_LEN, ATTN_PHI_SOFTPLUS, ATTN_NORM_L1, true},
+    {ATTN_SIGMOID, "sigmoid", ATTN_SCORE_DOT_LOGN, ATTN_PHI_SIGMOID, ATTN_NORM_NONE, false},
+    {ATTN_RELU, "relu", ATTN_SCORE_DOT, ATTN_PHI_RELU, ATTN_NORM_MEAN, false},
+    {ATTN_SOFTMAX_RW, "softmax_rw", ATTN_SCORE_DOT, ATTN_PHI_EXP, ATTN_NORM_L1, true},
+    {ATTN_SIGMOID_L1_RW, "sigmoid_l1_rw", ATTN_SCORE_COS_LEN, ATTN_PHI_SIGMOID, ATTN_NORM_L1, true},
+    {ATTN_RELU_L1_RW, "relu_l1_rw", ATTN_SCORE_COS_LEN, ATTN_PHI_RELU, ATTN_NORM_L1, true},
+};
+
+constexpr bool attn_table_in_order(int i = 0) {
+    return i == ATTN_NUM_KINDS || (ATTN_VARIANT_TABLE[i].kind == i && attn_table_in_order(i + 1));
+}
+static_assert(attn_table_in_order(), "ATTN_VARIANT_TABLE must list the variants in AttnKind order");
+
+constexpr AttnVariant attn_variant(AttnKind kind) { return ATTN_VARIANT_TABLE[kind]; }
+// The parts of variant K as compile-time constants (what the kernels use: scalar constants
+// need no storage in device code, unlike the table).
+template <AttnKind K> struct AttnTraits {
+    static constexpr AttnScore score = ATTN_VARIANT_TABLE[K].score;
+    static constexpr AttnPhi phi = ATTN_VARIANT_TABLE[K].phi;
+    static constexpr AttnNorm norm = ATTN_VARIANT_TABLE[K].norm;
+    static constexpr bool reweight = ATTN_VARIANT_TABLE[K].reweight;
+    static constexpr bool cos_len = score == ATTN_SCORE_COS_LEN;
+};
+
+constexpr bool attn_valid(int kind) { return kind >= 0 && kind < ATTN_NUM_KINDS; }
+constexpr bool attn_reweights(AttnKind kind) { return attn_variant(kind).reweight; }
+
+inline const char* attn_kind_name(AttnKind kind) { return attn_valid(kind) ? attn_variant(kind).name : "unknown"; }
+
+// "softmax, lssa, ..." for error messages.
+inline std::string attn_kind_list() {
+    std::string s;
+    for (const AttnVariant& v : ATTN_VARIANT_TABLE) s += (s.empty() ? "" : ", ") + std::string(v.name);
+    return s;
+}
+
+// Returns false for a name that is not a variant.
+inline bool attn_kind_from_name(const char* name, AttnKind* kind) {
+    for (const AttnVariant& v : ATTN_VARIANT_TABLE) {
+        if (strcmp(name, v.name) == 0) { *kind = v.kind; return true; }
+    }
+    return false;
+}
+
+// The same at compile time (ATTN_NUM_KINDS for an unknown name).
+constexpr bool attn_names_equal(const char* a, const char* b) {
+    return *a == *b && (*a == 0 || attn_names_equal(a + 1, b + 1));
+}
+constexpr AttnKind attn_kind_named(const char* name, int i = 0) {
+    return i == ATTN_NUM_KINDS ? ATTN_NUM_KINDS
+           : attn_names_equal(name, ATTN_VARIANT_TABLE[i].name) ? (AttnKind)i
+                                                                 : attn_kind_named(name, i + 1);
+}
+
+// Integer p up to this takes the repeated-squaring path (CPU reference and kernels alike).
+constexpr int ATTN_P_INT_MAX = 64;
+
+// The variant a program is built for: make ATTN=<name> passes -DATTN_NAME='"<name>"'.
+// Programs built so hold that one variant's code only (attn_dispatch below); test programs,
+// built without it, hold every variant.
+#ifdef ATTN_NAME
+constexpr AttnKind ATTN_BUILT = attn_kind_named(ATTN_NAME);
+static_assert(ATTN_BUILT != ATTN_NUM_KINDS, "ATTN_NAME is not a variant of ATTN_VARIANT_TABLE");
+#endif
+
+template <AttnKind K> using AttnKindC = std::integral_constant<AttnKind, K>;
+
+// Calls f(AttnKindC<kind>{}) with the run-time kind as a compile-time constant. In a program
+// built for one variant, only that one is instantiated; another kind is a programming error
+// (the tools refuse other variants' checkpoints before they get here).
+template <class F, int I = 0>
+void attn_dispatch(AttnKind kind, F&& f) {
+#ifdef ATTN_NAME
+    if (kind != ATTN_BUILT) {
+        fprintf(stderr, "[ERROR] attention: this program is built for ATTN=%s, asked for %s\n",
+                attn_kind_name(ATTN_BUILT), attn_kind_name(kind));
+        exit(EXIT_FAILURE);
+    }
+    f(AttnKindC<ATTN_BUILT>{});
+#else
+    if constexpr (I < ATTN_NUM_KINDS) {
+        if (kind == (AttnKind)I) { f(AttnKindC<(AttnKind)I>{}); return; }
+        attn_dispatch<F, I + 1>(kind, std::forward<F>(f));
+    } else {
+        fprintf(stderr, "[ERROR] attention: unknown variant %d (known: %s)\n", (int)kind, attn_kind_list().c_str());
+        exit(EXIT_FAILURE);
+    }
+#endif
+}

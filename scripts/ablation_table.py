@@ -1,0 +1,74 @@
+"""
+The attention ablation as one table and one PNG: each run's measured validation loss at 1x..16x
+its training length (CSVs of eval/loss_vs_length.cu) beside the paper's row for that variant
+(GPT-2 124M + RoPE on FineWeb, trained at 1K: its 1K/2K/4K/8K are the 1x/2x/4x/8x columns).
+
+    /usr/bin/python3 scripts/ablation_table.py softmax=out/a/softmax.csv lssar_p15=out/a/lssar_p15.csv \
+        --train-len 64 -o out/a/ablations.png
+
+A run's label names its variant as make's ATTN= does, with _p<P> for the re-weighted ones.
+"""
+import argparse
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "eval"))
+from plot_common import finish_length_axes, lengths_of, read_runs  # noqa: E402
+
+# The paper's validation losses at 1K, 2K, 4K, 8K (None: not reported); doc/attention.md,
+# section 'The paper's numbers'. Of the re-weighting ablations only the 8K loss is reported.
+PAPER = {
+    "softmax": (3.19, 4.17, 5.45, 6.28),
+    "sigmoid": (3.19, 7.46, 11.84, 14.50),
+    "relu": (3.21, 6.27, 8.50, 10.35),
+    "lssa": (3.19, 4.13, 5.30, 5.94),
+    "lssar_p3": (3.18, 4.24, 5.41, 6.30),
+    "lssar_p15": (3.19, 3.19, 3.23, 3.32),
+    "softmax_rw_p15": (None, None, None, 7.02),
+    "sigmoid_l1_rw_p15": (None, None, None, 3.86),
+    "relu_l1_rw_p15": (None, None, None, "> 10"),
+}
+
+
+def cell(v, width=6):
+    if v is None:
+        return f"{'-':>{width}}"
+    return f"{v:>{width}.2f}" if isinstance(v, float) else f"{v:>{width}}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", nargs="+", help="LABEL=CSV, one per run")
+    ap.add_argument("-o", "--out", required=True, help="PNG to write")
+    ap.add_argument("--train-len", type=int, required=True, help="the training length of every run")
+    ap.add_argument("--title", default="Attention ablation: validation loss versus length")
+    args = ap.parse_args()
+
+    runs = read_runs(args.runs, ["length", "loss", "tokens"], "eval/loss_vs_length.cu")
+    mults = [1, 2, 4, 8, 16]
+    print(f"{'run':<18}" + "".join(f" {f'{m}x':>7}" for m in mults) + "   | paper " +
+          "".join(f" {k:>6}" for k in ("1K", "2K", "4K", "8K")))
+    for label, rows in runs:
+        loss = {r[0]: r[1] for r in rows}
+        measured = "".join(f" {loss[m * args.train_len]:>7.3f}" if m * args.train_len in loss else f" {'-':>7}"
+                           for m in mults)
+        paper = PAPER.get(label, (None,) * 4)
+        print(f"{label:<18}{measured}   |       " + "".join(f" {cell(v)}" for v in paper))
+    tokens = {t for _, rows in runs for _, _, t in rows}
+    print(f"(measured: validation loss, {', '.join(str(t) for t in sorted(tokens))} tokens scored at every "
+          f"length, trained at {args.train_len}; paper: GPT-2 124M on FineWeb, trained at 1K)")
+
+    fig, ax = plt.subplots(figsize=(7.2, 4.6))
+    for label, rows in runs:
+        ax.plot([r[0] for r in rows], [r[1] for r in rows], marker="o", label=label)
+    finish_length_axes(ax, fig, lengths_of(runs), args.train_len, "sequence length (tokens)",
+                       "validation loss", args.title, args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The paper's attention ablation on the CPU: every variant of the family (attention/attention_kind.h)
+# trained with the same budget and seed on the same data, each evaluated at 1x..16x its training
+# length, one table beside the paper's rows (its 1K/2K/4K/8K = our 1x/2x/4x/8x) and one PNG.
+#   bash scripts/ablations.sh                     8 models, ~2-3 minutes of training each on 2 cores
+#   STEPS=600 MODEL=d6c192h3 bash scripts/ablations.sh
+#   DATA=data/mine  (its *_train_*.bin and *_val_*.bin shards; default data/kjv, made if missing)
+#   VARIANTS="softmax lssar" P=15 THREADS=8 OUT=out/ablations EVAL_TOKENS=4096
+# The re-weighted variants train at p = $P (LSSAR also at p = 3, the paper's two rows), and
+# LSSAR once more with p learned per layer and head from p = $P (-pl 1; run lssar_pl).
+# Writes $OUT/<run>/ (log.jsonl, final checkpoint), $OUT/<run>.csv, $OUT/ablations.txt (the table)
+# and $OUT/ablations.png. Running it again resumes or reuses finished runs (-y 1).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+STEPS=${STEPS:-200}           # optimizer steps per model, 16 x 64 tokens each
+THREADS=${THREADS:-2}
+OUT=${OUT:-out/ablations}
+MODEL=${MODEL:-d4c128h2}      # 4 layers, 128 channels, 2 heads of 64
+DATA=${DATA:-data/kjv}
+P=${P:-15}
+SEED=${SEED:-1337}
+VARIANTS=${VARIANTS:-softmax sigmoid relu lssa lssar softmax_rw sigmoid_l1_rw relu_l1_rw}
+WARMUP=${WARMUP:-$(( STEPS / 10 ))}  # learning-rate warmup steps, then cosine decay to 0.1x
+EVAL_TOKENS=${EVAL_TOKENS:-16384}   # validation tokens scored at every length (16 x the longest)
+T=64                          # training length; evaluated at 64 ... 1024
+
+train_glob=$(ls "$DATA"/*_train_*.bin 2>/dev/null | head -1 || true)
+if [ -z "$train_glob" ] && [ "$DATA" = data/kjv ]; then
+    echo "== tokenizing the King James Bible into data/kjv"
+    bash scripts/prepare_kjv.sh
+fi
+train_pattern=$(ls "$DATA"/*_train_*.bin | head -1 | sed 's/_train_[0-9]*\.bin$/_train_*.bin/')
+val_pattern=${train_pattern/_train_/_val_}
+ls $val_pattern > /dev/null || { echo "error: no validation shards $val_pattern" >&2; exit 1; }
+
+echo "== building the CPU trainer and the loss-versus-length tool for: $VARIANTS"
+targets=""
+for v in $VARIANTS; do targets="$targets train_gpt2cpu_$v build/loss_vs_length_cpu_$v"; done
+make -s -j2 $targets
+
+export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS OMP_WAIT_POLICY=passive
+mkdir -p "$OUT"
+final=$(printf "ckpt_%08d.bin" "$STEPS")
+runs=()
+train_eval() {  # run-name variant extra-flags...
+    local run=$1 v=$2
+    shift 2
+    echo "== training $MODEL with $run: $STEPS steps of 16 x $T tokens, seed $SEED"
+    "./train_gpt2cpu_$v" -i "$train_pattern" -j "$val_pattern" -o "$OUT/$run" -e "$MODEL" "$@" \
+        -b 16 -t $T -x "$STEPS" -l 2e-3 -u "$WARMUP" -k cosine -q 0.1 -c 0.1 -gc 1.0 -rs "$SEED" \
+        -v 50 -m 20 -s 0 -n "$STEPS" -nk 1 -y 1
+    echo "== loss versus length, $run"
+    "./build/loss_vs_length_cpu_$v" -e "$OUT/$run/$final" -j "$val_pattern" -t $T -l 1,2,4,8,16 -n "$EVAL_TOKENS" \
+        -o "$OUT/$run.csv"
+    runs+=("$run=$OUT/$run.csv")
+}
+for v in $VARIANTS; do
+    case $v in
+        lssar) train_eval "lssar_p3" lssar -p 3; train_eval "lssar_p$P" lssar -p "$P"
+               train_eval "lssar_pl" lssar -p "$P" -pl 1 ;;
+        softmax_rw|sigmoid_l1_rw|relu_l1_rw) train_eval "${v}_p$P" "$v" -p "$P" ;;
+        *) train_eval "$v" "$v" ;;
+    esac
+done
+
+echo "== the ablation table (validation loss; paper: GPT-2 124M, FineWeb, trained at 1K)"
+/usr/bin/python3 scripts/ablation_table.py "${runs[@]}" --train-len $T \
+    --title "KJV, $MODEL, trained at $T tokens for $STEPS steps (seed $SEED)" -o "$OUT/ablations.png" \
+    | tee "$OUT/ablations.txt"
