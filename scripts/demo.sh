@@ -14,6 +14,7 @@
 # resumes or reuses finished runs (-y 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/attn_flags.sh
 STEPS=${STEPS:-200}           # optimizer steps per model, 1024 tokens each
 THREADS=${THREADS:-2}
 OUT=${OUT:-out/demo}
@@ -38,7 +39,7 @@ final=$(printf "ckpt_%08d.bin" "$STEPS")
 for attn in softmax lssar; do
     echo "== training $MODEL with $attn attention: $STEPS steps of 16 x $T tokens"
     ./train_gpt2cpu_$attn -i "data/kjv/kjv_train_*.bin" -j "data/kjv/kjv_val_*.bin" -o "$OUT/$attn" \
-        -e "$MODEL" -p 15 -b 16 -t $T -x "$STEPS" -l 2e-3 -u 20 -k cosine -q 0.1 -c 0.1 -gc 1.0 \
+        -e "$MODEL" $(p_flag $attn 15) -b 16 -t $T -x "$STEPS" -l 2e-3 -u 20 -k cosine -q 0.1 -c 0.1 -gc 1.0 \
         -v 50 -m 20 -s "$STEPS" -g 48 -gk 40 -gp "And God said" -n "$STEPS" -nk 1 -y 1 -pr "$PRECISION"
     echo "== loss versus length, $attn"
     ./build/loss_vs_length_cpu_$attn -e "$OUT/$attn/$final" -j "data/kjv/kjv_val_*.bin" -t $T \

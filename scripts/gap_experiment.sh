@@ -10,6 +10,7 @@
 # PRECISION: the trainer's -pr (default auto, the fastest CPU path; fp32 for the reference).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/attn_flags.sh
 SETTINGS=${SETTINGS:-"200:2e-3:20 600:2e-3:20 200:6e-3:20 200:1e-3:20 200:2e-3:100"}
 THREADS=${THREADS:-2}
 JOBS=${JOBS:-2}
@@ -29,7 +30,7 @@ train_one() {  # steps lr warmup attn
     local steps=$1 lr=$2 warmup=$3 attn=$4 dir="$OUT/s$1_lr$2_u$3_$4"
     if grep -q "\"step\":$steps,\"val_loss\"" "$dir/log.jsonl" 2>/dev/null; then return 0; fi
     mkdir -p "$dir"
-    ./train_gpt2cpu_$attn -i "data/kjv/kjv_train_*.bin" -j "data/kjv/kjv_val_*.bin" -o "$dir" -e "$MODEL" -p 15 \
+    ./train_gpt2cpu_$attn -i "data/kjv/kjv_train_*.bin" -j "data/kjv/kjv_val_*.bin" -o "$dir" -e "$MODEL" $(p_flag $attn 15) \
         -b 16 -t $T -x "$steps" -l "$lr" -u "$warmup" -k cosine -q 0.1 -c 0.1 -gc 1.0 -v 50 -m 20 -s 0 -n 0 \
         -rs 1337 -pr "${PRECISION:-auto}" >"$dir/train.out" 2>&1 || { echo "training failed: $dir/train.out" >&2; tail -3 "$dir/train.out" >&2; return 1; }
     echo "[$(basename "$dir")] $(grep '^val loss' "$dir/train.out" | tail -1)"

@@ -17,6 +17,7 @@
 #            only step 4, on two saved trainer outputs (needs no GPU)
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source scripts/attn_flags.sh
 B=${B:-16}            # sequences per step
 T=1024
 STEPS=${STEPS:-50}    # optimizer steps per variant
@@ -111,7 +112,7 @@ fi
 status=0
 for v in softmax lssar; do
     t0=$(date +%s)
-    timeout "$LIMIT_S" "$trainer$v" -i "$dir/random_train_*.bin" -j "" -o "$dir/out_$v" -e d12 -p 15 \
+    timeout "$LIMIT_S" "$trainer$v" -i "$dir/random_train_*.bin" -j "" -o "$dir/out_$v" -e d12 $(p_flag $v 15) \
         -b "$B" -t $T -x "$STEPS" -l 3e-4 -u 10 -v 0 -s 0 > "$dir/$v.txt" 2>&1
     rc=$?
     if [ $rc = 124 ]; then

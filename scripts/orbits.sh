@@ -13,6 +13,7 @@
 # PRECISION (the trainer's -pr: auto, the fastest, by default; fp32 for the CPU reference path).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/attn_flags.sh
 
 usage() {
     sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
@@ -93,7 +94,7 @@ for attn in softmax lssar; do
     RUN=$OUT/${attn}_$MODEL
     echo "== pre-training $MODEL (vocabulary $V) with $attn attention: $STEPS steps of $TOTAL_BATCH tokens"
     "${launch[@]}" ./train_gpt2${BACKEND}_$attn -i "$DATA/orbits_train_*.bin" -j "$DATA/orbits_val_*.bin" \
-        -o "$RUN" -e "${MODEL}v$V" -p 15 -b "$BATCH" -t $T -d "$TOTAL_BATCH" -x "$STEPS" -l "$LR" -u "$WARMUP" \
+        -o "$RUN" -e "${MODEL}v$V" $(p_flag $attn 15) -b "$BATCH" -t $T -d "$TOTAL_BATCH" -x "$STEPS" -l "$LR" -u "$WARMUP" \
         -k cosine -q 0.1 -c 0.1 -gc 1.0 -v 100 -m 10 -s 0 -n "$STEPS" -nk 1 -y 1 -rs "$SEED" -pr "${PRECISION:-auto}" |
         grep --line-buffered -E "^(model|precision|step [0-9]*0/|val|wrote)" || true
     [ -s "$RUN/$final" ] || { echo "error: training $attn left no $RUN/$final" >&2; exit 1; }

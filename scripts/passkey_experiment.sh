@@ -12,6 +12,7 @@
 # passkey_depth.png and training_curves.png. Running it again reuses finished runs (-y 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/attn_flags.sh
 STEPS=${STEPS:-600}            # optimizer steps per model, B x T = 1,024 tokens each
 THREADS=${THREADS:-2}          # cores in all
 JOBS=${JOBS:-2}                # models trained at once, THREADS / JOBS threads each
@@ -50,7 +51,7 @@ final=$(printf "ckpt_%08d.bin" "$STEPS")
 train_one() {  # name variant p: trains, prints every 100th step and the validation losses
     local name=$1 attn=$2 p=$3
     mkdir -p "$OUT/$name"
-    ./train_gpt2cpu_$attn -i "${mix}_train_*.bin" -j "${mix}_val_*.bin" -o "$OUT/$name" -e "$MODEL" -p "$p" \
+    ./train_gpt2cpu_$attn -i "${mix}_train_*.bin" -j "${mix}_val_*.bin" -o "$OUT/$name" -e "$MODEL" $(p_flag $attn "$p") \
         -b "$B" -t "$T" -x "$STEPS" -l "$LR" -u 50 -k cosine -q 0.1 -c 0.1 -gc 1.0 -v 100 -m 20 -s 0 \
         -n 250 -nk 1 -y 1 -rs "$SEED" -pr "${PRECISION:-auto}" >"$OUT/$name/train.out" 2>&1 || { echo "[$name] training failed: $OUT/$name/train.out"; tail -3 "$OUT/$name/train.out"; return 1; }
     grep -E "^step +[0-9]*00/|^val loss" "$OUT/$name/train.out" | tail -2 | sed "s/^/[$name] /"

@@ -21,6 +21,7 @@
 # The run resumes from its newest checkpoint when started again (-y 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/attn_flags.sh
 ATTN=${1:-}
 case "$ATTN" in
     softmax) OTHER=lssar; LABEL=softmax ;;
@@ -43,7 +44,7 @@ MC_FLAGS=()
 [ -s data/mc/hellaswag_val.bin ] && MC_FLAGS=(-f data/mc/hellaswag_val.bin -fv 250)
 bash scripts/launch.sh -n "$GPUS" ./train_gpt2cu_$ATTN \
     -i "$DATA/fineweb_train_*.bin" -j "$DATA/fineweb_val_*.bin" -o "$OUT" \
-    -e d12 -p 15 -b "$B" -t $T -d $TOTAL -x $STEPS \
+    -e d12 $(p_flag $ATTN 15) -b "$B" -t $T -d $TOTAL -x $STEPS \
     -l 6e-4 -u 700 -k cosine -q 0.1 -c 0.1 -gc 1.0 \
     -v 250 -m 20 -s 5000 -g 144 -n 2000 -nk 2 -y 1 ${MC_FLAGS[@]+"${MC_FLAGS[@]}"}
 
