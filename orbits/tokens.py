@@ -14,11 +14,14 @@ One system is one sequence of T = 1 + 2 * bodies * steps tokens:
 A coordinate decodes to its bin's centre, within half a bin (box / bins) of the true value.
 """
 import argparse
+import os
 import sys
 
 import numpy as np
 
-SHARD_MAGIC, SHARD_VERSION, SHARD_HEADER_INTS = 20240520, 1, 256
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+import fineweb  # noqa: E402  the .bin shard format, as llm.c writes it
+
 
 
 def vocab_size(bins, n_dts=2):
@@ -65,29 +68,12 @@ def decode(tokens, bodies, box, bins):
 
 
 def write_shard(path, tokens):
-    """tokens (uint16) as one shard, written to path.tmp and renamed."""
-    import os
-    flat = np.ascontiguousarray(tokens, dtype=np.uint16).reshape(-1)
-    if flat.size >= 2 ** 31:
-        raise ValueError(f"{path}: {flat.size} tokens do not fit one shard's int32 count")
-    header = np.zeros(SHARD_HEADER_INTS, dtype="<i4")
-    header[:3] = (SHARD_MAGIC, SHARD_VERSION, flat.size)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(header.tobytes())
-        f.write(flat.astype("<u2").tobytes())
-    os.replace(tmp, path)
+    """tokens (any shape) as one shard of the trainer's .bin format (scripts/fineweb.py's writer)."""
+    fineweb.write_datafile(path, np.asarray(tokens).reshape(-1))
 
 
 def read_shard(path):
-    with open(path, "rb") as f:
-        header = np.frombuffer(f.read(SHARD_HEADER_INTS * 4), dtype="<i4")
-        if header.size != SHARD_HEADER_INTS or header[0] != SHARD_MAGIC or header[1] != SHARD_VERSION:
-            raise ValueError(f"{path}: not a version-1 token shard (magic {SHARD_MAGIC})")
-        tokens = np.frombuffer(f.read(), dtype="<u2")
-    if tokens.size != header[2]:
-        raise ValueError(f"{path}: header says {header[2]} tokens, the file holds {tokens.size}")
-    return tokens
+    return fineweb.read_datafile(path)
 
 
 def main(argv=None):
