@@ -1,9 +1,12 @@
-// A fresh folder under /tmp for a test's files, removed with everything in it when it goes away.
+// A fresh folder under /tmp for a test's files, removed with everything in it when it goes away,
+// and reading a file back whole.
 // Include after <doctest/doctest.h>.
 #pragma once
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 struct TempDir {
@@ -19,3 +22,9 @@ struct TempDir {
     TempDir(const TempDir&) = delete;
     TempDir& operator=(const TempDir&) = delete;
 };
+
+// the whole file at path ("" if it cannot be read)
+inline std::string read_file(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}

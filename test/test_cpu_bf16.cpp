@@ -446,10 +446,6 @@ TEST_CASE("bf16 path: stopped after 3 steps, checkpointed to files and resumed, 
 
 static const char* TRAINER = "./train_gpt2cpu_lssar";
 
-static std::string read_file(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
 // "step,loss,grad_norm" of every training record of a log.jsonl
 static std::vector<std::string> loss_records(const std::string& log_path) {
     std::vector<std::string> out;

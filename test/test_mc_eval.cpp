@@ -37,11 +37,6 @@ static const int VOCAB = 512;
 // ----------------------------------------------------------------------------
 // helpers
 
-static std::string read_file(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
-
 static void write_file(const std::string& path, const std::string& bytes) {
     std::ofstream f(path, std::ios::binary);
     f.write(bytes.data(), (std::streamsize)bytes.size());

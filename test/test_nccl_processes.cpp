@@ -202,11 +202,6 @@ static size_t bytes_differing(const std::string& a, const std::vector<char>& b) 
     return differ;
 }
 
-static std::string read_file(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
-
 static void write_file(const std::string& path, const std::string& bytes) {
     std::string tmp = path + ".tmp";
     {

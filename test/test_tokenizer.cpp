@@ -36,7 +36,7 @@ static std::string tmp_dir() {
     return dir.path;
 }
 
-static std::string read_file(const std::string& path) {
+static std::string read_whole_file(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
     REQUIRE_MESSAGE(f.good(), path << " cannot be read");
     std::stringstream ss;
@@ -189,7 +189,7 @@ struct Corpus {
 static std::vector<Corpus> corpora() {
     std::vector<Corpus> c;
     c.push_back({"KJV (bible -f gen1:1-rev22:21) in chunks of about 4 KB", cut_after_newlines(kjv_text(), 4096)});
-    std::string cases = read_file("test/data/tokenizer_cases.txt");
+    std::string cases = read_whole_file("test/data/tokenizer_cases.txt");
     Corpus file{"test/data/tokenizer_cases.txt: whole file, then each line", {cases}};
     for (auto& line : cut_after_newlines(cases, 0)) file.chunks.push_back(line);
     c.push_back(file);
@@ -273,7 +273,7 @@ TEST_CASE("pre-tokenisation equals the GPT-2 regex run by PCRE2 with JavaScript'
     pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);  // faster where available; the interpreter is the same regex
     pcre2_match_data* md = pcre2_match_data_create_from_pattern(re, nullptr);
     // PCRE2 10.42 knows Unicode 14; every corpus here uses characters assigned by then
-    std::vector<std::string> texts = {kjv_text(), read_file("test/data/tokenizer_cases.txt")};
+    std::vector<std::string> texts = {kjv_text(), read_whole_file("test/data/tokenizer_cases.txt")};
     for (auto& s : hard_cases()) texts.push_back(s);
     for (auto& s : random_cases(3000, 777)) texts.push_back(s);
     size_t pieces_checked = 0;
@@ -358,7 +358,7 @@ TEST_CASE("byte-to-unicode map: printable bytes spell themselves, the other 68 s
 TEST_CASE("the heap merge equals the direct merge loop on every distinct piece and on long pieces") {
     const GPT2Tokenizer& tok = tokenizer();
     std::set<std::string> pieces;
-    std::vector<std::string> texts = {kjv_text(), read_file("test/data/tokenizer_cases.txt")};
+    std::vector<std::string> texts = {kjv_text(), read_whole_file("test/data/tokenizer_cases.txt")};
     for (auto& s : hard_cases()) texts.push_back(s);
     for (auto& s : random_cases(2000, 99)) texts.push_back(s);
     for (auto& text : texts) {
@@ -386,7 +386,7 @@ TEST_CASE("the heap merge equals the direct merge loop on every distinct piece a
 
 TEST_CASE("encode_parallel (segments cut at safe_cuts, 2 threads) equals encode") {
     const GPT2Tokenizer& tok = tokenizer();
-    std::vector<std::string> texts = {kjv_text(), read_file("test/data/tokenizer_cases.txt")};
+    std::vector<std::string> texts = {kjv_text(), read_whole_file("test/data/tokenizer_cases.txt")};
     std::string mixed;
     for (auto& s : random_cases(2000, 4242)) mixed += s + "\n";
     texts.push_back(mixed);
@@ -460,7 +460,7 @@ TEST_CASE("loading: a missing or broken vocabulary is a clear error naming the f
     // a broken vocab.bpe line
     std::string broken = tmp_dir() + "/vocab_broken";
     REQUIRE(system(("mkdir -p " + broken).c_str()) == 0);
-    write_file(broken + "/encoder.json", read_file(GPT2Tokenizer::default_dir() + "/encoder.json"));
+    write_file(broken + "/encoder.json", read_whole_file(GPT2Tokenizer::default_dir() + "/encoder.json"));
     write_file(broken + "/vocab.bpe", "#version: 0.2\n\xc4\xa0 t\nthis line has three\n");
     e.clear();
     try { tok.load(broken); } catch (const std::runtime_error& ex) { e = ex.what(); }
@@ -525,7 +525,7 @@ TEST_CASE("build/tokenize shard: <|endoftext|> before each document, every 3rd d
         CHECK(read_split(dir + "/b", "val", 100000000) == val);
     }
     SUBCASE("encode and decode through stdin and stdout") {
-        std::string text = read_file("test/data/tokenizer_cases.txt");
+        std::string text = read_whole_file("test/data/tokenizer_cases.txt");
         std::string ids = run(tool + " encode < test/data/tokenizer_cases.txt");
         std::string expected;
         for (int id : encode(text)) expected += (expected.empty() ? "" : " ") + std::to_string(id);
