@@ -15,26 +15,32 @@
 #include "attention/attention_common.cuh"
 
 // What the backward knows of query row t (one per row of a query tile, in shared memory).
+// A row past T is dead: its weights and score gradients come out 0 without a mask.
 struct AttnRowInfo {
-    float scale;   // lam fac_q (cos_len) or 1/sqrt(hd): the factor on q~ . k~ (and on ds for dK)
-    float dq_scale;  // lam or 1/sqrt(hd): the factor on ds for dQ (times k_fac)
-    float bias;    // the score's bias
-    float norm;    // l1: lse (exp) or 1/S1 (0 for a row with S1 = 0); unused otherwise
-    float n, o;    // visible keys, the re-weighting's bias
+    float score_scale;  // the factor on q~ . k~ in score units (attn_score_unit): lam fac_q (cos_len) or 1/sqrt(hd)
+    float scale;        // the same in natural units: the factor on ds for dK
+    float dq_scale;     // lam or 1/sqrt(hd): the factor on ds for dQ (times k_fac)
+    float bias;         // the score's bias, in score units
+    float norm;         // l1: lse in log2 units (exp) or 1/S1 (0 for a row with S1 = 0); mean: 1/n
+    float n, o;         // visible keys, the re-weighting's bias
     float inv_m, inv_Z;  // re-weighting: 1/m, 1/Z (0: the row passes no gradient)
     float D2, D1;
 };
 
-// A = the normalised phi of score sv (phi returned too): exp(s - lse), phi/S1, phi, phi/n.
+// A = the normalised phi of score sv, and phi'(sv) normalised the same way (dA/ds; exp: A):
+// 2^(s - lse), phi/S1, phi, phi/n (norm = 1/S1, 1/n).
 template <AttnKind K>
-__device__ __forceinline__ float attn_A_dev(float sv, float norm, float n, float* phi) {
+__device__ __forceinline__ float attn_A_dev(float sv, float norm, float n, float* dA_ds) {
     using V = AttnTraits<K>;
     if constexpr (V::phi == ATTN_PHI_EXP) {
-        *phi = expf(sv - norm);
-        return *phi;
+        float A = exp2f(sv - norm);
+        *dA_ds = A;
+        return A;
     } else {
-        *phi = attn_phi_dev<K>(sv, 0.0f);
-        return V::norm == ATTN_NORM_L1 ? *phi * norm : V::norm == ATTN_NORM_MEAN ? *phi / n : *phi;
+        float dphi, phi = attn_phi_dphi_dev<K>(sv, 0.0f, &dphi);
+        float f = V::norm == ATTN_NORM_NONE ? 1.0f : norm;
+        *dA_ds = dphi * f;
+        return phi * f;
     }
 }
 
@@ -42,13 +48,19 @@ template <AttnKind K, int HD>
 __device__ __forceinline__ AttnRowInfo attn_row_info(int t, int T, const float* st, const float* rd, const float* sc) {
     using V = AttnTraits<K>;
     AttnRowInfo ri{};
-    if (t >= T) { return ri; }
+    ri.n = 1.0f;  // a dead row: A = 0 (exp: 2^(0 - inf); l1: 1/S1 = 0; mean: relu(0)/1), dA = 0 from dy = 0
+    if (t >= T) {
+        ri.norm = V::phi == ATTN_PHI_EXP ? INFINITY : 0.0f;
+        return ri;
+    }
     float factor = attn_row_factor<K, HD>(t);
     ri.scale = factor * (sc ? sc[T + t] : 1.0f);
+    ri.score_scale = ri.scale * attn_score_unit<K>();
     ri.dq_scale = factor;
-    ri.bias = attn_row_bias<K>(t);
-    ri.norm = V::phi == ATTN_PHI_EXP ? st[0] : st[0] > 0.0f ? 1.0f / st[0] : 0.0f;
+    ri.bias = attn_row_bias<K>(t) * attn_score_unit<K>();
     ri.n = (float)(t + 1);
+    if (V::norm == ATTN_NORM_MEAN) { ri.norm = 1.0f / ri.n; }
+    else { ri.norm = V::phi == ATTN_PHI_EXP ? st[0] * ATTN_LOG2E : st[0] > 0.0f ? 1.0f / st[0] : 0.0f; }
     ri.o = t < 3 ? 0.0f : 1.0f;
     bool live = V::reweight && st[1] > 0.0f && st[2] > 0.0f;
     ri.inv_m = live ? 1.0f / st[1] : 0.0f;
@@ -103,31 +115,31 @@ attention_rowd_kernel(float* rowd, const floatX* dout, const floatX* qkv, const 
         row[r] = q0 + warp * 16 + lane / 4 + 8 * r;
         const float* st = stats + ((size_t)bh * T + min(row[r], T - 1)) * 3;
         ri[r] = attn_row_info<K, HD>(row[r], T, st, zero, sc);
-        row_scale[r] = ri[r].scale;
+        row_scale[r] = ri[r].score_scale;
         row_bias[r] = ri[r].bias;
     }
 
     // per lane: sum r^p dW, sum A r^(p-1) dW, sum A r^(p-1)
     float sum_udw[2] = {0.0f, 0.0f}, sum_acdw[2] = {0.0f, 0.0f}, sum_ac[2] = {0.0f, 0.0f};
-    for (int kt = 0; kt <= qt; kt++) {
+    auto tile = [&](int kt, auto masked) {  // masked: the diagonal tile
         __syncthreads();
         load_key_tile<K, ROWS, HD, LD>(sK, key_fac, k_base, C, kt, T, sc);
         load_tile<ROWS, HD, LD>(sV, v_base, 3 * C, kt * ROWS, T);
         __syncthreads();
         FragC s[RT], dw[RT];
-        attn_scores<HD>(s, qf, sK, key_fac, row_scale, row_bias);
+        attn_scores<K, HD>(s, qf, sK, key_fac, row_scale, row_bias);
         warp_mma_abt(dw, dof, sV, LD);  // dW = dy . v
         ATTN_UNROLL
         for (int nt = 0; nt < RT; nt++) {
             ATTN_UNROLL
             for (int i = 0; i < 4; i++) {
                 int r = i / 2;
-                int j = kt * ROWS + nt * 8 + frag_col(lane, i);
-                if (ri[r].inv_m == 0.0f || j > row[r]) { continue; }
-                float phi, A = attn_A_dev<K>(s[nt].x[i], ri[r].norm, ri[r].n, &phi);
+                if (ri[r].inv_m == 0.0f) { continue; }
+                if (decltype(masked)::value && kt * ROWS + nt * 8 + frag_col(lane, i) > row[r]) { continue; }
+                float dA_ds, A = attn_A_dev<K>(s[nt].x[i], ri[r].norm, ri[r].n, &dA_ds);
                 float x = ri[r].n * A - ri[r].o;
                 if (x > 0.0f) {
-                    float xm = x * ri[r].inv_m;
+                    float xm = fminf(x * ri[r].inv_m, 1.0f);
                     float rp1 = pow_p_dev(xm, p - 1.0f, p_int - 1);  // (x/m)^(p-1)
                     sum_udw[r] += rp1 * xm * dw[nt].x[i];
                     sum_acdw[r] += A * rp1 * dw[nt].x[i];
@@ -135,7 +147,9 @@ attention_rowd_kernel(float* rowd, const floatX* dout, const floatX* qkv, const 
                 }
             }
         }
-    }
+    };
+    for (int kt = 0; kt < qt; kt++) { tile(kt, std::false_type{}); }
+    tile(qt, std::true_type{});
     ATTN_UNROLL
     for (int r = 0; r < 2; r++) {
         float D2 = quad_sum(sum_udw[r]) * ri[r].inv_Z;
@@ -148,13 +162,13 @@ attention_rowd_kernel(float* rowd, const floatX* dout, const floatX* qkv, const 
     }
 }
 
-// The final weight P and the score gradient ds of one (query, key) element, from the scaled
-// score sv and the upstream dW = dy . v_j.
+// The final weight P and the score gradient ds of one (query, key) element, from the score sv
+// (score units) and the upstream dW = dy . v_j.
 template <AttnKind K>
 __device__ __forceinline__ void attn_element_grad(float sv, float dW, const AttnRowInfo& ri, float p, int p_int,
                                                   float* P, float* ds) {
     using V = AttnTraits<K>;
-    float phi, A = attn_A_dev<K>(sv, ri.norm, ri.n, &phi);
+    float g, A = attn_A_dev<K>(sv, ri.norm, ri.n, &g);  // g = dA/ds: phi'/S1 (exp: A), phi', phi'/n
     float dA = dW;
     *P = A;
     if constexpr (V::reweight) {
@@ -162,20 +176,13 @@ __device__ __forceinline__ void attn_element_grad(float sv, float dW, const Attn
         *P = 0.0f;
         dA = 0.0f;
         if (x > 0.0f && ri.inv_m > 0.0f) {
-            float xm = x * ri.inv_m;
+            float xm = fminf(x * ri.inv_m, 1.0f);
             float xp1 = pow_p_dev(xm, p - 1.0f, p_int - 1);  // (x/m)^(p-1)
             *P = xp1 * xm * ri.inv_Z;                         // W = u / Z
             dA = ri.n * p * xp1 * (dW - ri.D2) * ri.inv_m * ri.inv_Z;
         }
     }
-    if constexpr (V::norm == ATTN_NORM_L1) {
-        // exp: phi' / S1 = A; otherwise phi'(s) / S1
-        float g = V::phi == ATTN_PHI_EXP ? A : attn_dphi_dev<K>(sv, phi) * ri.norm;
-        *ds = g * (dA - ri.D1);
-    } else {
-        float g = attn_dphi_dev<K>(sv, phi);
-        *ds = (V::norm == ATTN_NORM_MEAN ? g / ri.n : g) * dA;
-    }
+    *ds = V::norm == ATTN_NORM_L1 ? g * (dA - ri.D1) : g * dA;
 }
 
 // Main backward: one block per (key tile, head), one warp per 16 keys; walks the query tiles
@@ -230,8 +237,9 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
         frag_zero(dv_acc[nt]);
     }
 
-    int num_qt = ceil_div(T, ROWS);
-    for (int qt = kt; qt < num_qt; qt++) {
+    // query tile qt; masked: the diagonal tile (qt = kt), where keys past the query are masked.
+    // Below it every key is visible and dead rows (past T) give P = ds = 0 without a mask.
+    auto tile = [&](int qt, auto masked) {
         int q0 = qt * ROWS;
         __syncthreads();  // sQ, sdO, sdS, row_info of the previous tile have been read
         load_tile<ROWS, HD, LD>(sQ, q_base, 3 * C, q0, T, sc);
@@ -256,8 +264,11 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
                 int t = q0 + tl;
                 AttnRowInfo ri = row_info[tl];
                 float P = 0.0f, ds = 0.0f;
-                if (key[r] <= t && t < T) {
-                    attn_element_grad<K>(s[nt].x[i] * ri.scale * kfac[r] + ri.bias, dw[nt].x[i], ri, p, p_int, &P, &ds);
+                if (!decltype(masked)::value || (key[r] <= t && t < T)) {
+                    float sv = s[nt].x[i] * ri.score_scale;
+                    if constexpr (AttnTraits<K>::cos_len) { sv *= kfac[r]; }
+                    if constexpr (AttnTraits<K>::score == ATTN_SCORE_DOT_LOGN) { sv += ri.bias; }
+                    attn_element_grad<K>(sv, dw[nt].x[i], ri, p, p_int, &P, &ds);
                 }
                 s[nt].x[i] = P;
                 dsk[nt].x[i] = ds * ri.scale;
@@ -275,7 +286,9 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
         // dQ~ of the warp's 16 queries += dS (16 x ROWS keys) K~
         warp_accumulate_dq<RT, Tile::HTILES>(dqh + (size_t)b * T * C + h * HD, C, T, q0, sdS, LDS, sK, LD, warp,
                                              lane);
-    }
+    };
+    tile(kt, std::true_type{});
+    for (int qt = kt + 1; qt < ceil_div(T, ROWS); qt++) { tile(qt, std::false_type{}); }
 
     // dk (fp32, finished by lssa_normgrad_kernel) and dv (bf16) of the warp's keys
     warp_store_dk_dv<Tile::HTILES>(dkh + (size_t)b * T * C + h * HD, C, dqkv + ((size_t)b * T * 3 + 2) * C + h * HD,
