@@ -199,6 +199,7 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
     using Tile = AttnTile<HD>;
     constexpr int ROWS = Tile::ROWS, LD = Tile::LD, LDS = Tile::LDS, RT = Tile::RTILES;
     SHARED_TILE(sK, ROWS * LD);
+    SHARED_TILE(sV, ROWS * LD);
     SHARED_TILE(sQ, ROWS * LD);
     SHARED_TILE(sdO, ROWS * LD);
     SHARED_TILE(sdS, ROWS * LDS);  // (query, key): dq_scale k_fac ds, the A operand of dQ
@@ -215,13 +216,10 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
     const floatX* do_base = dout + (size_t)b * T * C + h * HD;
     const float* sc = AttnTraits<K>::cos_len ? scales + (size_t)bh * 4 * T : nullptr;
 
-    // the warp's 16 keys as A fragments: K~ (kept in sK for dQ) and V (through sQ)
+    // the block's keys K~ (also the B operand of dQ) and values, read as the warp's A fragments
+    // on every query tile (fewer live registers than holding them)
     load_tile<ROWS, HD, LD>(sK, k_base, 3 * C, k0, T, sc ? sc + 2 * T : nullptr);
-    load_tile<ROWS, HD, LD>(sQ, v_base, 3 * C, k0, T);
-    __syncthreads();
-    FragA kf[Tile::KSTEPS], vf[Tile::KSTEPS];
-    load_frags_a(kf, sK, LD, warp * 16);
-    load_frags_a(vf, sQ, LD, warp * 16);
+    load_tile<ROWS, HD, LD>(sV, v_base, 3 * C, k0, T);
     int key[2];
     float kfac[2];
     ATTN_UNROLL
@@ -252,8 +250,16 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
         __syncthreads();
 
         FragC s[RT], dw[RT];
-        warp_mma_abt(s, kf, sQ, LD);    // s^T (keys x queries), before scaling
-        warp_mma_abt(dw, vf, sdO, LD);  // dW^T = v . dy
+        {
+            FragA kf[Tile::KSTEPS];
+            load_frags_a(kf, sK, LD, warp * 16);
+            warp_mma_abt(s, kf, sQ, LD);  // s^T (keys x queries), before scaling
+        }
+        {
+            FragA vf[Tile::KSTEPS];
+            load_frags_a(vf, sV, LD, warp * 16);
+            warp_mma_abt(dw, vf, sdO, LD);  // dW^T = v . dy
+        }
         FragC dsk[RT];                  // scale ds : for dK
         ATTN_UNROLL
         for (int nt = 0; nt < RT; nt++) {
