@@ -81,12 +81,12 @@ __device__ __forceinline__ void attn_pass1(float (&S1)[2], float (&smax)[2], flo
 }
 
 // Forward. grid (ceil(T/ROWS), B*NH), block THREADS. p_int = p when p is a small integer, else -1.
-// At least 3 blocks per SM: up to 168 registers, which LSSAR's two passes use without spilling
-// (left alone, ptxas picks 128 registers and spills at hd 64).
+// Blocks per SM asked of ptxas: 3 (<= 168 registers) without re-weighting; 2 with it, whose two
+// passes spill at 168 registers at hd 64 (and, left alone, ptxas gives them 128 and spills too).
 // Scores are held in score units (attn_score_unit: log2 units for exp); the keys of tiles below
 // the diagonal are all visible, so only the diagonal tile (the last one) is masked.
 template <int HD, AttnKind K>
-__global__ void __launch_bounds__(AttnTile<HD>::THREADS, 3)
+__global__ void __launch_bounds__(AttnTile<HD>::THREADS, AttnTraits<K>::reweight ? 2 : 3)
 attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const float* scales, int T, int NH, float p,
                          int p_int) {
     using Tile = AttnTile<HD>;

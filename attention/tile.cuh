@@ -78,16 +78,25 @@ __device__ __forceinline__ void load_frag_a(FragA& a, sptr<floatX> tile, int ld,
     ldmatrix_x4(a.x, tile + (size_t)(row0 + lane % 16) * ld + col0 + (lane / 16) * 8);
 }
 
-// B fragment (k16 x n8) from a tile stored [n][k] (row n holds the k values: K for Q K^T).
-__device__ __forceinline__ void load_frag_b(FragB& b, sptr<floatX> tile, int ld, int n0, int k0) {
+// B fragments (k16 x n8 each), two per ldmatrix.x4 (half the shared-memory instructions of two
+// x2): from a tile stored [n][k] (row n holds the k values: K for Q K^T), b[0], b[1] for k steps
+// k0 and k0+16 of the n8 tile n0;
+__device__ __forceinline__ void load_frag_b_x2k(FragB (&b)[2], sptr<floatX> tile, int ld, int n0, int k0) {
     int lane = threadIdx.x % 32;
-    ldmatrix_x2(b.x, tile + (size_t)(n0 + lane % 8) * ld + k0 + ((lane / 8) % 2) * 8);
+    uint32_t r[4];
+    ldmatrix_x4(r, tile + (size_t)(n0 + lane % 8) * ld + k0 + (lane / 8) * 8);
+    b[0].x[0] = r[0], b[0].x[1] = r[1], b[1].x[0] = r[2], b[1].x[1] = r[3];
 }
-
-// B fragment (k16 x n8) from a tile stored [k][n] (row k holds the n values: V for P V).
-__device__ __forceinline__ void load_frag_b_trans(FragB& b, sptr<floatX> tile, int ld, int k0, int n0) {
+// from a tile stored [k][n] (row k holds the n values: V for P V), b[0], b[1] for the n8 tiles n0
+// and n0+8 of the k16 step k0,
+// or for k steps k0 and k0+16 of the n8 tile n0 (two_k).
+__device__ __forceinline__ void load_frag_b_trans_x2(FragB (&b)[2], sptr<floatX> tile, int ld, int k0, int n0,
+                                                     bool two_k) {
     int lane = threadIdx.x % 32;
-    ldmatrix_x2_trans(b.x, tile + (size_t)(k0 + lane % 16) * ld + n0);
+    uint32_t r[4];
+    int row = k0 + lane % 16 + (two_k ? (lane / 16) * 16 : 0), col = n0 + (two_k ? 0 : (lane / 16) * 8);
+    ldmatrix_x4_trans(r, tile + (size_t)row * ld + col);
+    b[0].x[0] = r[0], b[0].x[1] = r[1], b[1].x[0] = r[2], b[1].x[1] = r[3];
 }
 
 __device__ __forceinline__ void mma(FragC& c, const FragA& a, const FragB& b) {
@@ -101,14 +110,16 @@ __device__ __forceinline__ void mma(FragC& c, const FragA& a, const FragB& b) {
 // with rows n0.. : S = Q K^T with K's rows as B.
 template <int NB, int KS>
 __device__ __forceinline__ void warp_mma_abt(FragC (&s)[NB], const FragA (&a)[KS], sptr<floatX> b, int ld) {
+    static_assert(KS % 2 == 0, "B fragments are loaded two k steps at a time");
     ATTN_UNROLL
     for (int nt = 0; nt < NB; nt++) {
         frag_zero(s[nt]);
         ATTN_UNROLL
-        for (int kk = 0; kk < KS; kk++) {
-            FragB bf;
-            load_frag_b(bf, b, ld, nt * 8, kk * 16);
-            mma(s[nt], a[kk], bf);
+        for (int kk = 0; kk < KS; kk += 2) {
+            FragB bf[2];
+            load_frag_b_x2k(bf, b, ld, nt * 8, kk * 16);
+            mma(s[nt], a[kk], bf[0]);
+            mma(s[nt], a[kk + 1], bf[1]);
         }
     }
 }
@@ -117,13 +128,15 @@ __device__ __forceinline__ void warp_mma_abt(FragC (&s)[NB], const FragA (&a)[KS
 // O += P V with V's rows as B.
 template <int NB, int KS>
 __device__ __forceinline__ void warp_mma_ab(FragC (&o)[NB], const FragA (&p)[KS], sptr<floatX> b, int ld) {
+    static_assert(NB % 2 == 0, "B fragments are loaded two n8 tiles at a time");
     ATTN_UNROLL
     for (int kk = 0; kk < KS; kk++) {
         ATTN_UNROLL
-        for (int nt = 0; nt < NB; nt++) {
-            FragB bf;
-            load_frag_b_trans(bf, b, ld, kk * 16, nt * 8);
-            mma(o[nt], p[kk], bf);
+        for (int nt = 0; nt < NB; nt += 2) {
+            FragB bf[2];
+            load_frag_b_trans_x2(bf, b, ld, kk * 16, nt * 8, false);
+            mma(o[nt], p[kk], bf[0]);
+            mma(o[nt + 1], p[kk], bf[1]);
         }
     }
 }
@@ -132,11 +145,13 @@ __device__ __forceinline__ void warp_mma_ab(FragC (&o)[NB], const FragA (&p)[KS]
 // (and store) one column tile before the next, with one accumulator live instead of NB.
 template <int KS>
 __device__ __forceinline__ void warp_mma_ab_ntile(FragC& o, const FragA (&p)[KS], sptr<floatX> b, int ld, int n0) {
+    static_assert(KS % 2 == 0, "B fragments are loaded two k steps at a time");
     ATTN_UNROLL
-    for (int kk = 0; kk < KS; kk++) {
-        FragB bf;
-        load_frag_b_trans(bf, b, ld, kk * 16, n0);
-        mma(o, p[kk], bf);
+    for (int kk = 0; kk < KS; kk += 2) {
+        FragB bf[2];
+        load_frag_b_trans_x2(bf, b, ld, kk * 16, n0, true);
+        mma(o, p[kk], bf[0]);
+        mma(o, p[kk + 1], bf[1]);
     }
 }
 
