@@ -9,7 +9,7 @@
 // unrounded weights (attention_rowd_kernel); none and mean need neither. Then one block per
 // (key tile, head) walks the query tiles from the diagonal down and accumulates dV and dK in
 // registers while dQ goes to fp32 atomics; lssa_normgrad_kernel maps dq-hat and dk-hat
-// through the normalisation (cos_len) or casts them (dot).
+// through the normalisation (cos_len) or casts dq (dot scores, whose dk the main pass writes).
 #pragma once
 
 #include "attention/attention_common.cuh"
@@ -296,7 +296,13 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
     tile(kt, std::true_type{});
     for (int qt = kt + 1; qt < ceil_div(T, ROWS); qt++) { tile(qt, std::false_type{}); }
 
-    // dk (fp32, finished by lssa_normgrad_kernel) and dv (bf16) of the warp's keys
-    warp_store_dk_dv<Tile::HTILES>(dkh + (size_t)b * T * C + h * HD, C, dqkv + ((size_t)b * T * 3 + 2) * C + h * HD,
-                                   key, T, dk_acc, dv_acc, lane);
+    // dv (bf16) and dk of the warp's keys: fp32 into dkh for cos_len (finished by
+    // lssa_normgrad_kernel), bf16 straight into dqkv for dot scores
+    floatX* dv_rows = dqkv + ((size_t)b * T * 3 + 2) * C + h * HD;
+    if constexpr (AttnTraits<K>::cos_len) {
+        warp_store_dk_dv<Tile::HTILES>(dkh + (size_t)b * T * C + h * HD, C, C, dv_rows, key, T, dk_acc, dv_acc, lane);
+    } else {
+        warp_store_dk_dv<Tile::HTILES>(dqkv + ((size_t)b * T * 3 + 1) * C + h * HD, 3 * C, C, dv_rows, key, T, dk_acc,
+                                       dv_acc, lane);
+    }
 }

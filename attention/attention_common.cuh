@@ -217,7 +217,8 @@ __global__ void attention_rowdot_kernel(float* rowd, const floatX* dout, const f
 // dq and dk from the gradients of the normalised vectors
 // (doc/attention.md, section 'Through the normalisation of q and k'):
 //   dx = (dxh - xh (xh . dxh)) / |x|  when |x| > eps,  dx = dxh / eps  otherwise.
-// With NORMALISED = false (dot scores) dx = dxh. One warp per (b, t, h) row; writes q and k of dqkv.
+// With NORMALISED = false (dot scores) dx = dxh for q only (the backward kernel writes their dk).
+// One warp per (b, t, h) row; writes q (and k) of dqkv.
 template <int HD, bool NORMALISED>
 __global__ void lssa_normgrad_kernel(floatX* dqkv, const float* dqh, const float* dkh, const floatX* qkv,
                                      const float* scales, int B, int T, int NH) {
@@ -227,7 +228,7 @@ __global__ void lssa_normgrad_kernel(floatX* dqkv, const float* dqh, const float
     int h = row % NH, t = (row / NH) % T, b = row / (NH * T);
     int C = NH * HD;
     constexpr int PER_LANE = (HD + 31) / 32;
-    for (int part = 0; part < 2; part++) {  // 0: q, 1: k
+    for (int part = 0; part < (NORMALISED ? 2 : 1); part++) {  // 0: q, 1: k
         const float* dxh = (part == 0 ? dqh : dkh) + (size_t)row * HD;
         const floatX* x = qkv + ((size_t)(b * T + t) * 3 + part) * C + h * HD;
         floatX* dx = dqkv + ((size_t)(b * T + t) * 3 + part) * C + h * HD;

@@ -186,6 +186,17 @@ __device__ __forceinline__ void warp_store_rows_scaled(floatX* out_rows, int C, 
     }
 }
 
+// dst[0], dst[1] += a, b (dst 8-byte aligned): one vector reduction (red.global.add.v2.f32) on
+// sm_90, two scalar atomics elsewhere and in the emulator.
+__device__ __forceinline__ void atomic_add2(float* dst, float a, float b) {
+#if defined(__CUDACC__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    atomicAdd(reinterpret_cast<float2*>(dst), make_float2(a, b));
+#else
+    atomicAdd(dst, a);
+    atomicAdd(dst + 1, b);
+#endif
+}
+
 // The backward's end of a key tile, shared by every variant: dQ of the warp's 16 query rows
 // (q0 + 16 warp ..) += dS (those rows of the (16 RT) x (16 RT) tile in shared) . K, one n8
 // column tile at a time, accumulated into fp32 dq_rows (row stride C) with atomics, since every
@@ -201,16 +212,17 @@ __device__ __forceinline__ void warp_accumulate_dq(float* dq_rows, int C, int T,
         frag_zero(dq);
         warp_mma_ab_ntile(dq, sf, sK, ld, nt * 8);
         ATTN_UNROLL
-        for (int i = 0; i < 4; i++) {
-            int t = q0 + warp * 16 + frag_row(lane, i);
-            if (t < T) { atomicAdd(dq_rows + (size_t)t * C + nt * 8 + frag_col(lane, i), dq.x[i]); }
+        for (int r = 0; r < 2; r++) {  // elements 2r, 2r+1: two neighbouring columns of one row
+            int t = q0 + warp * 16 + frag_row(lane, 2 * r);
+            if (t < T) { atomic_add2(dq_rows + (size_t)t * C + nt * 8 + frag_col(lane, 0), dq.x[2 * r], dq.x[2 * r + 1]); }
         }
     }
 }
 
-// The warp's finished key rows key[0..1]: dk (fp32, row stride C) and dv (bf16, row stride 3C).
-template <int HTILES>
-__device__ __forceinline__ void warp_store_dk_dv(float* dk_rows, int C, floatX* dv_rows, const int (&key)[2], int T,
+// The warp's finished key rows key[0..1]: dk (fp32 for the normalisation's pass, or bf16 straight
+// into dqkv; row stride dk_stride) and dv (bf16, row stride 3C).
+template <int HTILES, class DK>
+__device__ __forceinline__ void warp_store_dk_dv(DK* dk_rows, int dk_stride, int C, floatX* dv_rows, const int (&key)[2], int T,
                                                  const FragC (&dk_acc)[HTILES], const FragC (&dv_acc)[HTILES],
                                                  int lane) {
     ATTN_UNROLL
@@ -220,7 +232,7 @@ __device__ __forceinline__ void warp_store_dk_dv(float* dk_rows, int C, floatX* 
             int j = key[i / 2];
             if (j >= T) { continue; }
             int col = nt * 8 + frag_col(lane, i);
-            dk_rows[(size_t)j * C + col] = dk_acc[nt].x[i];
+            dk_rows[(size_t)j * dk_stride + col] = (DK)dk_acc[nt].x[i];
             dv_rows[(size_t)j * 3 * C + col] = (floatX)dv_acc[nt].x[i];
         }
     }
