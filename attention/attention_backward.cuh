@@ -129,22 +129,35 @@ attention_rowd_kernel(float* rowd, const floatX* dout, const floatX* qkv, const 
         FragC s[RT], dw[RT];
         attn_scores<K, HD>(s, qf, sK, key_fac, row_scale, row_bias);
         warp_mma_abt(dw, dof, sV, LD);  // dW = dy . v
+        FragC xm[RT], A[RT];  // x/m and A where x > 0 (else 0), then (x/m)^(p-1) for the whole tile
         ATTN_UNROLL
         for (int nt = 0; nt < RT; nt++) {
             ATTN_UNROLL
             for (int i = 0; i < 4; i++) {
                 int r = i / 2;
+                xm[nt].x[i] = A[nt].x[i] = 0.0f;
                 if (ri[r].inv_m == 0.0f) { continue; }
                 if (decltype(masked)::value && kt * ROWS + nt * 8 + frag_col(lane, i) > row[r]) { continue; }
-                float dA_ds, A = attn_A_dev<K>(s[nt].x[i], ri[r].norm, ri[r].n, &dA_ds);
-                float x = ri[r].n * A - ri[r].o;
+                float dA_ds, a = attn_A_dev<K>(s[nt].x[i], ri[r].norm, ri[r].n, &dA_ds);
+                float x = ri[r].n * a - ri[r].o;
                 if (x > 0.0f) {
-                    float xm = fminf(x * ri[r].inv_m, 1.0f);
-                    float rp1 = pow_p_dev(xm, p - 1.0f, p_int - 1);  // (x/m)^(p-1)
-                    sum_udw[r] += rp1 * xm * dw[nt].x[i];
-                    sum_acdw[r] += A * rp1 * dw[nt].x[i];
-                    sum_ac[r] += A * rp1;
+                    xm[nt].x[i] = fminf(x * ri[r].inv_m, 1.0f);
+                    A[nt].x[i] = a;
                 }
+            }
+        }
+        FragC rp1[RT];  // (x/m)^(p-1); the elements with x <= 0 have xm = A = 0 and add nothing
+        ATTN_UNROLL
+        for (int nt = 0; nt < RT; nt++) { rp1[nt] = xm[nt]; }
+        pow_p_frags(rp1, p - 1.0f, p_int - 1);
+        ATTN_UNROLL
+        for (int nt = 0; nt < RT; nt++) {
+            ATTN_UNROLL
+            for (int i = 0; i < 4; i++) {
+                int r = i / 2;
+                sum_udw[r] += rp1[nt].x[i] * xm[nt].x[i] * dw[nt].x[i];
+                sum_acdw[r] += A[nt].x[i] * rp1[nt].x[i] * dw[nt].x[i];
+                sum_ac[r] += A[nt].x[i] * rp1[nt].x[i];
             }
         }
     };

@@ -58,6 +58,39 @@ __device__ __forceinline__ float pow_p_dev(float x, float p, int p_int) {
     return x > 0.0f ? exp2f(p * log2f(x)) : 0.0f;
 }
 
+// pow_p_dev in place for every element of a tile of accumulator fragments: the loop over the bits
+// of an integer p runs once for the whole tile (a uniform branch) instead of once per element;
+// the same operations per element, so the same results.
+template <int NB>
+__device__ __forceinline__ void pow_p_frags(FragC (&x)[NB], float p, int p_int) {
+    if (p_int >= 0) {
+        FragC result[NB];
+        ATTN_UNROLL
+        for (int nt = 0; nt < NB; nt++) {
+            ATTN_UNROLL
+            for (int i = 0; i < 4; i++) { result[nt].x[i] = 1.0f; }
+        }
+        for (int n = p_int; n > 0; n >>= 1) {
+            ATTN_UNROLL
+            for (int nt = 0; nt < NB; nt++) {
+                ATTN_UNROLL
+                for (int i = 0; i < 4; i++) {
+                    if (n & 1) { result[nt].x[i] *= x[nt].x[i]; }
+                    x[nt].x[i] *= x[nt].x[i];
+                }
+            }
+        }
+        ATTN_UNROLL
+        for (int nt = 0; nt < NB; nt++) { x[nt] = result[nt]; }
+        return;
+    }
+    ATTN_UNROLL
+    for (int nt = 0; nt < NB; nt++) {
+        ATTN_UNROLL
+        for (int i = 0; i < 4; i++) { x[nt].x[i] = x[nt].x[i] > 0.0f ? exp2f(p * log2f(x[nt].x[i])) : 0.0f; }
+    }
+}
+
 // lam_t = ln(hd) ln(n_t); lam_0 = 0 exactly (fast-math logf(1) need not be 0, and relu_l1_rw's row 0
 // is degenerate only if its score is exactly 0)
 __device__ __forceinline__ float lssa_lam(int t, int hd) {

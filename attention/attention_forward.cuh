@@ -190,19 +190,24 @@ attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const flo
             ATTN_UNROLL
             for (int i = 0; i < 4; i++) {
                 int r = i / 2;
-                float w = 0.0f;
+                float w = 0.0f;  // without re-weighting the weight; with it x/m, raised to p below
                 if (!MASK || j0 + nt * 8 + frag_col(lane, i) <= rows.row[r]) {
                     float a = attn_phi_dev<K>(s[nt].x[i], shift[r]);
                     if (!RW) {
                         w = a;
                     } else {  // m <= 0: inv_m = 0 and no x > 0 (m is the largest x)
                         float x = a * nS1[r] - rows.o[r];
-                        w = x > 0.0f ? pow_p_dev(fminf(x * inv_m[r], 1.0f), p, p_int) : 0.0f;
+                        w = x > 0.0f ? fminf(x * inv_m[r], 1.0f) : 0.0f;
                     }
                 }
                 s[nt].x[i] = w;
-                wsum[r] += w;
             }
+        }
+        if constexpr (RW) { pow_p_frags(s, p, p_int); }  // u = (x/m)^p, 0 where x <= 0 (p >= 1)
+        ATTN_UNROLL
+        for (int nt = 0; nt < RT; nt++) {
+            ATTN_UNROLL
+            for (int i = 0; i < 4; i++) { wsum[i / 2] += s[nt].x[i]; }
         }
         FragA wf[RT / 2];
         frags_a_from_acc<RT>(wf, s);
