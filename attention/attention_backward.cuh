@@ -89,16 +89,14 @@ attention_rowd_kernel(float* rowd, const floatX* dout, const floatX* qkv, const 
     SHARED_TILE(sV, ROWS * LD);
     SHARED_ARRAY(float, key_fac, ROWS);
 
-    int C = NH * HD;
-    int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+    const AttnHead hp = attn_head<K, HD>(qkv, scales, T, NH);
+    const int C = hp.C, bh = hp.bh;
+    const floatX *q_base = hp.q, *k_base = hp.k, *v_base = hp.v;
+    const float* sc = hp.sc;
+    const floatX* do_base = dout + hp.rows_offset;
     int qt = gridDim.x - 1 - blockIdx.x;
     int q0 = qt * ROWS;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const floatX* q_base = qkv + (size_t)b * T * 3 * C + h * HD;
-    const floatX* k_base = q_base + C;
-    const floatX* v_base = q_base + 2 * C;
-    const floatX* do_base = dout + (size_t)b * T * C + h * HD;
-    const float* sc = AttnTraits<K>::cos_len ? scales + (size_t)bh * 4 * T : nullptr;
 
     load_tile<ROWS, HD, LD>(sQ, q_base, 3 * C, q0, T, sc);
     load_tile<ROWS, HD, LD>(sdO, do_base, C, q0, T);
@@ -218,16 +216,14 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
     SHARED_TILE(sdS, ROWS * LDS);  // (query, key): dq_scale k_fac ds, the A operand of dQ
     SHARED_ARRAY(AttnRowInfo, row_info, ROWS);
 
-    int C = NH * HD;
-    int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+    const AttnHead hp = attn_head<K, HD>(qkv, scales, T, NH);
+    const int C = hp.C, bh = hp.bh;
+    const floatX *q_base = hp.q, *k_base = hp.k, *v_base = hp.v;
+    const float* sc = hp.sc;
+    const floatX* do_base = dout + hp.rows_offset;
     int kt = blockIdx.x;
     int k0 = kt * ROWS;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const floatX* q_base = qkv + (size_t)b * T * 3 * C + h * HD;
-    const floatX* k_base = q_base + C;
-    const floatX* v_base = q_base + 2 * C;
-    const floatX* do_base = dout + (size_t)b * T * C + h * HD;
-    const float* sc = AttnTraits<K>::cos_len ? scales + (size_t)bh * 4 * T : nullptr;
 
     // the block's keys K~ (also the B operand of dQ) and values, read as the warp's A fragments
     // on every query tile (fewer live registers than holding them)
@@ -303,7 +299,7 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
         __syncthreads();                   // sdS complete
 
         // dQ~ of the warp's 16 queries += dS (16 x ROWS keys) K~
-        warp_accumulate_dq<RT, Tile::HTILES>(dqh + (size_t)b * T * C + h * HD, C, T, q0, sdS, LDS, sK, LD, warp,
+        warp_accumulate_dq<RT, Tile::HTILES>(dqh + hp.rows_offset, C, T, q0, sdS, LDS, sK, LD, warp,
                                              lane);
     };
     tile(kt, std::true_type{});
@@ -311,11 +307,11 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
 
     // dv (bf16) and dk of the warp's keys: fp32 into dkh for cos_len (finished by
     // lssa_normgrad_kernel), bf16 straight into dqkv for dot scores
-    floatX* dv_rows = dqkv + ((size_t)b * T * 3 + 2) * C + h * HD;
+    floatX* dk_rows = dqkv + ((size_t)hp.b * T * 3 + 1) * C + hp.h * HD;  // (B, T, 3, NH, HD): k, then v
+    floatX* dv_rows = dk_rows + C;
     if constexpr (AttnTraits<K>::cos_len) {
-        warp_store_dk_dv<Tile::HTILES>(dkh + (size_t)b * T * C + h * HD, C, C, dv_rows, key, T, dk_acc, dv_acc, lane);
+        warp_store_dk_dv<Tile::HTILES>(dkh + hp.rows_offset, C, C, dv_rows, key, T, dk_acc, dv_acc, lane);
     } else {
-        warp_store_dk_dv<Tile::HTILES>(dqkv + ((size_t)b * T * 3 + 1) * C + h * HD, 3 * C, C, dv_rows, key, T, dk_acc,
-                                       dv_acc, lane);
+        warp_store_dk_dv<Tile::HTILES>(dk_rows, 3 * C, C, dv_rows, key, T, dk_acc, dv_acc, lane);
     }
 }

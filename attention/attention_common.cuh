@@ -182,6 +182,30 @@ __global__ void lssa_scales_kernel(float* scales, const floatX* qkv, int B, int 
     }
 }
 
+// The head of a block (grid.y = b NH + h) and where its rows are, as every attention kernel needs
+// them: q, k, v of row t at q + 3C t, k + 3C t, v + 3C t; a (B, T, NH, HD) tensor's row t at
+// rows + b T C + h HD + C t.
+struct AttnHead {
+    int C, bh, b, h;
+    const floatX *q, *k, *v;
+    const float* sc;  // q_mul, q_fac, k_mul, k_fac of the head's rows (cos_len), else nullptr
+    size_t rows_offset;  // b T C + h HD
+};
+template <AttnKind K, int HD>
+__device__ __forceinline__ AttnHead attn_head(const floatX* qkv, const float* scales, int T, int NH) {
+    AttnHead hp;
+    hp.C = NH * HD;
+    hp.bh = blockIdx.y;
+    hp.b = hp.bh / NH;
+    hp.h = hp.bh % NH;
+    hp.q = qkv + (size_t)hp.b * T * 3 * hp.C + hp.h * HD;
+    hp.k = hp.q + hp.C;
+    hp.v = hp.q + 2 * hp.C;
+    hp.sc = AttnTraits<K>::cos_len ? scales + (size_t)hp.bh * 4 * T : nullptr;
+    hp.rows_offset = (size_t)hp.b * T * hp.C + hp.h * HD;
+    return hp;
+}
+
 // Key tile kt of this head into shared memory: sK the keys (times k_mul for cos_len), key_fac
 // their k_fac (cos_len only; 0 for keys past T). The block's threads share the loads; the
 // caller synchronises.

@@ -100,15 +100,13 @@ attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const flo
     SHARED_TILE(sV, ROWS * LD);
     SHARED_ARRAY(float, key_fac, ROWS);
 
-    int C = NH * HD;
-    int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+    const AttnHead hp = attn_head<K, HD>(qkv, scales, T, NH);
+    const int C = hp.C, bh = hp.bh;
+    const floatX *q_base = hp.q, *k_base = hp.k, *v_base = hp.v;
+    const float* sc = hp.sc;
     int qt = gridDim.x - 1 - blockIdx.x;  // longest rows first
     int q0 = qt * ROWS;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const floatX* q_base = qkv + (size_t)b * T * 3 * C + h * HD;
-    const floatX* k_base = q_base + C;
-    const floatX* v_base = q_base + 2 * C;
-    const float* sc = AttnTraits<K>::cos_len ? scales + (size_t)bh * 4 * T : nullptr;  // q_mul, q_fac, k_mul, k_fac
 
     load_tile<ROWS, HD, LD>(sQ, q_base, 3 * C, q0, T, sc);
     __syncthreads();
@@ -229,7 +227,7 @@ attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const flo
         // exp: lse = ln 2 (max + log2 S1), the max in log2 units
         st0[r] = V::norm != ATTN_NORM_L1 ? 0.0f : EXP ? ((RW ? shift[r] : row_max[r]) + log2f(S1_row)) * ATTN_LN2 : S1_row;
     }
-    warp_store_rows_scaled<Tile::HTILES>(out + (size_t)b * T * C + h * HD, C, rows.row, T, acc, inv, lane);
+    warp_store_rows_scaled<Tile::HTILES>(out + hp.rows_offset, C, rows.row, T, acc, inv, lane);
     if (lane % 4 == 0) {
         ATTN_UNROLL
         for (int r = 0; r < 2; r++) {
