@@ -77,10 +77,15 @@ __device__ __forceinline__ AttnRowInfo attn_row_info(int t, int T, const float* 
 //   D1 = sum_j A_j dA_j = n (sum_j A_j c_j dW_j - D2 sum_j A_j c_j)
 // and one pass over the keys gives all three sums (D2 is not taken from the bf16 output y,
 // whose rounding the difference dW - D2 would amplify). Same grid as the forward.
-template <int HD, AttnKind K>
+// Learned p (LEARN_P; p_head (NH) the heads' p): the same pass gives the row's dL/dp
+// (doc/attention.md, section 'Learned p'), with ln W_j = p ln r_j - ln Z and sum_j W_j = 1:
+//   dL/dp = sum_j dW_j W_j (ln r_j - sum_k W_k ln r_k) = (sum_j u_j ln r_j dW_j - D2 sum_j u_j ln r_j) / Z
+// (u = r^p; degenerate rows and x <= 0 add nothing), summed over the warp's rows and added to
+// dp_head[h] by one fp32 atomic per warp.
+template <int HD, AttnKind K, bool LEARN_P>
 __global__ void __launch_bounds__(AttnTile<HD>::THREADS)
-attention_rowd_kernel(float* rowd, const floatX* dout, const floatX* qkv, const float* stats, const float* scales,
-                      int T, int NH, float p, int p_int) {
+attention_rowd_kernel(float* rowd, float* dp_head, const floatX* dout, const floatX* qkv, const float* stats,
+                      const float* scales, int T, int NH, float p, int p_int, const float* p_head) {
     using Tile = AttnTile<HD>;
     constexpr int ROWS = Tile::ROWS, LD = Tile::LD, RT = Tile::RTILES;
     SHARED_TILE(sQ, ROWS * LD);
@@ -97,6 +102,7 @@ attention_rowd_kernel(float* rowd, const floatX* dout, const floatX* qkv, const 
     int qt = gridDim.x - 1 - blockIdx.x;
     int q0 = qt * ROWS;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    attn_head_p(p_head, hp.h, &p, &p_int);
 
     load_tile<ROWS, HD, LD>(sQ, q_base, 3 * C, q0, T, sc);
     load_tile<ROWS, HD, LD>(sdO, do_base, C, q0, T);
@@ -117,8 +123,9 @@ attention_rowd_kernel(float* rowd, const floatX* dout, const floatX* qkv, const 
         row_bias[r] = ri[r].bias;
     }
 
-    // per lane: sum r^p dW, sum A r^(p-1) dW, sum A r^(p-1)
+    // per lane: sum r^p dW, sum A r^(p-1) dW, sum A r^(p-1); learned p: sum r^p ln r dW, sum r^p ln r
     float sum_udw[2] = {0.0f, 0.0f}, sum_acdw[2] = {0.0f, 0.0f}, sum_ac[2] = {0.0f, 0.0f};
+    float sum_uldw[2] = {0.0f, 0.0f}, sum_ul[2] = {0.0f, 0.0f};
     auto tile = [&](int kt, auto masked) {  // masked: the diagonal tile
         __syncthreads();
         load_key_tile<K, ROWS, HD, LD>(sK, key_fac, k_base, C, kt, T, sc);
@@ -156,11 +163,18 @@ attention_rowd_kernel(float* rowd, const floatX* dout, const floatX* qkv, const 
                 sum_udw[r] += rp1[nt].x[i] * xm[nt].x[i] * dw[nt].x[i];
                 sum_acdw[r] += A[nt].x[i] * rp1[nt].x[i] * dw[nt].x[i];
                 sum_ac[r] += A[nt].x[i] * rp1[nt].x[i];
+                if constexpr (LEARN_P) {  // u ln r (the log2 of pow_p_dev's path); 0 where x <= 0
+                    float xv = xm[nt].x[i];
+                    float ul = xv > 0.0f ? rp1[nt].x[i] * xv * (log2f(xv) * 0.69314718f) : 0.0f;
+                    sum_uldw[r] += ul * dw[nt].x[i];
+                    sum_ul[r] += ul;
+                }
             }
         }
     };
     for (int kt = 0; kt < qt; kt++) { tile(kt, std::false_type{}); }
     tile(qt, std::true_type{});
+    float dp = 0.0f;  // learned p: dL/dp of the lane's rows (every lane of a quad holds the quad's)
     ATTN_UNROLL
     for (int r = 0; r < 2; r++) {
         float D2 = quad_sum(sum_udw[r]) * ri[r].inv_Z;
@@ -170,6 +184,11 @@ attention_rowd_kernel(float* rowd, const floatX* dout, const floatX* qkv, const 
             rowd[((size_t)bh * T + row[r]) * 2] = D2;
             rowd[((size_t)bh * T + row[r]) * 2 + 1] = D1;
         }
+        if constexpr (LEARN_P) { dp += (quad_sum(sum_uldw[r]) - D2 * quad_sum(sum_ul[r])) * ri[r].inv_Z; }
+    }
+    if constexpr (LEARN_P) {
+        dp = warp_sum(lane % 4 == 0 ? dp : 0.0f);  // the warp's 16 rows, each once
+        if (lane == 0 && dp != 0.0f) { atomicAdd(dp_head + hp.h, dp); }
     }
 }
 
@@ -201,12 +220,12 @@ __device__ __forceinline__ void attn_element_grad(float sv, float dW, const Attn
 //   S^T = K~ Q~^T, dW^T = V dO^T   -> P (the final weights), ds elementwise
 //   dV  += P^T dO,  dK~ += (scale ds)^T Q~   (registers)
 //   dQ~ += (dq_scale k_fac ds) K~  through shared memory and fp32 atomics into dqh
-// grid (ceil(T/ROWS), B*NH), block THREADS; dqh must be zero on entry.
+// grid (ceil(T/ROWS), B*NH), block THREADS; dqh must be zero on entry. p_head: as the forward's.
 template <int HD, AttnKind K>
 __global__ void __launch_bounds__(AttnTile<HD>::THREADS)
 attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* dout, const floatX* qkv,
                           const float* stats, const float* rowd, const float* scales, int T, int NH, float p,
-                          int p_int) {
+                          int p_int, const float* p_head) {
     using Tile = AttnTile<HD>;
     constexpr int ROWS = Tile::ROWS, LD = Tile::LD, LDS = Tile::LDS, RT = Tile::RTILES;
     SHARED_TILE(sK, ROWS * LD);
@@ -224,6 +243,7 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
     int kt = blockIdx.x;
     int k0 = kt * ROWS;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if constexpr (AttnTraits<K>::reweight) { attn_head_p(p_head, hp.h, &p, &p_int); }
 
     // the block's keys K~ (also the B operand of dQ) and values, read as the warp's A fragments
     // on every query tile (fewer live registers than holding them)

@@ -85,10 +85,11 @@ __device__ __forceinline__ void attn_pass1(float (&S1)[2], float (&smax)[2], flo
 // passes spill at 168 registers at hd 64 (and, left alone, ptxas gives them 128 and spills too).
 // Scores are held in score units (attn_score_unit: log2 units for exp); the keys of tiles below
 // the diagonal are all visible, so only the diagonal tile (the last one) is masked.
+// p_head (NH): learned p per head in place of p, or null.
 template <int HD, AttnKind K>
 __global__ void __launch_bounds__(AttnTile<HD>::THREADS, AttnTraits<K>::reweight ? 2 : 3)
 attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const float* scales, int T, int NH, float p,
-                         int p_int) {
+                         int p_int, const float* p_head) {
     using Tile = AttnTile<HD>;
     using V = AttnTraits<K>;
     constexpr bool RW = V::reweight, EXP = V::phi == ATTN_PHI_EXP, ONLINE = EXP && !RW;
@@ -107,6 +108,7 @@ attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const flo
     int qt = gridDim.x - 1 - blockIdx.x;  // longest rows first
     int q0 = qt * ROWS;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if constexpr (RW) { attn_head_p(p_head, hp.h, &p, &p_int); }
 
     load_tile<ROWS, HD, LD>(sQ, q_base, 3 * C, q0, T, sc);
     __syncthreads();
