@@ -226,7 +226,7 @@ def print_targets(rows):
     # the family's kernels by variant (attention/attention_kind.h: softmax 0, lssar 2)
     fwd = {v: f"attention_forward_kernel<64,(AttnKind){k}>" for v, k in (("softmax", 0), ("lssar", 2))}
     bwd = {v: f"attention_backward_kernel<64,(AttnKind){k}>" for v, k in (("softmax", 0), ("lssar", 2))}
-    d1 = "attention_rowd_kernel<64,(AttnKind)2>"
+    d1 = "attention_rowd_kernel<64,(AttnKind)2,false>"  # without learned p
     x = ratio(fwd["lssar"], fwd["softmax"], "forward  hd 64")
     if x is not None:
         print(f"target: lssar forward <= 2.5x softmax's non-MMA per MMA: {'met' if x <= 2.5 else 'NOT met'} ({x:.2f}x)")
