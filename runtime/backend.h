@@ -7,8 +7,8 @@
 //   select_precision(model, "fp32" | "bf16" | "auto")   the arithmetic (the CPU back end's two
 //                          paths, model/backend_cpu.h) and a line saying what runs; throws
 //                          std::invalid_argument if the back end has no such path
-//   set_p_lr_scale(model, s)  learned p's theta trains at s times the learning rate (-plr); learned
-//                          p is CPU only, so the CUDA back end takes s = 1 alone
+//   set_p_lr_scale(model, s)  learned p's theta trains at s times the learning rate (-plr); the
+//                          CUDA back end takes s = 1 alone (train_options.h refuses another)
 #pragma once
 
 #include <stdexcept>
@@ -31,7 +31,7 @@ inline std::string select_precision(GPT2Cuda&, const std::string& name) {
     return "bf16 mixed precision (CUDA back end)";
 }
 inline void set_p_lr_scale(GPT2Cuda&, double s) {
-    if (s != 1.0) throw std::invalid_argument("learned p (and its -plr) is trained on the CPU back end only");
+    if (s != 1.0) throw std::invalid_argument("-plr: the CUDA back end trains learned p at the learning rate");
 }
 #endif
 

@@ -57,10 +57,11 @@ inline void train_usage(const char*) {
         "               V vocab = 50257 by default; e.g. d12, d4c256h4), or a checkpoint to start from\n"
         "               (its weights; fresh optimizer and data order) (default %s)\n"
         "  -p <float>   re-weighting power p >= 1 (default %g; variants with re-weighting only)\n"
-        "  -pl <0|1>    1: learn p per layer and head, p = 1 + softplus(theta) starting at -p (> 1), CPU\n"
-        "               back end; the values are logged and saved in checkpoints (default 0)\n"
-        "  -plr <float> with -pl 1: theta's learning rate is this times -l (default %g). AdamW moves theta,\n"
-        "               hence p, by about the learning rate per step: at -l 2e-3 p moves < 0.5 in 200 steps\n"
+        "  -pl <0|1>    1: learn p per layer and head, p = 1 + softplus(theta) starting at -p (> 1), on the\n"
+        "               CPU and CUDA back ends; the values are logged and saved in checkpoints (default 0)\n"
+        "  -plr <float> with -pl 1: theta's learning rate is this times -l (default %g; CPU back end). AdamW\n"
+        "               moves theta, hence p, by about the learning rate per step: at -l 2e-3 p moves\n"
+        "               < 0.5 in 200 steps\n"
         "  -rb <float>  RoPE base (default %g)\n"
         "  -pr <name>   CPU back end's arithmetic: fp32 (the reference, default), bf16 (bf16 matmuls with\n"
         "               fp32 accumulation, fp32 master weights and AdamW, on AMX or AVX512-BF16 through\n"
@@ -184,6 +185,11 @@ inline TrainOptions train_parse_args(int argc, char** argv) {
         cli_fail(std::string("-pl 1: ") + ATTN_NAME + " attention has no re-weighting, so there is no p to learn");
     if (!plr_text.empty() && !o.learn_p)
         cli_fail("-plr " + plr_text + ": the learning-rate multiplier of learned p needs -pl 1");
+#ifndef TRAIN_BACKEND_CPU
+    if (o.p_lr_scale != 1.0f)
+        cli_fail("-plr " + plr_text + ": the CUDA back end trains learned p at the learning rate (-plr 1); "
+                 "the multiplier is the CPU back end's (train_gpt2cpu_" + ATTN_NAME + ")");
+#endif
     if (o.learn_p && !(o.p > 1))
         cli_fail("-pl 1 with -p " + std::to_string(o.p) + ": learned p = 1 + softplus(theta) starts at -p, which "
                  "must be > 1 (p = 1 would need theta = -inf)");
