@@ -9,32 +9,38 @@
 // unrounded weights (attention_rowd_kernel); none and mean need neither. Then one block per
 // (key tile, head) walks the query tiles from the diagonal down and accumulates dV and dK in
 // registers while dQ goes to fp32 atomics; lssa_normgrad_kernel maps dq-hat and dk-hat
-// through the normalisation (cos_len) or casts them (dot).
+// through the normalisation (cos_len) or casts dq (dot scores, whose dk the main pass writes).
 #pragma once
 
 #include "attention/attention_common.cuh"
 
 // What the backward knows of query row t (one per row of a query tile, in shared memory).
+// A row past T is dead: its weights and score gradients come out 0 without a mask.
 struct AttnRowInfo {
-    float scale;   // lam fac_q (cos_len) or 1/sqrt(hd): the factor on q~ . k~ (and on ds for dK)
-    float dq_scale;  // lam or 1/sqrt(hd): the factor on ds for dQ (times k_fac)
-    float bias;    // the score's bias
-    float norm;    // l1: lse (exp) or 1/S1 (0 for a row with S1 = 0); unused otherwise
-    float n, o;    // visible keys, the re-weighting's bias
+    float score_scale;  // the factor on q~ . k~ in score units (attn_score_unit): lam fac_q (cos_len) or 1/sqrt(hd)
+    float scale;        // the same in natural units: the factor on ds for dK
+    float dq_scale;     // lam or 1/sqrt(hd): the factor on ds for dQ (times k_fac)
+    float bias;         // the score's bias, in score units
+    float norm;         // l1: lse in log2 units (exp) or 1/S1 (0 for a row with S1 = 0); mean: 1/n
+    float n, o;         // visible keys, the re-weighting's bias
     float inv_m, inv_Z;  // re-weighting: 1/m, 1/Z (0: the row passes no gradient)
     float D2, D1;
 };
 
-// A = the normalised phi of score sv (phi returned too): exp(s - lse), phi/S1, phi, phi/n.
+// A = the normalised phi of score sv, and phi'(sv) normalised the same way (dA/ds; exp: A):
+// 2^(s - lse), phi/S1, phi, phi/n (norm = 1/S1, 1/n).
 template <AttnKind K>
-__device__ __forceinline__ float attn_A_dev(float sv, float norm, float n, float* phi) {
+__device__ __forceinline__ float attn_A_dev(float sv, float norm, float n, float* dA_ds) {
     using V = AttnTraits<K>;
     if constexpr (V::phi == ATTN_PHI_EXP) {
-        *phi = expf(sv - norm);
-        return *phi;
+        float A = exp2f(sv - norm);
+        *dA_ds = A;
+        return A;
     } else {
-        *phi = attn_phi_dev<K>(sv, 0.0f);
-        return V::norm == ATTN_NORM_L1 ? *phi * norm : V::norm == ATTN_NORM_MEAN ? *phi / n : *phi;
+        float dphi, phi = attn_phi_dphi_dev<K>(sv, 0.0f, &dphi);
+        float f = V::norm == ATTN_NORM_NONE ? 1.0f : norm;
+        *dA_ds = dphi * f;
+        return phi * f;
     }
 }
 
@@ -42,13 +48,19 @@ template <AttnKind K, int HD>
 __device__ __forceinline__ AttnRowInfo attn_row_info(int t, int T, const float* st, const float* rd, const float* sc) {
     using V = AttnTraits<K>;
     AttnRowInfo ri{};
-    if (t >= T) { return ri; }
+    ri.n = 1.0f;  // a dead row: A = 0 (exp: 2^(0 - inf); l1: 1/S1 = 0; mean: relu(0)/1), dA = 0 from dy = 0
+    if (t >= T) {
+        ri.norm = V::phi == ATTN_PHI_EXP ? INFINITY : 0.0f;
+        return ri;
+    }
     float factor = attn_row_factor<K, HD>(t);
     ri.scale = factor * (sc ? sc[T + t] : 1.0f);
+    ri.score_scale = ri.scale * attn_score_unit<K>();
     ri.dq_scale = factor;
-    ri.bias = attn_row_bias<K>(t);
-    ri.norm = V::phi == ATTN_PHI_EXP ? st[0] : st[0] > 0.0f ? 1.0f / st[0] : 0.0f;
+    ri.bias = attn_row_bias<K>(t) * attn_score_unit<K>();
     ri.n = (float)(t + 1);
+    if (V::norm == ATTN_NORM_MEAN) { ri.norm = 1.0f / ri.n; }
+    else { ri.norm = V::phi == ATTN_PHI_EXP ? st[0] * ATTN_LOG2E : st[0] > 0.0f ? 1.0f / st[0] : 0.0f; }
     ri.o = t < 3 ? 0.0f : 1.0f;
     bool live = V::reweight && st[1] > 0.0f && st[2] > 0.0f;
     ri.inv_m = live ? 1.0f / st[1] : 0.0f;
@@ -82,17 +94,15 @@ attention_rowd_kernel(float* rowd, float* dp_head, const floatX* dout, const flo
     SHARED_TILE(sV, ROWS * LD);
     SHARED_ARRAY(float, key_fac, ROWS);
 
-    int C = NH * HD;
-    int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+    const AttnHead hp = attn_head<K, HD>(qkv, scales, T, NH);
+    const int C = hp.C, bh = hp.bh;
+    const floatX *q_base = hp.q, *k_base = hp.k, *v_base = hp.v;
+    const float* sc = hp.sc;
+    const floatX* do_base = dout + hp.rows_offset;
     int qt = gridDim.x - 1 - blockIdx.x;
     int q0 = qt * ROWS;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const floatX* q_base = qkv + (size_t)b * T * 3 * C + h * HD;
-    const floatX* k_base = q_base + C;
-    const floatX* v_base = q_base + 2 * C;
-    const floatX* do_base = dout + (size_t)b * T * C + h * HD;
-    const float* sc = AttnTraits<K>::cos_len ? scales + (size_t)bh * 4 * T : nullptr;
-    attn_head_p(p_head, h, &p, &p_int);
+    attn_head_p(p_head, hp.h, &p, &p_int);
 
     load_tile<ROWS, HD, LD>(sQ, q_base, 3 * C, q0, T, sc);
     load_tile<ROWS, HD, LD>(sdO, do_base, C, q0, T);
@@ -109,45 +119,61 @@ attention_rowd_kernel(float* rowd, float* dp_head, const floatX* dout, const flo
         row[r] = q0 + warp * 16 + lane / 4 + 8 * r;
         const float* st = stats + ((size_t)bh * T + min(row[r], T - 1)) * 3;
         ri[r] = attn_row_info<K, HD>(row[r], T, st, zero, sc);
-        row_scale[r] = ri[r].scale;
+        row_scale[r] = ri[r].score_scale;
         row_bias[r] = ri[r].bias;
     }
 
     // per lane: sum r^p dW, sum A r^(p-1) dW, sum A r^(p-1); learned p: sum r^p ln r dW, sum r^p ln r
     float sum_udw[2] = {0.0f, 0.0f}, sum_acdw[2] = {0.0f, 0.0f}, sum_ac[2] = {0.0f, 0.0f};
     float sum_uldw[2] = {0.0f, 0.0f}, sum_ul[2] = {0.0f, 0.0f};
-    for (int kt = 0; kt <= qt; kt++) {
+    auto tile = [&](int kt, auto masked) {  // masked: the diagonal tile
         __syncthreads();
         load_key_tile<K, ROWS, HD, LD>(sK, key_fac, k_base, C, kt, T, sc);
         load_tile<ROWS, HD, LD>(sV, v_base, 3 * C, kt * ROWS, T);
         __syncthreads();
         FragC s[RT], dw[RT];
-        attn_scores<HD>(s, qf, sK, key_fac, row_scale, row_bias);
+        attn_scores<K, HD>(s, qf, sK, key_fac, row_scale, row_bias);
         warp_mma_abt(dw, dof, sV, LD);  // dW = dy . v
+        FragC xm[RT], A[RT];  // x/m and A where x > 0 (else 0), then (x/m)^(p-1) for the whole tile
         ATTN_UNROLL
         for (int nt = 0; nt < RT; nt++) {
             ATTN_UNROLL
             for (int i = 0; i < 4; i++) {
                 int r = i / 2;
-                int j = kt * ROWS + nt * 8 + frag_col(lane, i);
-                if (ri[r].inv_m == 0.0f || j > row[r]) { continue; }
-                float phi, A = attn_A_dev<K>(s[nt].x[i], ri[r].norm, ri[r].n, &phi);
-                float x = ri[r].n * A - ri[r].o;
+                xm[nt].x[i] = A[nt].x[i] = 0.0f;
+                if (ri[r].inv_m == 0.0f) { continue; }
+                if (decltype(masked)::value && kt * ROWS + nt * 8 + frag_col(lane, i) > row[r]) { continue; }
+                float dA_ds, a = attn_A_dev<K>(s[nt].x[i], ri[r].norm, ri[r].n, &dA_ds);
+                float x = ri[r].n * a - ri[r].o;
                 if (x > 0.0f) {
-                    float xm = x * ri[r].inv_m;
-                    float rp1 = pow_p_dev(xm, p - 1.0f, p_int - 1);  // (x/m)^(p-1)
-                    sum_udw[r] += rp1 * xm * dw[nt].x[i];
-                    sum_acdw[r] += A * rp1 * dw[nt].x[i];
-                    sum_ac[r] += A * rp1;
-                    if constexpr (LEARN_P) {
-                        float ul = rp1 * xm * (log2f(xm) * 0.69314718f);  // u ln r (the log2 of pow_p_dev's path)
-                        sum_uldw[r] += ul * dw[nt].x[i];
-                        sum_ul[r] += ul;
-                    }
+                    xm[nt].x[i] = fminf(x * ri[r].inv_m, 1.0f);
+                    A[nt].x[i] = a;
                 }
             }
         }
-    }
+        FragC rp1[RT];  // (x/m)^(p-1); the elements with x <= 0 have xm = A = 0 and add nothing
+        ATTN_UNROLL
+        for (int nt = 0; nt < RT; nt++) { rp1[nt] = xm[nt]; }
+        pow_p_frags(rp1, p - 1.0f, p_int - 1);
+        ATTN_UNROLL
+        for (int nt = 0; nt < RT; nt++) {
+            ATTN_UNROLL
+            for (int i = 0; i < 4; i++) {
+                int r = i / 2;
+                sum_udw[r] += rp1[nt].x[i] * xm[nt].x[i] * dw[nt].x[i];
+                sum_acdw[r] += A[nt].x[i] * rp1[nt].x[i] * dw[nt].x[i];
+                sum_ac[r] += A[nt].x[i] * rp1[nt].x[i];
+                if constexpr (LEARN_P) {  // u ln r (the log2 of pow_p_dev's path); 0 where x <= 0
+                    float xv = xm[nt].x[i];
+                    float ul = xv > 0.0f ? rp1[nt].x[i] * xv * (log2f(xv) * 0.69314718f) : 0.0f;
+                    sum_uldw[r] += ul * dw[nt].x[i];
+                    sum_ul[r] += ul;
+                }
+            }
+        }
+    };
+    for (int kt = 0; kt < qt; kt++) { tile(kt, std::false_type{}); }
+    tile(qt, std::true_type{});
     float dp = 0.0f;  // learned p: dL/dp of the lane's rows (every lane of a quad holds the quad's)
     ATTN_UNROLL
     for (int r = 0; r < 2; r++) {
@@ -162,17 +188,17 @@ attention_rowd_kernel(float* rowd, float* dp_head, const floatX* dout, const flo
     }
     if constexpr (LEARN_P) {
         dp = warp_sum(lane % 4 == 0 ? dp : 0.0f);  // the warp's 16 rows, each once
-        if (lane == 0 && dp != 0.0f) { atomicAdd(dp_head + h, dp); }
+        if (lane == 0 && dp != 0.0f) { atomicAdd(dp_head + hp.h, dp); }
     }
 }
 
-// The final weight P and the score gradient ds of one (query, key) element, from the scaled
-// score sv and the upstream dW = dy . v_j.
+// The final weight P and the score gradient ds of one (query, key) element, from the score sv
+// (score units) and the upstream dW = dy . v_j.
 template <AttnKind K>
 __device__ __forceinline__ void attn_element_grad(float sv, float dW, const AttnRowInfo& ri, float p, int p_int,
                                                   float* P, float* ds) {
     using V = AttnTraits<K>;
-    float phi, A = attn_A_dev<K>(sv, ri.norm, ri.n, &phi);
+    float g, A = attn_A_dev<K>(sv, ri.norm, ri.n, &g);  // g = dA/ds: phi'/S1 (exp: A), phi', phi'/n
     float dA = dW;
     *P = A;
     if constexpr (V::reweight) {
@@ -180,20 +206,13 @@ __device__ __forceinline__ void attn_element_grad(float sv, float dW, const Attn
         *P = 0.0f;
         dA = 0.0f;
         if (x > 0.0f && ri.inv_m > 0.0f) {
-            float xm = x * ri.inv_m;
+            float xm = fminf(x * ri.inv_m, 1.0f);
             float xp1 = pow_p_dev(xm, p - 1.0f, p_int - 1);  // (x/m)^(p-1)
             *P = xp1 * xm * ri.inv_Z;                         // W = u / Z
             dA = ri.n * p * xp1 * (dW - ri.D2) * ri.inv_m * ri.inv_Z;
         }
     }
-    if constexpr (V::norm == ATTN_NORM_L1) {
-        // exp: phi' / S1 = A; otherwise phi'(s) / S1
-        float g = V::phi == ATTN_PHI_EXP ? A : attn_dphi_dev<K>(sv, phi) * ri.norm;
-        *ds = g * (dA - ri.D1);
-    } else {
-        float g = attn_dphi_dev<K>(sv, phi);
-        *ds = (V::norm == ATTN_NORM_MEAN ? g / ri.n : g) * dA;
-    }
+    *ds = V::norm == ATTN_NORM_L1 ? g * (dA - ri.D1) : g * dA;
 }
 
 // Main backward: one block per (key tile, head), one warp per 16 keys; walks the query tiles
@@ -210,30 +229,26 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
     using Tile = AttnTile<HD>;
     constexpr int ROWS = Tile::ROWS, LD = Tile::LD, LDS = Tile::LDS, RT = Tile::RTILES;
     SHARED_TILE(sK, ROWS * LD);
+    SHARED_TILE(sV, ROWS * LD);
     SHARED_TILE(sQ, ROWS * LD);
     SHARED_TILE(sdO, ROWS * LD);
     SHARED_TILE(sdS, ROWS * LDS);  // (query, key): dq_scale k_fac ds, the A operand of dQ
     SHARED_ARRAY(AttnRowInfo, row_info, ROWS);
 
-    int C = NH * HD;
-    int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+    const AttnHead hp = attn_head<K, HD>(qkv, scales, T, NH);
+    const int C = hp.C, bh = hp.bh;
+    const floatX *q_base = hp.q, *k_base = hp.k, *v_base = hp.v;
+    const float* sc = hp.sc;
+    const floatX* do_base = dout + hp.rows_offset;
     int kt = blockIdx.x;
     int k0 = kt * ROWS;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const floatX* q_base = qkv + (size_t)b * T * 3 * C + h * HD;
-    const floatX* k_base = q_base + C;
-    const floatX* v_base = q_base + 2 * C;
-    const floatX* do_base = dout + (size_t)b * T * C + h * HD;
-    const float* sc = AttnTraits<K>::cos_len ? scales + (size_t)bh * 4 * T : nullptr;
-    if constexpr (AttnTraits<K>::reweight) { attn_head_p(p_head, h, &p, &p_int); }
+    if constexpr (AttnTraits<K>::reweight) { attn_head_p(p_head, hp.h, &p, &p_int); }
 
-    // the warp's 16 keys as A fragments: K~ (kept in sK for dQ) and V (through sQ)
+    // the block's keys K~ (also the B operand of dQ) and values, read as the warp's A fragments
+    // on every query tile (fewer live registers than holding them)
     load_tile<ROWS, HD, LD>(sK, k_base, 3 * C, k0, T, sc ? sc + 2 * T : nullptr);
-    load_tile<ROWS, HD, LD>(sQ, v_base, 3 * C, k0, T);
-    __syncthreads();
-    FragA kf[Tile::KSTEPS], vf[Tile::KSTEPS];
-    load_frags_a(kf, sK, LD, warp * 16);
-    load_frags_a(vf, sQ, LD, warp * 16);
+    load_tile<ROWS, HD, LD>(sV, v_base, 3 * C, k0, T);
     int key[2];
     float kfac[2];
     ATTN_UNROLL
@@ -249,8 +264,9 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
         frag_zero(dv_acc[nt]);
     }
 
-    int num_qt = ceil_div(T, ROWS);
-    for (int qt = kt; qt < num_qt; qt++) {
+    // query tile qt; masked: the diagonal tile (qt = kt), where keys past the query are masked.
+    // Below it every key is visible and dead rows (past T) give P = ds = 0 without a mask.
+    auto tile = [&](int qt, auto masked) {
         int q0 = qt * ROWS;
         __syncthreads();  // sQ, sdO, sdS, row_info of the previous tile have been read
         load_tile<ROWS, HD, LD>(sQ, q_base, 3 * C, q0, T, sc);
@@ -263,8 +279,16 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
         __syncthreads();
 
         FragC s[RT], dw[RT];
-        warp_mma_abt(s, kf, sQ, LD);    // s^T (keys x queries), before scaling
-        warp_mma_abt(dw, vf, sdO, LD);  // dW^T = v . dy
+        {
+            FragA kf[Tile::KSTEPS];
+            load_frags_a(kf, sK, LD, warp * 16);
+            warp_mma_abt(s, kf, sQ, LD);  // s^T (keys x queries), before scaling
+        }
+        {
+            FragA vf[Tile::KSTEPS];
+            load_frags_a(vf, sV, LD, warp * 16);
+            warp_mma_abt(dw, vf, sdO, LD);  // dW^T = v . dy
+        }
         FragC dsk[RT];                  // scale ds : for dK
         ATTN_UNROLL
         for (int nt = 0; nt < RT; nt++) {
@@ -275,8 +299,11 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
                 int t = q0 + tl;
                 AttnRowInfo ri = row_info[tl];
                 float P = 0.0f, ds = 0.0f;
-                if (key[r] <= t && t < T) {
-                    attn_element_grad<K>(s[nt].x[i] * ri.scale * kfac[r] + ri.bias, dw[nt].x[i], ri, p, p_int, &P, &ds);
+                if (!decltype(masked)::value || (key[r] <= t && t < T)) {
+                    float sv = s[nt].x[i] * ri.score_scale;
+                    if constexpr (AttnTraits<K>::cos_len) { sv *= kfac[r]; }
+                    if constexpr (AttnTraits<K>::score == ATTN_SCORE_DOT_LOGN) { sv += ri.bias; }
+                    attn_element_grad<K>(sv, dw[nt].x[i], ri, p, p_int, &P, &ds);
                 }
                 s[nt].x[i] = P;
                 dsk[nt].x[i] = ds * ri.scale;
@@ -292,11 +319,19 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
         __syncthreads();                   // sdS complete
 
         // dQ~ of the warp's 16 queries += dS (16 x ROWS keys) K~
-        warp_accumulate_dq<RT, Tile::HTILES>(dqh + (size_t)b * T * C + h * HD, C, T, q0, sdS, LDS, sK, LD, warp,
+        warp_accumulate_dq<RT, Tile::HTILES>(dqh + hp.rows_offset, C, T, q0, sdS, LDS, sK, LD, warp,
                                              lane);
-    }
+    };
+    tile(kt, std::true_type{});
+    for (int qt = kt + 1; qt < ceil_div(T, ROWS); qt++) { tile(qt, std::false_type{}); }
 
-    // dk (fp32, finished by lssa_normgrad_kernel) and dv (bf16) of the warp's keys
-    warp_store_dk_dv<Tile::HTILES>(dkh + (size_t)b * T * C + h * HD, C, dqkv + ((size_t)b * T * 3 + 2) * C + h * HD,
-                                   key, T, dk_acc, dv_acc, lane);
+    // dv (bf16) and dk of the warp's keys: fp32 into dkh for cos_len (finished by
+    // lssa_normgrad_kernel), bf16 straight into dqkv for dot scores
+    floatX* dk_rows = dqkv + ((size_t)hp.b * T * 3 + 1) * C + hp.h * HD;  // (B, T, 3, NH, HD): k, then v
+    floatX* dv_rows = dk_rows + C;
+    if constexpr (AttnTraits<K>::cos_len) {
+        warp_store_dk_dv<Tile::HTILES>(dkh + hp.rows_offset, C, C, dv_rows, key, T, dk_acc, dv_acc, lane);
+    } else {
+        warp_store_dk_dv<Tile::HTILES>(dk_rows, 3 * C, C, dv_rows, key, T, dk_acc, dv_acc, lane);
+    }
 }

@@ -22,8 +22,27 @@
 constexpr float LSSA_EPS = 1e-12f;  // eps of the q/k L2 normalisation (doc/attention.md, section 'LSSA')
 
 
-// softplus(s) and sigmoid(s) from one exponential: e = exp(-|s|).
-__device__ __forceinline__ float softplus_from(float s, float e) { return fmaxf(s, 0.0f) + log1pf(e); }
+constexpr float ATTN_LOG2E = 1.4426950408889634f, ATTN_LN2 = 0.6931471805599453f;
+
+// log1p(e) for e in [0, 1] as e P(e), P the degree-8 polynomial fitted to log1p(e)/e (relative
+// error <= 1.9e-7 in fp32, 3 ulp; measured on 2e6 points of [0, 1]): FMAs only, no MUFU, and
+// accurate for tiny e, where log(1 + e) would round 1 + e to 1.
+__device__ __forceinline__ float log1p_unit(float e) {
+    float q = 0.005384037736803293f;
+    q = q * e - 0.030110877007246017f;
+    q = q * e + 0.07921060919761658f;
+    q = q * e - 0.13746613264083862f;
+    q = q * e + 0.19145113229751587f;
+    q = q * e - 0.24852944910526276f;
+    q = q * e + 0.33320343494415283f;
+    q = q * e - 0.49999552965164185f;
+    q = q * e + 1.0f;
+    return q * e;
+}
+
+// e = exp(-|s|), one exp2 of a folded constant; softplus(s) and sigmoid(s) from it.
+__device__ __forceinline__ float exp_neg_abs(float s) { return exp2f(-fabsf(s) * ATTN_LOG2E); }
+__device__ __forceinline__ float softplus_from(float s, float e) { return fmaxf(s, 0.0f) + log1p_unit(e); }
 __device__ __forceinline__ float sigmoid_from(float s, float e) { return (s >= 0.0f ? 1.0f : e) / (1.0f + e); }
 
 // x^p for x in [0, 1]: repeated squaring when p is an integer (p_int >= 0), else exp2(p log2 x).
@@ -37,6 +56,39 @@ __device__ __forceinline__ float pow_p_dev(float x, float p, int p_int) {
         return result;
     }
     return x > 0.0f ? exp2f(p * log2f(x)) : 0.0f;
+}
+
+// pow_p_dev in place for every element of a tile of accumulator fragments: the loop over the bits
+// of an integer p runs once for the whole tile (a uniform branch) instead of once per element;
+// the same operations per element, so the same results.
+template <int NB>
+__device__ __forceinline__ void pow_p_frags(FragC (&x)[NB], float p, int p_int) {
+    if (p_int >= 0) {
+        FragC result[NB];
+        ATTN_UNROLL
+        for (int nt = 0; nt < NB; nt++) {
+            ATTN_UNROLL
+            for (int i = 0; i < 4; i++) { result[nt].x[i] = 1.0f; }
+        }
+        for (int n = p_int; n > 0; n >>= 1) {
+            ATTN_UNROLL
+            for (int nt = 0; nt < NB; nt++) {
+                ATTN_UNROLL
+                for (int i = 0; i < 4; i++) {
+                    if (n & 1) { result[nt].x[i] *= x[nt].x[i]; }
+                    x[nt].x[i] *= x[nt].x[i];
+                }
+            }
+        }
+        ATTN_UNROLL
+        for (int nt = 0; nt < NB; nt++) { x[nt] = result[nt]; }
+        return;
+    }
+    ATTN_UNROLL
+    for (int nt = 0; nt < NB; nt++) {
+        ATTN_UNROLL
+        for (int i = 0; i < 4; i++) { x[nt].x[i] = x[nt].x[i] > 0.0f ? exp2f(p * log2f(x[nt].x[i])) : 0.0f; }
+    }
 }
 
 // Learned p: the block's head h takes p_head[h] in place of the scalar p (p_head null: the one p
@@ -53,8 +105,14 @@ __device__ __forceinline__ float lssa_lam(int t, int hd) {
     return t == 0 ? 0.0f : logf((float)hd) * logf((float)(t + 1));
 }
 
+// The unit the kernels hold scores in: for phi = exp, log2 units (s log2 e, the factor folded
+// into the row's scale and bias), so that exp(s - shift) is one exp2 of a difference; otherwise s.
+template <AttnKind K> __host__ __device__ constexpr float attn_score_unit() {
+    return AttnTraits<K>::phi == ATTN_PHI_EXP ? ATTN_LOG2E : 1.0f;
+}
+
 // The factor on the tensor-core product of row t's scores: lam_t (cos_len; times fac_q by the
-// caller) or 1/sqrt(hd); and the score's bias (-ln n_t for dot_logn, else 0).
+// caller) or 1/sqrt(hd); and the score's bias (-ln n_t for dot_logn, else 0). Natural units.
 template <AttnKind K, int HD> __device__ __forceinline__ float attn_row_factor(int t) {
     if constexpr (AttnTraits<K>::cos_len) { return lssa_lam(t, HD); }
     else { return rsqrtf((float)HD); }
@@ -64,20 +122,33 @@ template <AttnKind K> __device__ __forceinline__ float attn_row_bias(int t) {
     else { return 0.0f; }
 }
 
-// phi(s) (exp: of s - shift, the row's max) and phi'(s) given phi(s).
+// phi(s) (exp: 2^(s - shift), s and the row's max in log2 units) and phi'(s) given phi(s).
 template <AttnKind K> __device__ __forceinline__ float attn_phi_dev(float s, float shift) {
     constexpr AttnPhi F = AttnTraits<K>::phi;
-    if constexpr (F == ATTN_PHI_EXP) { return expf(s - shift); }
-    else if constexpr (F == ATTN_PHI_SOFTPLUS) { return softplus_from(s, expf(-fabsf(s))); }
-    else if constexpr (F == ATTN_PHI_SIGMOID) { return sigmoid_from(s, expf(-fabsf(s))); }
+    if constexpr (F == ATTN_PHI_EXP) { return exp2f(s - shift); }
+    else if constexpr (F == ATTN_PHI_SOFTPLUS) { return softplus_from(s, exp_neg_abs(s)); }
+    else if constexpr (F == ATTN_PHI_SIGMOID) { return sigmoid_from(s, exp_neg_abs(s)); }
     else { return fmaxf(s, 0.0f); }
 }
-template <AttnKind K> __device__ __forceinline__ float attn_dphi_dev(float s, float phi) {
+// phi(s) and phi'(s) together, sharing exp(-|s|) (exp: phi' = phi, by the caller's convention)
+template <AttnKind K> __device__ __forceinline__ float attn_phi_dphi_dev(float s, float shift, float* dphi) {
     constexpr AttnPhi F = AttnTraits<K>::phi;
-    if constexpr (F == ATTN_PHI_EXP) { return phi; }
-    else if constexpr (F == ATTN_PHI_SOFTPLUS) { return sigmoid_from(s, expf(-fabsf(s))); }
-    else if constexpr (F == ATTN_PHI_SIGMOID) { return phi * sigmoid_from(-s, expf(-fabsf(s))); }
-    else { return s > 0.0f ? 1.0f : 0.0f; }
+    if constexpr (F == ATTN_PHI_EXP) {
+        *dphi = exp2f(s - shift);
+        return *dphi;
+    } else if constexpr (F == ATTN_PHI_SOFTPLUS) {
+        float e = exp_neg_abs(s);
+        *dphi = sigmoid_from(s, e);
+        return softplus_from(s, e);
+    } else if constexpr (F == ATTN_PHI_SIGMOID) {
+        float e = exp_neg_abs(s), inv = 1.0f / (1.0f + e);
+        float sig = (s >= 0.0f ? 1.0f : e) * inv, sig_neg = (s >= 0.0f ? e : 1.0f) * inv;  // sigmoid(s), sigmoid(-s)
+        *dphi = sig * sig_neg;
+        return sig;
+    } else {
+        *dphi = s > 0.0f ? 1.0f : 0.0f;
+        return fmaxf(s, 0.0f);
+    }
 }
 
 // ----------------------------------------------------------------------------
@@ -119,23 +190,50 @@ __global__ void lssa_scales_kernel(float* scales, const floatX* qkv, int B, int 
     }
 }
 
+// The head of a block (grid.y = b NH + h) and where its rows are, as every attention kernel needs
+// them: q, k, v of row t at q + 3C t, k + 3C t, v + 3C t; a (B, T, NH, HD) tensor's row t at
+// rows + b T C + h HD + C t.
+struct AttnHead {
+    int C, bh, b, h;
+    const floatX *q, *k, *v;
+    const float* sc;  // q_mul, q_fac, k_mul, k_fac of the head's rows (cos_len), else nullptr
+    size_t rows_offset;  // b T C + h HD
+};
+template <AttnKind K, int HD>
+__device__ __forceinline__ AttnHead attn_head(const floatX* qkv, const float* scales, int T, int NH) {
+    AttnHead hp;
+    hp.C = NH * HD;
+    hp.bh = blockIdx.y;
+    hp.b = hp.bh / NH;
+    hp.h = hp.bh % NH;
+    hp.q = qkv + (size_t)hp.b * T * 3 * hp.C + hp.h * HD;
+    hp.k = hp.q + hp.C;
+    hp.v = hp.q + 2 * hp.C;
+    hp.sc = AttnTraits<K>::cos_len ? scales + (size_t)hp.bh * 4 * T : nullptr;
+    hp.rows_offset = (size_t)hp.b * T * hp.C + hp.h * HD;
+    return hp;
+}
+
 // Key tile kt of this head into shared memory: sK the keys (times k_mul for cos_len), key_fac
-// their k_fac (1 for dot scores; 0 for keys past T). The block's threads share the loads; the
+// their k_fac (cos_len only; 0 for keys past T). The block's threads share the loads; the
 // caller synchronises.
 template <AttnKind K, int ROWS, int HD, int LD>
 __device__ __forceinline__ void load_key_tile(sptr<floatX> sK, sptr<float> key_fac, const floatX* k_base, int C,
                                               int kt, int T, const float* sc) {
     load_tile<ROWS, HD, LD>(sK, k_base, 3 * C, kt * ROWS, T, AttnTraits<K>::cos_len ? sc + 2 * T : nullptr);
-    for (int j = threadIdx.x; j < ROWS; j += blockDim.x) {
-        int key = kt * ROWS + j;
-        key_fac[j] = key >= T ? 0.0f : AttnTraits<K>::cos_len ? sc[3 * T + key] : 1.0f;
+    if constexpr (AttnTraits<K>::cos_len) {
+        for (int j = threadIdx.x; j < ROWS; j += blockDim.x) {
+            int key = kt * ROWS + j;
+            key_fac[j] = key >= T ? 0.0f : sc[3 * T + key];
+        }
     }
 }
 
 // The scores of one warp's 16 query rows against a key tile in shared memory:
-// s = row_scale(t) key_fac(j) (q~ . k~) + row_bias(t), q~ and k~ as loaded.
-// row_scale[i], row_bias[i] of the lane's rows (i = 0: row g, 1: row g+8); key_fac in shared.
-template <int HD>
+// s = row_scale(t) key_fac(j) (q~ . k~) + row_bias(t), q~ and k~ as loaded (key_fac only for
+// cos_len: 1 for dot scores). row_scale[i], row_bias[i] of the lane's rows (i = 0: row g, 1: row
+// g+8), in score units (attn_score_unit); key_fac in shared.
+template <AttnKind K, int HD>
 __device__ __forceinline__ void attn_scores(FragC (&s)[AttnTile<HD>::RTILES], const FragA (&qf)[AttnTile<HD>::KSTEPS],
                                             sptr<floatX> sK, sptr<float> key_fac, const float (&row_scale)[2],
                                             const float (&row_bias)[2]) {
@@ -144,9 +242,20 @@ __device__ __forceinline__ void attn_scores(FragC (&s)[AttnTile<HD>::RTILES], co
     warp_mma_abt(s, qf, sK, Tile::LD);
     ATTN_UNROLL
     for (int nt = 0; nt < Tile::RTILES; nt++) {
+        float kf[2] = {1.0f, 1.0f};
+        if constexpr (AttnTraits<K>::cos_len) {
+            kf[0] = key_fac[nt * 8 + frag_col(lane, 0)];
+            kf[1] = key_fac[nt * 8 + frag_col(lane, 1)];
+        }
         ATTN_UNROLL
         for (int i = 0; i < 4; i++) {
-            s[nt].x[i] = s[nt].x[i] * row_scale[i / 2] * key_fac[nt * 8 + frag_col(lane, i)] + row_bias[i / 2];
+            if constexpr (AttnTraits<K>::score == ATTN_SCORE_DOT_LOGN) {
+                s[nt].x[i] = s[nt].x[i] * row_scale[i / 2] + row_bias[i / 2];
+            } else if constexpr (AttnTraits<K>::cos_len) {
+                s[nt].x[i] = s[nt].x[i] * kf[i % 2] * row_scale[i / 2];
+            } else {
+                s[nt].x[i] = s[nt].x[i] * row_scale[i / 2];
+            }
         }
     }
 }
@@ -173,7 +282,8 @@ __global__ void attention_rowdot_kernel(float* rowd, const floatX* dout, const f
 // dq and dk from the gradients of the normalised vectors
 // (doc/attention.md, section 'Through the normalisation of q and k'):
 //   dx = (dxh - xh (xh . dxh)) / |x|  when |x| > eps,  dx = dxh / eps  otherwise.
-// With NORMALISED = false (dot scores) dx = dxh. One warp per (b, t, h) row; writes q and k of dqkv.
+// With NORMALISED = false (dot scores) dx = dxh for q only (the backward kernel writes their dk).
+// One warp per (b, t, h) row; writes q (and k) of dqkv.
 template <int HD, bool NORMALISED>
 __global__ void lssa_normgrad_kernel(floatX* dqkv, const float* dqh, const float* dkh, const floatX* qkv,
                                      const float* scales, int B, int T, int NH) {
@@ -183,7 +293,7 @@ __global__ void lssa_normgrad_kernel(floatX* dqkv, const float* dqh, const float
     int h = row % NH, t = (row / NH) % T, b = row / (NH * T);
     int C = NH * HD;
     constexpr int PER_LANE = (HD + 31) / 32;
-    for (int part = 0; part < 2; part++) {  // 0: q, 1: k
+    for (int part = 0; part < (NORMALISED ? 2 : 1); part++) {  // 0: q, 1: k
         const float* dxh = (part == 0 ? dqh : dkh) + (size_t)row * HD;
         const floatX* x = qkv + ((size_t)(b * T + t) * 3 + part) * C + h * HD;
         floatX* dx = dqkv + ((size_t)(b * T + t) * 3 + part) * C + h * HD;

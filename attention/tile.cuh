@@ -78,16 +78,25 @@ __device__ __forceinline__ void load_frag_a(FragA& a, sptr<floatX> tile, int ld,
     ldmatrix_x4(a.x, tile + (size_t)(row0 + lane % 16) * ld + col0 + (lane / 16) * 8);
 }
 
-// B fragment (k16 x n8) from a tile stored [n][k] (row n holds the k values: K for Q K^T).
-__device__ __forceinline__ void load_frag_b(FragB& b, sptr<floatX> tile, int ld, int n0, int k0) {
+// B fragments (k16 x n8 each), two per ldmatrix.x4 (half the shared-memory instructions of two
+// x2): from a tile stored [n][k] (row n holds the k values: K for Q K^T), b[0], b[1] for k steps
+// k0 and k0+16 of the n8 tile n0;
+__device__ __forceinline__ void load_frag_b_x2k(FragB (&b)[2], sptr<floatX> tile, int ld, int n0, int k0) {
     int lane = threadIdx.x % 32;
-    ldmatrix_x2(b.x, tile + (size_t)(n0 + lane % 8) * ld + k0 + ((lane / 8) % 2) * 8);
+    uint32_t r[4];
+    ldmatrix_x4(r, tile + (size_t)(n0 + lane % 8) * ld + k0 + (lane / 8) * 8);
+    b[0].x[0] = r[0], b[0].x[1] = r[1], b[1].x[0] = r[2], b[1].x[1] = r[3];
 }
-
-// B fragment (k16 x n8) from a tile stored [k][n] (row k holds the n values: V for P V).
-__device__ __forceinline__ void load_frag_b_trans(FragB& b, sptr<floatX> tile, int ld, int k0, int n0) {
+// from a tile stored [k][n] (row k holds the n values: V for P V), b[0], b[1] for the n8 tiles n0
+// and n0+8 of the k16 step k0,
+// or for k steps k0 and k0+16 of the n8 tile n0 (two_k).
+__device__ __forceinline__ void load_frag_b_trans_x2(FragB (&b)[2], sptr<floatX> tile, int ld, int k0, int n0,
+                                                     bool two_k) {
     int lane = threadIdx.x % 32;
-    ldmatrix_x2_trans(b.x, tile + (size_t)(k0 + lane % 16) * ld + n0);
+    uint32_t r[4];
+    int row = k0 + lane % 16 + (two_k ? (lane / 16) * 16 : 0), col = n0 + (two_k ? 0 : (lane / 16) * 8);
+    ldmatrix_x4_trans(r, tile + (size_t)row * ld + col);
+    b[0].x[0] = r[0], b[0].x[1] = r[1], b[1].x[0] = r[2], b[1].x[1] = r[3];
 }
 
 __device__ __forceinline__ void mma(FragC& c, const FragA& a, const FragB& b) {
@@ -101,14 +110,16 @@ __device__ __forceinline__ void mma(FragC& c, const FragA& a, const FragB& b) {
 // with rows n0.. : S = Q K^T with K's rows as B.
 template <int NB, int KS>
 __device__ __forceinline__ void warp_mma_abt(FragC (&s)[NB], const FragA (&a)[KS], sptr<floatX> b, int ld) {
+    static_assert(KS % 2 == 0, "B fragments are loaded two k steps at a time");
     ATTN_UNROLL
     for (int nt = 0; nt < NB; nt++) {
         frag_zero(s[nt]);
         ATTN_UNROLL
-        for (int kk = 0; kk < KS; kk++) {
-            FragB bf;
-            load_frag_b(bf, b, ld, nt * 8, kk * 16);
-            mma(s[nt], a[kk], bf);
+        for (int kk = 0; kk < KS; kk += 2) {
+            FragB bf[2];
+            load_frag_b_x2k(bf, b, ld, nt * 8, kk * 16);
+            mma(s[nt], a[kk], bf[0]);
+            mma(s[nt], a[kk + 1], bf[1]);
         }
     }
 }
@@ -117,13 +128,15 @@ __device__ __forceinline__ void warp_mma_abt(FragC (&s)[NB], const FragA (&a)[KS
 // O += P V with V's rows as B.
 template <int NB, int KS>
 __device__ __forceinline__ void warp_mma_ab(FragC (&o)[NB], const FragA (&p)[KS], sptr<floatX> b, int ld) {
+    static_assert(NB % 2 == 0, "B fragments are loaded two n8 tiles at a time");
     ATTN_UNROLL
     for (int kk = 0; kk < KS; kk++) {
         ATTN_UNROLL
-        for (int nt = 0; nt < NB; nt++) {
-            FragB bf;
-            load_frag_b_trans(bf, b, ld, kk * 16, nt * 8);
-            mma(o[nt], p[kk], bf);
+        for (int nt = 0; nt < NB; nt += 2) {
+            FragB bf[2];
+            load_frag_b_trans_x2(bf, b, ld, kk * 16, nt * 8, false);
+            mma(o[nt], p[kk], bf[0]);
+            mma(o[nt + 1], p[kk], bf[1]);
         }
     }
 }
@@ -132,11 +145,13 @@ __device__ __forceinline__ void warp_mma_ab(FragC (&o)[NB], const FragA (&p)[KS]
 // (and store) one column tile before the next, with one accumulator live instead of NB.
 template <int KS>
 __device__ __forceinline__ void warp_mma_ab_ntile(FragC& o, const FragA (&p)[KS], sptr<floatX> b, int ld, int n0) {
+    static_assert(KS % 2 == 0, "B fragments are loaded two k steps at a time");
     ATTN_UNROLL
-    for (int kk = 0; kk < KS; kk++) {
-        FragB bf;
-        load_frag_b_trans(bf, b, ld, kk * 16, n0);
-        mma(o, p[kk], bf);
+    for (int kk = 0; kk < KS; kk += 2) {
+        FragB bf[2];
+        load_frag_b_trans_x2(bf, b, ld, kk * 16, n0, true);
+        mma(o, p[kk], bf[0]);
+        mma(o, p[kk + 1], bf[1]);
     }
 }
 
@@ -171,6 +186,17 @@ __device__ __forceinline__ void warp_store_rows_scaled(floatX* out_rows, int C, 
     }
 }
 
+// dst[0], dst[1] += a, b (dst 8-byte aligned): one vector reduction (red.global.add.v2.f32) on
+// sm_90, two scalar atomics elsewhere and in the emulator.
+__device__ __forceinline__ void atomic_add2(float* dst, float a, float b) {
+#if defined(__CUDACC__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    atomicAdd(reinterpret_cast<float2*>(dst), make_float2(a, b));
+#else
+    atomicAdd(dst, a);
+    atomicAdd(dst + 1, b);
+#endif
+}
+
 // The backward's end of a key tile, shared by every variant: dQ of the warp's 16 query rows
 // (q0 + 16 warp ..) += dS (those rows of the (16 RT) x (16 RT) tile in shared) . K, one n8
 // column tile at a time, accumulated into fp32 dq_rows (row stride C) with atomics, since every
@@ -186,16 +212,17 @@ __device__ __forceinline__ void warp_accumulate_dq(float* dq_rows, int C, int T,
         frag_zero(dq);
         warp_mma_ab_ntile(dq, sf, sK, ld, nt * 8);
         ATTN_UNROLL
-        for (int i = 0; i < 4; i++) {
-            int t = q0 + warp * 16 + frag_row(lane, i);
-            if (t < T) { atomicAdd(dq_rows + (size_t)t * C + nt * 8 + frag_col(lane, i), dq.x[i]); }
+        for (int r = 0; r < 2; r++) {  // elements 2r, 2r+1: two neighbouring columns of one row
+            int t = q0 + warp * 16 + frag_row(lane, 2 * r);
+            if (t < T) { atomic_add2(dq_rows + (size_t)t * C + nt * 8 + frag_col(lane, 0), dq.x[2 * r], dq.x[2 * r + 1]); }
         }
     }
 }
 
-// The warp's finished key rows key[0..1]: dk (fp32, row stride C) and dv (bf16, row stride 3C).
-template <int HTILES>
-__device__ __forceinline__ void warp_store_dk_dv(float* dk_rows, int C, floatX* dv_rows, const int (&key)[2], int T,
+// The warp's finished key rows key[0..1]: dk (fp32 for the normalisation's pass, or bf16 straight
+// into dqkv; row stride dk_stride) and dv (bf16, row stride 3C).
+template <int HTILES, class DK>
+__device__ __forceinline__ void warp_store_dk_dv(DK* dk_rows, int dk_stride, int C, floatX* dv_rows, const int (&key)[2], int T,
                                                  const FragC (&dk_acc)[HTILES], const FragC (&dv_acc)[HTILES],
                                                  int lane) {
     ATTN_UNROLL
@@ -205,7 +232,7 @@ __device__ __forceinline__ void warp_store_dk_dv(float* dk_rows, int C, floatX* 
             int j = key[i / 2];
             if (j >= T) { continue; }
             int col = nt * 8 + frag_col(lane, i);
-            dk_rows[(size_t)j * C + col] = dk_acc[nt].x[i];
+            dk_rows[(size_t)j * dk_stride + col] = (DK)dk_acc[nt].x[i];
             dv_rows[(size_t)j * 3 * C + col] = (floatX)dv_acc[nt].x[i];
         }
     }

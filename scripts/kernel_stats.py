@@ -83,8 +83,8 @@ def parse_sass(path):
     funcs, cur = {}, None
     for line in open(path):
         m = re.search(r"Function : (\S+)", line)
-        if m:
-            cur = funcs.setdefault(m.group(1), [])
+        if m:  # a kernel in two cubins (scripts/kernel_stats.sh concatenates them): its first listing
+            cur = funcs.setdefault(m.group(1), []) if m.group(1) not in funcs else []
             continue
         m = INSN.match(line)
         if m and cur is not None:
@@ -223,16 +223,19 @@ def print_targets(rows):
               f'(instructions/MMA of its loop(s): {ra["loops"]}), {b} {rb["loop_nonmma_per_mma"]} '
               f'({rb["loops"]}): ratio {x:.2f}')
         return x
-    x = ratio("lssar_forward_kernel<64,true>", "softmax_forward_kernel<64>", "forward  hd 64")
+    # the family's kernels by variant (attention/attention_kind.h: softmax 0, lssar 2)
+    fwd = {v: f"attention_forward_kernel<64,(AttnKind){k}>" for v, k in (("softmax", 0), ("lssar", 2))}
+    bwd = {v: f"attention_backward_kernel<64,(AttnKind){k}>" for v, k in (("softmax", 0), ("lssar", 2))}
+    d1 = "attention_rowd_kernel<64,(AttnKind)2,false>"  # without learned p
+    x = ratio(fwd["lssar"], fwd["softmax"], "forward  hd 64")
     if x is not None:
         print(f"target: lssar forward <= 2.5x softmax's non-MMA per MMA: {'met' if x <= 2.5 else 'NOT met'} ({x:.2f}x)")
-    y = ratio("lssar_backward_kernel<64,true>", "softmax_backward_kernel<64>", "backward hd 64")
-    z = ratio("lssar_d1_kernel<64>", "softmax_backward_kernel<64>", "lssar D1 hd 64 (vs softmax backward)")
+    y = ratio(bwd["lssar"], bwd["softmax"], "backward hd 64")
+    z = ratio(d1, bwd["softmax"], "lssar D1 hd 64 (vs softmax backward)")
     if None not in (x, y, z):
         print(f"lssar/softmax non-MMA instructions per MMA (main loops, hd 64): forward {x:.2f}x, "
               f"backward {y:.2f}x, D1 pass {z:.2f}x of the softmax backward's")
-    for k in ("softmax_backward_kernel<64>", "lssar_backward_kernel<64,true>", "lssar_backward_kernel<64,false>",
-              "lssar_d1_kernel<64>"):
+    for k in (bwd["softmax"], bwd["lssar"], d1):
         r = by.get(k)
         if r and r.get("warps_per_sm") != "":
             warps_per_block = (r["threads"] + 31) // 32

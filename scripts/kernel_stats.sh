@@ -4,8 +4,8 @@
 # warps per SM), the SASS instruction mix (tensor-core MMA, MUFU, FP32 FFMA/FADD/FMUL, global and
 # shared loads/stores, barriers), and for the attention kernels the non-MMA instructions per MMA of
 # the main loop, with the LSSAR/softmax ratios and the targets on the last lines.
-#   1. nvcc -cubin -arch=sm_90 -Xptxas -v of train_gpt2.cu (every attention variant and head size
-#      is instantiated there): ptxas's resource usage
+#   1. nvcc -cubin -arch=sm_90 -Xptxas -v of train_gpt2.cu built for lssar and for softmax (every
+#      head size of the variant is instantiated there): ptxas's resource usage
 #   2. cuobjdump -sass of that cubin (scripts/install_cuda_tools.sh fetches one where the toolkit
 #      lacks it; CUOBJDUMP=path picks another)
 #   3. the launch configurations (threads per block, dynamic shared memory) as the code launches
@@ -30,19 +30,30 @@ find_cuobjdump() {
 }
 cuobjdump=$(find_cuobjdump) || { bash scripts/install_cuda_tools.sh >&2; cuobjdump=$(find_cuobjdump); }
 
-# 1. the cubin and ptxas's figures (the trainer's flags, one architecture)
-echo "compiling train_gpt2.cu for sm_90 (nvcc -cubin)" >&2
-"$NVCC" -O3 --use_fast_math -std=c++17 -I. -Xcompiler -fopenmp -DATTN_NAME='"lssar"' -arch=sm_90 -cubin \
-    -Xptxas -v -x cu train_gpt2.cu -o "$dir/train_gpt2.sm_90.cubin" > "$dir/ptxas.txt" 2>&1 ||
-    { cat "$dir/ptxas.txt" >&2; exit 1; }
-
-# 2. SASS; a disassembler older than the cubin's ELF header (CUDA >= 12.8 writes ABI version 8)
-#    reads it once the header says the same in the older format
-if ! "$cuobjdump" -sass "$dir/train_gpt2.sm_90.cubin" > "$dir/sass.txt" 2> "$dir/cuobjdump.err"; then
-    /usr/bin/python3 scripts/kernel_stats.py --legacy-elf "$dir/train_gpt2.sm_90.cubin" "$dir/legacy.cubin"
-    "$cuobjdump" -sass "$dir/legacy.cubin" > "$dir/sass.txt" ||
-        { echo "kernel_stats: $cuobjdump cannot read the cubin:" >&2; cat "$dir/cuobjdump.err" >&2; exit 1; }
-fi
+# 1. the cubins and ptxas's figures (the trainer's flags, one architecture): the trainer built for
+#    lssar and for softmax (a build holds its variant's attention kernels only), the two compiled
+#    at once
+: > "$dir/ptxas.txt"
+: > "$dir/sass.txt"
+for attn in lssar softmax; do
+    echo "compiling train_gpt2.cu (ATTN=$attn) for sm_90 (nvcc -cubin)" >&2
+    "$NVCC" -O3 --use_fast_math -std=c++17 -I. -Xcompiler -fopenmp -DATTN_NAME="\"$attn\"" -arch=sm_90 -cubin \
+        -Xptxas -v -x cu train_gpt2.cu -o "$dir/train_gpt2_$attn.sm_90.cubin" > "$dir/ptxas_$attn.txt" 2>&1 &
+done
+for attn in lssar softmax; do
+    wait -n || { cat "$dir"/ptxas_*.txt >&2; exit 1; }
+done
+for attn in lssar softmax; do
+    cat "$dir/ptxas_$attn.txt" >> "$dir/ptxas.txt"
+    # 2. SASS; a disassembler older than the cubin's ELF header (CUDA >= 12.8 writes ABI version 8)
+    #    reads it once the header says the same in the older format
+    cubin=$dir/train_gpt2_$attn.sm_90.cubin
+    if ! "$cuobjdump" -sass "$cubin" >> "$dir/sass.txt" 2> "$dir/cuobjdump.err"; then
+        /usr/bin/python3 scripts/kernel_stats.py --legacy-elf "$cubin" "$dir/legacy.cubin"
+        "$cuobjdump" -sass "$dir/legacy.cubin" >> "$dir/sass.txt" ||
+            { echo "kernel_stats: $cuobjdump cannot read $cubin:" >&2; cat "$dir/cuobjdump.err" >&2; exit 1; }
+    fi
+done
 
 # 3. launch configurations from the emulator
 make -j2 build/train_gpt2cu_emu_lssar build/test_attention_cuda >&2
