@@ -188,12 +188,12 @@ struct Trainer {
                 cli_fail("-pr " + opt.precision + ": " + e.what());
             }
         }
+        set_p_lr_scale(*model, opt.p_lr_scale);  // learned p's theta (-plr)
         rng = Rng((uint64_t)opt.seed);
         if (from_checkpoint) model->set_params(init_ck.params);
         else model->init((uint64_t)opt.seed);
         init_ck.params = std::vector<float>();
-        inputs.resize((size_t)opt.B * opt.T);
-        targets.resize(inputs.size());
+        inputs.resize((size_t)opt.B * opt.T), targets.resize(inputs.size());
     }
 
     // The loaders (before the model and the batch are allocated: too little data is refused first).

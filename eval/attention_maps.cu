@@ -1,6 +1,7 @@
 // Attention maps of a checkpoint on one text (method: eval/attention_maps.h), CPU back end.
 //   build/attention_maps_cpu_lssar -e out/ckpt_00001000.bin -j "data/kjv/kjv_val_*.bin" -T 1024 -o maps/lssar
-//   build/attention_maps_cpu_lssar -e out/ckpt_00001000.bin -p "In the beginning" -layer 0 -head 3 -o maps/x
+//   build/attention_maps_cpu_lssar -e out/ckpt_00001000.bin -text "In the beginning" -layer 0 -head 3 -o maps/x
+//   build/attention_maps_cpu_lssar -e out/ckpt_00001000.bin -p 3 -T 1024 -o maps/lssar_at_p3   (p = 15 trained)
 // Built per attention variant like the trainer (make attention_maps_cpu ATTN=...), and refuses a
 // checkpoint of another variant. Prints mean entropy / effective span / max weight per layer and head
 // and by position; writes PREFIX_L<l>_H<h>.csv (the weights) and PREFIX_stats.csv (per row).
@@ -31,7 +32,9 @@ static void usage(const char* argv0) {
             "per row t the entropy H, the effective span exp(H), the largest weight, the weight on token t\n"
             "and the mean distance attended back. Attention variant of this binary: %s.\n"
             "  -e <path>     checkpoint (required)\n"
-            "  -p <text>     the text, GPT-2 tokenized (needs a checkpoint of GPT-2's vocabulary)\n"
+            "  -p <float>    evaluate at this re-weighting power instead of the checkpoint's (>= 1; variants\n"
+            "                with re-weighting only)\n"
+            "  -text <text>  the text, GPT-2 tokenized (needs a checkpoint of GPT-2's vocabulary)\n"
             "  -j <glob>     or: validation shards, the first -T tokens (default data/kjv/kjv_val_*.bin)\n"
             "  -T <int>      tokens read from -j (default: the checkpoint's max length)\n"
             "  -layer <int>  one layer (default: all)\n"
@@ -40,7 +43,7 @@ static void usage(const char* argv0) {
             "                above the diagonal) and PREFIX_stats.csv (layer,head,row,entropy,span,max,self,distance)\n"
             "  -rows <int>   most rows in a weights CSV: above it, that many rows evenly spaced (default 1024)\n"
             "  -h            this help\n"
-            "-p needs the GPT-2 vocabulary (bash scripts/install_gpt2_vocab.sh, or GPT2_VOCAB_DIR=DIR).\n",
+            "-text needs the GPT-2 vocabulary (bash scripts/install_gpt2_vocab.sh, or GPT2_VOCAB_DIR=DIR).\n",
             argv0, ATTN_NAME);
 }
 
@@ -95,15 +98,15 @@ static void write_stats_rows(FILE* f, int layer, int head, const std::vector<Att
     }
 }
 
-// The tokens to run on: the -p text, or the first T tokens of the shards.
+// The tokens to run on: the -text text, or the first T tokens of the shards.
 static std::vector<int> input_tokens(const std::string& text, bool have_text, const std::string& shards, int T,
                                      const Checkpoint& ck, const std::string& ckpt_path) {
     if (have_text) {
         if (ck.config.vocab_size != GPT2Tokenizer::VOCAB_SIZE)
             cli_fail(ckpt_path + ": vocab_size is " + std::to_string(ck.config.vocab_size) +
-                 ", but -p text is GPT-2 BPE tokenized: it needs a model trained on GPT-2 tokens (vocab_size " +
+                 ", but -text is GPT-2 BPE tokenized: it needs a model trained on GPT-2 tokens (vocab_size " +
                  std::to_string(GPT2Tokenizer::VOCAB_SIZE) + "); give tokens of its own vocabulary with -j SHARDS instead");
-        if (text.empty()) cli_fail("-p: the text is empty; give at least one word, e.g. -p \"In the beginning\"");
+        if (text.empty()) cli_fail("-text: the text is empty; give at least one word, e.g. -text \"In the beginning\"");
         GPT2Tokenizer tok;
         tok.load(GPT2Tokenizer::default_dir());  // its message names the missing file and the install script
         std::vector<int> ids;
@@ -111,7 +114,7 @@ static std::vector<int> input_tokens(const std::string& text, bool have_text, co
         return ids;
     }
     std::vector<int> span = read_token_span(shards, (size_t)T, ck.config.vocab_size);
-    if (span.empty()) cli_fail("the shards '" + shards + "' hold no tokens; give shards with tokens, or text with -p");
+    if (span.empty()) cli_fail("the shards '" + shards + "' hold no tokens; give shards with tokens, or text with -text");
     if ((int)span.size() < T)
         cli_fail("the shards '" + shards + "' hold " + std::to_string(span.size()) + " tokens, fewer than -T " +
              std::to_string(T) + " (use -T " + std::to_string(span.size()) + " or less)");
@@ -182,29 +185,46 @@ static void print_bucket_table(const std::vector<std::vector<AttnSummary>>& buck
     }
 }
 
-int main(int argc, char** argv) {
-    std::string ckpt_path, text, shards = "data/kjv/kjv_val_*.bin", prefix;
-    bool have_text = false, have_shards = false;
+// The command line (usage above); bad input ends the program.
+struct MapsOptions {
+    std::string ckpt_path, text, shards = "data/kjv/kjv_val_*.bin", prefix, p_text;
+    bool have_text = false;
     int T = 0, max_rows = 1024;
     long long layer = -1, head = -1;  // -1: all
+};
+static MapsOptions parse_options(int argc, char** argv) {
+    MapsOptions o;
+    bool have_shards = false;
     std::string flag;
     const char* val;
-    for (int i = 1; cli_next_flag(argc, argv, &i, usage, &flag, &val, "-e -p -j -T -layer -head -o -rows");) {
-        if (flag == "-e") ckpt_path = val;
-        else if (flag == "-p") { text = val; have_text = true; }
-        else if (flag == "-j") { shards = val; have_shards = true; }
-        else if (flag == "-T") T = (int)cli_parse_int("-T", val, 1, 1 << 20);
-        else if (flag == "-layer") layer = cli_parse_int("-layer", val, 0, 1 << 20);
-        else if (flag == "-head") head = cli_parse_int("-head", val, 0, 1 << 20);
-        else if (flag == "-o") prefix = val;
-        else if (flag == "-rows") max_rows = (int)cli_parse_int("-rows", val, 1, 1 << 20);
+    for (int i = 1; cli_next_flag(argc, argv, &i, usage, &flag, &val, "-e -p -text -j -T -layer -head -o -rows");) {
+        if (flag == "-e") o.ckpt_path = val;
+        else if (flag == "-p") o.p_text = val;
+        else if (flag == "-text") { o.text = val; o.have_text = true; }
+        else if (flag == "-j") { o.shards = val; have_shards = true; }
+        else if (flag == "-T") o.T = (int)cli_parse_int("-T", val, 1, 1 << 20);
+        else if (flag == "-layer") o.layer = cli_parse_int("-layer", val, 0, 1 << 20);
+        else if (flag == "-head") o.head = cli_parse_int("-head", val, 0, 1 << 20);
+        else if (flag == "-o") o.prefix = val;
+        else if (flag == "-rows") o.max_rows = (int)cli_parse_int("-rows", val, 1, 1 << 20);
         else cli_fail("unknown flag " + flag + " (-h lists the flags)");
     }
-    if (ckpt_path.empty()) { usage(argv[0]); cli_fail("-e CHECKPOINT is required"); }
-    if (have_text && (have_shards || T != 0)) cli_fail("-p TEXT and -j/-T read different inputs: give one of them");
+    if (o.ckpt_path.empty()) { usage(argv[0]); cli_fail("-e CHECKPOINT is required"); }
+    if (o.have_text && (have_shards || o.T != 0)) cli_fail("-text TEXT and -j/-T read different inputs: give one of them");
+    return o;
+}
+
+int main(int argc, char** argv) {
+    MapsOptions o = parse_options(argc, argv);
+    const std::string &ckpt_path = o.ckpt_path, &text = o.text, &shards = o.shards, &prefix = o.prefix;
+    const bool have_text = o.have_text;
+    const int max_rows = o.max_rows;
+    const long long layer = o.layer, head = o.head;
+    int T = o.T;
     try {
         Checkpoint ck = cli_read_checkpoint(ckpt_path, ATTN_NAME);
         cli_print_learned_p(ck);
+        cli_override_p(ck, ckpt_path, o.p_text);
         const GPT2Config& cc = ck.config;
         if (layer >= cc.num_layers)
             cli_fail("-layer " + std::to_string(layer) + ": the checkpoint has " + std::to_string(cc.num_layers) +
@@ -225,7 +245,7 @@ int main(int argc, char** argv) {
                ckpt_path.c_str(), attn_kind_name(config.attn), config.p, (long long)ck.train.step, config.num_layers,
                config.num_heads, config.channels, cc.max_seq_len);
         printf("attention on %d tokens of %s (%.3g x the training length)\n", T,
-               have_text ? "the -p text" : shards.c_str(), (double)T / cc.max_seq_len);
+               have_text ? "the -text text" : shards.c_str(), (double)T / cc.max_seq_len);
 
         std::vector<int> layers, head_ids;
         for (int l = 0; l < config.num_layers; l++) if (layer < 0 || l == layer) layers.push_back(l);

@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
     long long max_tokens = 0;
     std::string flag;
     const char* val;
-    for (int i = 1; cli_next_flag(argc, argv, &i, usage, &flag, &val, "-e -j -t -l -n -f -o");) {
+    for (int i = 1; cli_next_flag(argc, argv, &i, usage, &flag, &val, "-e -p -j -t -l -n -f -o");) {
         if (flag == "-e") ckpt_path = val;
         else if (flag == "-p") p_text = val;
         else if (flag == "-j") val_pattern = val;

@@ -30,6 +30,8 @@ static void usage(const char* argv0) {
             "its acc_norm divides the log-likelihood by the completion's length in characters instead of tokens.\n"
             "Prints both with their 95%% (Wilson) confidence intervals. Attention variant of this binary: %s.\n"
             "  -e <path>    checkpoint (required)\n"
+            "  -p <float>   evaluate at this re-weighting power instead of the checkpoint's (>= 1; variants\n"
+            "               with re-weighting only)\n"
             "  -f <path>    eval file in llm.c's format, e.g. data/mc/hellaswag_val.bin (required;\n"
             "               scripts/prepare_mc.py TASK writes them)\n"
             "  -n <int>     score only the first this many examples (default 0 = all)\n"
@@ -71,12 +73,13 @@ static void print_result(const McResult& r, double seconds) {
 }
 
 int main(int argc, char** argv) {
-    std::string ckpt_path, file_path, csv_path;
+    std::string ckpt_path, file_path, csv_path, p_text;
     int max_examples = 0;
     std::string flag;
     const char* val;
-    for (int i = 1; cli_next_flag(argc, argv, &i, usage, &flag, &val);) {
+    for (int i = 1; cli_next_flag(argc, argv, &i, usage, &flag, &val, "-e -p -f -n -o");) {
         if (flag == "-e") ckpt_path = val;
+        else if (flag == "-p") p_text = val;
         else if (flag == "-f") file_path = val;
         else if (flag == "-n") max_examples = (int)cli_parse_int("-n", val, 0, MC_MAX_EXAMPLES);
         else if (flag == "-o") csv_path = val;
@@ -88,6 +91,8 @@ int main(int argc, char** argv) {
     }
     try {
         Checkpoint ck = cli_read_checkpoint(ckpt_path, ATTN_NAME);
+        cli_print_learned_p(ck);
+        cli_override_p(ck, ckpt_path, p_text);
         const GPT2Config& config = ck.config;
         McFile file = mc_read(file_path, config.vocab_size, config.max_seq_len);
         int total = (int)file.examples.size();

@@ -57,10 +57,8 @@ inline std::string mc_damaged_hint() {
            "(scripts/prepare_mc.py)";
 }
 
-// Reads and validates path. vocab_size > 0: every token id must be below it; max_tokens > 0:
-// context + completion of every example must fit in it (the model's maximum length). Throws
-// std::runtime_error "PATH: example I at byte offset O: what is wrong; what to do".
-inline McFile mc_read(const std::string& path, int vocab_size = 0, int max_tokens = 0) {
+// The whole file at path; throws naming it when it cannot be opened or read.
+inline std::vector<uint8_t> mc_read_bytes(const std::string& path) {
     FILE* f = fopen(path.c_str(), "rb");
     if (!f) throw std::runtime_error(path + ": cannot open (" + strerror(errno) + "); check the path, or prepare "
                                      "the file with scripts/prepare_mc.py");
@@ -71,123 +69,166 @@ inline McFile mc_read(const std::string& path, int vocab_size = 0, int max_token
     bool read_error = ferror(f);
     fclose(f);
     if (read_error) throw std::runtime_error(path + ": read error (" + strerror(errno) + ")");
+    return bytes;
+}
 
-    auto fail = [&](const std::string& where, const std::string& what) -> std::runtime_error {
-        return std::runtime_error(path + ": " + where + what);
-    };
+// "PATH: WHERE WHAT", the error of every refusal below
+inline std::runtime_error mc_error(const std::string& path, const std::string& where, const std::string& what) {
+    return std::runtime_error(path + ": " + where + what);
+}
+
+// The header's 256 ints (h), checked: magic, version, 1..MC_MAX_EXAMPLES examples, unused ints 0.
+inline void mc_read_header(const std::string& path, const std::vector<uint8_t>& bytes, int32_t h[MC_HEADER_INTS]) {
     const size_t header_bytes = MC_HEADER_INTS * 4;
     if (bytes.size() < header_bytes)
-        throw fail("", "the file has " + std::to_string(bytes.size()) + " bytes, less than the " +
-                   std::to_string(header_bytes) + "-byte header: it is truncated; " + mc_damaged_hint());
-    int32_t h[MC_HEADER_INTS];
+        throw mc_error(path, "", "the file has " + std::to_string(bytes.size()) + " bytes, less than the " +
+                       std::to_string(header_bytes) + "-byte header: it is truncated; " + mc_damaged_hint());
     memcpy(h, bytes.data(), header_bytes);
     if (h[0] != MC_MAGIC)
-        throw fail("", "magic " + std::to_string(h[0]) + ", expected " + std::to_string(MC_MAGIC) +
-                   (h[0] == 20240520 ? " (this is a token shard, not an eval file: pass a file made by "
-                                       "scripts/prepare_mc.py)"
-                                     : std::string("; ") + mc_damaged_hint()));
+        throw mc_error(path, "", "magic " + std::to_string(h[0]) + ", expected " + std::to_string(MC_MAGIC) +
+                       (h[0] == 20240520 ? " (this is a token shard, not an eval file: pass a file made by "
+                                           "scripts/prepare_mc.py)"
+                                         : std::string("; ") + mc_damaged_hint()));
     if (h[1] != MC_VERSION)
-        throw fail("", "version " + std::to_string(h[1]) + ", this reader knows version " +
-                   std::to_string(MC_VERSION) + " (llm.c's); prepare the file again with scripts/prepare_mc.py");
+        throw mc_error(path, "", "version " + std::to_string(h[1]) + ", this reader knows version " +
+                       std::to_string(MC_VERSION) + " (llm.c's); prepare the file again with scripts/prepare_mc.py");
     if (h[2] < 1 || h[2] > MC_MAX_EXAMPLES)
-        throw fail("", "the header gives " + std::to_string(h[2]) + " examples, expected 1 to " +
-                   std::to_string(MC_MAX_EXAMPLES) + "; " + mc_damaged_hint());
+        throw mc_error(path, "", "the header gives " + std::to_string(h[2]) + " examples, expected 1 to " +
+                       std::to_string(MC_MAX_EXAMPLES) + "; " + mc_damaged_hint());
     for (int i = 4; i < MC_HEADER_INTS; i++)
         if (h[i] != 0)
-            throw fail("", "header int " + std::to_string(i) + " is " + std::to_string(h[i]) +
-                       ", expected 0 (unused in version 1); " + mc_damaged_hint());
+            throw mc_error(path, "", "header int " + std::to_string(i) + " is " + std::to_string(h[i]) +
+                           ", expected 0 (unused in version 1); " + mc_damaged_hint());
+}
 
+// The uint16 fields of one example, bytes [at, end) of the file, read in order; every refusal
+// names the file and "example I at byte offset O: ".
+struct McFieldReader {
+    const std::string& path;
+    const std::vector<uint8_t>& bytes;
+    std::string where;
+    size_t at, end;
+    int size;
+
+    int u16(size_t i) const { return (int)(bytes[i] | (bytes[i + 1] << 8)); }
+    std::runtime_error fail(const std::string& what) const { return mc_error(path, where, what); }
+
+    // the next field, or a refusal naming the field that overruns the size
+    int next(const char* field) {
+        if (at + 2 > end)
+            throw fail(std::string("its fields run past its size field (") + std::to_string(size) + " bytes) at the " +
+                       field + ": the size field or the counts are wrong; " + mc_damaged_hint());
+        int v = u16(at);
+        at += 2;
+        return v;
+    }
+
+    // a token list: its length, then its ids, each checked against the vocabulary (vocab_size > 0)
+    void tokens(std::vector<int>& out, const std::string& what, int vocab_size) {
+        int len = next((what + " length").c_str());
+        if (len == 0)
+            throw fail("empty " + what + ": contexts and completions need at least one token (the last "
+                       "context token predicts the first completion token); drop the example when preparing");
+        for (int k = 0; k < len; k++) {
+            size_t tok_at = at;
+            int id = next((what + " tokens").c_str());
+            if (id == MC_START || (vocab_size > 0 && id >= vocab_size))
+                throw fail(what + " token " + std::to_string(k) + " (byte offset " + std::to_string(tok_at) +
+                           ") is id " + std::to_string(id) + ", outside the model's vocabulary of " +
+                           std::to_string(vocab_size > 0 ? vocab_size : MC_START) +
+                           " tokens: prepare the file with the tokenizer the model was trained with");
+            out.push_back(id);
+        }
+    }
+};
+
+// The start marker and size field of example i at byte offset off (of `examples` the header
+// announces): the reader of its fields.
+inline McFieldReader mc_example_fields(const std::string& path, const std::vector<uint8_t>& bytes, int i, size_t off,
+                                       int examples) {
+    McFieldReader r{path, bytes, "example " + std::to_string(i) + " at byte offset " + std::to_string(off) + ": ",
+                    off, off, 0};
+    if (off >= bytes.size())
+        throw r.fail("the header announces " + std::to_string(examples) + " examples but the file ends after " +
+                     std::to_string(i) + " (" + std::to_string(bytes.size()) + " bytes): it is truncated; " +
+                     mc_damaged_hint());
+    if (bytes.size() - off < 4)
+        throw r.fail("the file ends inside the example's first fields: it is truncated; " + mc_damaged_hint());
+    if (r.u16(off) != MC_START)
+        throw r.fail("missing start marker: found " + std::to_string(r.u16(off)) + " where 65535 must begin "
+                     "an example (the previous example's size field is wrong, or the file is not an eval file); " +
+                     mc_damaged_hint());
+    r.size = r.u16(off + 2);
+    if (r.size < 12 || r.size % 2 != 0)
+        throw r.fail("size field " + std::to_string(r.size) + " bytes: an example takes an even number of "
+                     "at least 12 bytes (6 fields); " + mc_damaged_hint());
+    if (off + r.size > bytes.size())
+        throw r.fail("its size field says " + std::to_string(r.size) + " bytes, but the file ends " +
+                     std::to_string(bytes.size() - off) + " bytes after its start: it is truncated; " +
+                     mc_damaged_hint());
+    r.at = off + 4;
+    r.end = off + r.size;
+    return r;
+}
+
+// Example i at byte offset off, validated (mc_read's rules); r.end is where the next begins.
+inline McExample mc_read_example(McFieldReader& r, int i, size_t off, int vocab_size, int max_tokens) {
+    McExample ex;
+    ex.offset = off;
+    ex.index = r.next("example index");
+    if (ex.index != i)
+        throw r.fail("example index field " + std::to_string(ex.index) + ", expected " + std::to_string(i) +
+                     " (examples are numbered in file order); " + mc_damaged_hint());
+    ex.label = r.next("label");
+    int num_completions = r.next("number of completions");
+    if (num_completions < MC_MIN_COMPLETIONS)
+        throw r.fail(std::to_string(num_completions) + " completions: a multiple-choice example needs at "
+                     "least " + std::to_string(MC_MIN_COMPLETIONS) + "; drop it when preparing the file");
+    if (ex.label >= num_completions)
+        throw r.fail("label " + std::to_string(ex.label) + " is not one of its " + std::to_string(num_completions) +
+                     " completions (0 to " + std::to_string(num_completions - 1) + "); " + mc_damaged_hint());
+    r.tokens(ex.context, "context", vocab_size);
+    ex.completions.resize(num_completions);
+    for (int c = 0; c < num_completions; c++) r.tokens(ex.completions[c], "completion " + std::to_string(c), vocab_size);
+    if (r.at != r.end)
+        throw r.fail("its size field says " + std::to_string(r.size) + " bytes, but its fields take " +
+                     std::to_string(r.at - off) + "; " + mc_damaged_hint());
+    if (max_tokens > 0 && ex.longest_row() > max_tokens)
+        throw r.fail("context + longest completion take " + std::to_string(ex.longest_row()) +
+                     " tokens, more than the model's maximum length " + std::to_string(max_tokens) +
+                     ": evaluate a model trained at length >= " + std::to_string(ex.longest_row()) +
+                     ", or prepare the file without such examples (scripts/prepare_mc.py --max-tokens " +
+                     std::to_string(max_tokens) + ")");
+    return ex;
+}
+
+// Reads and validates path. vocab_size > 0: every token id must be below it; max_tokens > 0:
+// context + completion of every example must fit in it (the model's maximum length). Throws
+// std::runtime_error "PATH: example I at byte offset O: what is wrong; what to do".
+inline McFile mc_read(const std::string& path, int vocab_size = 0, int max_tokens = 0) {
+    std::vector<uint8_t> bytes = mc_read_bytes(path);
+    int32_t h[MC_HEADER_INTS];
+    mc_read_header(path, bytes, h);
     McFile file;
     file.path = path;
-    size_t off = header_bytes;
+    size_t off = MC_HEADER_INTS * 4;
     int longest_bytes = 0;
     for (int i = 0; i < h[2]; i++) {
-        std::string where = "example " + std::to_string(i) + " at byte offset " + std::to_string(off) + ": ";
-        if (off >= bytes.size())
-            throw fail(where, "the header announces " + std::to_string(h[2]) + " examples but the file ends after " +
-                       std::to_string(i) + " (" + std::to_string(bytes.size()) + " bytes): it is truncated; " +
-                       mc_damaged_hint());
-        if (bytes.size() - off < 4)
-            throw fail(where, "the file ends inside the example's first fields: it is truncated; " + mc_damaged_hint());
-        auto u16 = [&](size_t at) { return (int)(bytes[at] | (bytes[at + 1] << 8)); };
-        if (u16(off) != MC_START)
-            throw fail(where, "missing start marker: found " + std::to_string(u16(off)) + " where 65535 must begin "
-                       "an example (the previous example's size field is wrong, or the file is not an eval file); " +
-                       mc_damaged_hint());
-        int size = u16(off + 2);
-        if (size < 12 || size % 2 != 0)
-            throw fail(where, "size field " + std::to_string(size) + " bytes: an example takes an even number of "
-                       "at least 12 bytes (6 fields); " + mc_damaged_hint());
-        if (off + size > bytes.size())
-            throw fail(where, "its size field says " + std::to_string(size) + " bytes, but the file ends " +
-                       std::to_string(bytes.size() - off) + " bytes after its start: it is truncated; " +
-                       mc_damaged_hint());
-        size_t end = off + size, at = off + 4;
-        // the next uint16 of this example, or a refusal naming the field that overruns the size
-        auto next = [&](const char* field) {
-            if (at + 2 > end)
-                throw fail(where, std::string("its fields run past its size field (") + std::to_string(size) +
-                           " bytes) at the " + field + ": the size field or the counts are wrong; " + mc_damaged_hint());
-            int v = u16(at);
-            at += 2;
-            return v;
-        };
-        McExample ex;
-        ex.offset = off;
-        ex.index = next("example index");
-        if (ex.index != i)
-            throw fail(where, "example index field " + std::to_string(ex.index) + ", expected " + std::to_string(i) +
-                       " (examples are numbered in file order); " + mc_damaged_hint());
-        ex.label = next("label");
-        int num_completions = next("number of completions");
-        if (num_completions < MC_MIN_COMPLETIONS)
-            throw fail(where, std::to_string(num_completions) + " completions: a multiple-choice example needs at "
-                       "least " + std::to_string(MC_MIN_COMPLETIONS) + "; drop it when preparing the file");
-        if (ex.label >= num_completions)
-            throw fail(where, "label " + std::to_string(ex.label) + " is not one of its " +
-                       std::to_string(num_completions) + " completions (0 to " + std::to_string(num_completions - 1) +
-                       "); " + mc_damaged_hint());
-        // a token list: its length, then its ids, each checked against the vocabulary
-        auto tokens = [&](std::vector<int>& out, const std::string& what) {
-            int len = next((what + " length").c_str());
-            if (len == 0)
-                throw fail(where, "empty " + what + ": contexts and completions need at least one token (the last "
-                           "context token predicts the first completion token); drop the example when preparing");
-            for (int k = 0; k < len; k++) {
-                size_t tok_at = at;
-                int id = next((what + " tokens").c_str());
-                if (id == MC_START || (vocab_size > 0 && id >= vocab_size))
-                    throw fail(where, what + " token " + std::to_string(k) + " (byte offset " + std::to_string(tok_at) +
-                               ") is id " + std::to_string(id) + ", outside the model's vocabulary of " +
-                               std::to_string(vocab_size > 0 ? vocab_size : MC_START) +
-                               " tokens: prepare the file with the tokenizer the model was trained with");
-                out.push_back(id);
-            }
-        };
-        tokens(ex.context, "context");
-        ex.completions.resize(num_completions);
-        for (int c = 0; c < num_completions; c++) tokens(ex.completions[c], "completion " + std::to_string(c));
-        if (at != end)
-            throw fail(where, "its size field says " + std::to_string(size) + " bytes, but its fields take " +
-                       std::to_string(at - off) + "; " + mc_damaged_hint());
-        if (max_tokens > 0 && ex.longest_row() > max_tokens)
-            throw fail(where, "context + longest completion take " + std::to_string(ex.longest_row()) +
-                       " tokens, more than the model's maximum length " + std::to_string(max_tokens) +
-                       ": evaluate a model trained at length >= " + std::to_string(ex.longest_row()) +
-                       ", or prepare the file without such examples (scripts/prepare_mc.py --max-tokens " +
-                       std::to_string(max_tokens) + ")");
-        longest_bytes = std::max(longest_bytes, size);
-        file.max_completions = std::max(file.max_completions, num_completions);
+        McFieldReader r = mc_example_fields(path, bytes, i, off, h[2]);
+        McExample ex = mc_read_example(r, i, off, vocab_size, max_tokens);
+        longest_bytes = std::max(longest_bytes, r.size);
+        file.max_completions = std::max(file.max_completions, (int)ex.completions.size());
         file.longest_row = std::max(file.longest_row, ex.longest_row());
         file.examples.push_back(std::move(ex));
-        off = end;
+        off = r.end;
     }
     if (off != bytes.size())
-        throw fail("", std::to_string(bytes.size() - off) + " bytes after the last of the " + std::to_string(h[2]) +
-                   " examples the header announces (byte offset " + std::to_string(off) + "); " + mc_damaged_hint());
+        throw mc_error(path, "", std::to_string(bytes.size() - off) + " bytes after the last of the " +
+                       std::to_string(h[2]) + " examples the header announces (byte offset " + std::to_string(off) +
+                       "); " + mc_damaged_hint());
     if (h[3] != longest_bytes)
-        throw fail("", "the header's longest example is " + std::to_string(h[3]) + " bytes, the examples' is " +
-                   std::to_string(longest_bytes) + "; " + mc_damaged_hint());
+        throw mc_error(path, "", "the header's longest example is " + std::to_string(h[3]) + " bytes, the examples' is " +
+                       std::to_string(longest_bytes) + "; " + mc_damaged_hint());
     return file;
 }
 

@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
     uint64_t seed = 1337;
     std::string flag;
     const char* val;
-    for (int i = 1; cli_next_flag(argc, argv, &i, usage, &flag, &val, "-e -l -n -rs -o");) {
+    for (int i = 1; cli_next_flag(argc, argv, &i, usage, &flag, &val, "-e -p -l -n -rs -o -ot");) {
         if (flag == "-e") ckpt_path = val;
         else if (flag == "-p") p_text = val;
         else if (flag == "-l") length_list = val;

@@ -136,6 +136,11 @@ inline bool param_tensor_decays(int i) {
     return i == P_WTE || i == P_QKVW || i == P_ATTPROJW || i == P_FCW || i == P_FCPROJW;
 }
 
+// The learning rate of tensor i: lr, and for learned p's theta lr * p_lr_scale. AdamW moves every
+// element by about lr per step whatever its gradient's size, and p = 1 + softplus(theta) moves
+// with theta once p >> 1, so at lr alone p moves at most lr per step (doc/attention.md, section 'Learned p').
+inline double param_tensor_lr(int i, double lr, double p_lr_scale) { return i == P_PTHETA ? lr * p_lr_scale : lr; }
+
 // Data-parallel shards of the parameter buffer (ZeRO-1 and the optimizer files of a checkpoint):
 // num_parameters / shards rounded up to a multiple of 8 (every shard starts 16-byte aligned for
 // the 128-bit kernels); shard r is [r * size, (r + 1) * size) clipped to num_parameters.

@@ -88,6 +88,8 @@ template <class F> struct GPT2 : GPT2ParamLayout {
     // A forward without targets computes the logits of rows [logits_from, B*T) only (the
     // classifier matmul is most of a small model's forward): for tools that read a few last rows.
     size_t logits_from = 0;
+    // learning-rate multiplier of learned p's theta (param_tensor_lr; the trainer's -plr)
+    double p_lr_scale = 1.0;
 
     explicit GPT2(const GPT2Config& c) : GPT2ParamLayout(c), config(c) {
         std::string err = gpt2_config_error(c);
@@ -264,7 +266,8 @@ template <class F> struct GPT2 : GPT2ParamLayout {
     // sqrt of the sum of squares of every parameter gradient
     double grad_norm() const { return std::sqrt(global_norm_squared(grads.data(), num_parameters)); }
 
-    // AdamW step t (1-based); weight decay on the matrices only (param_tensor_decays).
+    // AdamW step t (1-based); weight decay on the matrices only (param_tensor_decays), theta's
+    // learning rate scaled by p_lr_scale (param_tensor_lr).
     void update(double lr, double beta1, double beta2, double eps, double weight_decay, int t) {
         if (m.empty()) {
             m.assign(num_parameters, F(0));
@@ -272,8 +275,9 @@ template <class F> struct GPT2 : GPT2ParamLayout {
         }
         for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
             size_t off = param_offsets[i];
-            adamw_update(params.data() + off, grads.data() + off, m.data() + off, v.data() + off, param_sizes[i], lr,
-                         beta1, beta2, eps, param_tensor_decays(i) ? weight_decay : 0.0, t);
+            adamw_update(params.data() + off, grads.data() + off, m.data() + off, v.data() + off, param_sizes[i],
+                         param_tensor_lr(i, lr, p_lr_scale), beta1, beta2, eps,
+                         param_tensor_decays(i) ? weight_decay : 0.0, t);
         }
     }
 };

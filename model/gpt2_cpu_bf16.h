@@ -135,7 +135,9 @@ struct GPT2Bf16 {
         prof.lap(PROF_MATMUL);
         rope_forward(a.qkvr + o3, a.qkv + o3, B, T, NH, hd, (double)c.rope_base);
         prof.lap(PROF_ROPE);
-        attention_forward(a.atty + o1, a.attstats + l * BT * NH * 3, a.qkvr + o3, B, T, NH, hd, c.attn, (double)c.p);
+        std::vector<double> p_head = g.layer_p(l);  // learned p (empty: c.p)
+        attention_forward(a.atty + o1, a.attstats + l * BT * NH * 3, a.qkvr + o3, B, T, NH, hd, c.attn, (double)c.p,
+                          p_head.empty() ? nullptr : p_head.data());
         round_to_bf16(atty.data() + o1, a.atty + o1, BT * C);
         prof.lap(PROF_ATTENTION);
         mm.forward(a.attproj + o1, atty.data() + o1, w_bf(P_ATTPROJW, l), param(P_ATTPROJB, l), (int)BT, C, C);
@@ -211,7 +213,11 @@ struct GPT2Bf16 {
                     C, C);
         prof.lap(PROF_MATMUL);
         std::fill(dqkvr.begin(), dqkvr.end(), 0.0f);
-        attention_backward(dqkvr.data(), dln.data(), a.qkvr + o3, B, T, NH, hd, c.attn, (double)c.p);
+        std::vector<double> p_head = g.layer_p(l), dp(NH, 0.0);
+        attention_backward(dqkvr.data(), dln.data(), a.qkvr + o3, B, T, NH, hd, c.attn, (double)c.p,
+                           p_head.empty() ? nullptr : p_head.data(), dp.data());
+        for (int h = 0; c.learn_p && h < NH; h++)  // dL/dtheta = dL/dp sigmoid(theta), as the fp32 path
+            g.grad(P_PTHETA)[l * NH + h] += (float)(dp[h] * learned_p_dtheta((double)g.param(P_PTHETA)[l * NH + h]));
         prof.lap(PROF_ATTENTION);
         rope_backward(dqkv.data(), dqkvr.data(), B, T, NH, hd, (double)c.rope_base);
         prof.lap(PROF_ROPE);
@@ -231,7 +237,8 @@ struct GPT2Bf16 {
         return n;
     }
 
-    // grads *= grad_scale, AdamW step t on the master weights (decay on the matrices only), and
+    // grads *= grad_scale, AdamW step t on the master weights (decay on the matrices only, theta's
+    // learning rate scaled as the fp32 path's), and
     // their new bf16 copy
     void update(float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
         prof.start();
@@ -242,7 +249,8 @@ struct GPT2Bf16 {
         for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
             size_t off = g.param_offsets[i];
             adamw_update_bf16(g.params.data() + off, params_bf.data() + off, g.grads.data() + off, g.m.data() + off,
-                              g.v.data() + off, g.param_sizes[i], lr, beta1, beta2, eps,
+                              g.v.data() + off, g.param_sizes[i], (float)param_tensor_lr(i, lr, g.p_lr_scale),
+                              beta1, beta2, eps,
                               param_tensor_decays(i) ? weight_decay : 0.0f, grad_scale, t);
         }
         prof.lap(PROF_ADAMW);

@@ -24,6 +24,8 @@ static void usage(const char* argv0) {
             "position of every sequence of T tokens of SHARD, as a float32 .npy of shape (N, T, C).\n"
             "Attention variant of this binary: %s.\n"
             "  -e <path>    checkpoint (required)\n"
+            "  -p <float>   evaluate at this re-weighting power instead of the checkpoint's (>= 1; variants\n"
+            "               with re-weighting only)\n"
             "  -i <path>    token shard; its token count must be a multiple of -t (required)\n"
             "  -t <int>     sequence length T (required)\n"
             "  -o <path>    output .npy (required)\n"
@@ -68,12 +70,13 @@ static void write_hidden_states(ModelCPU& model, const std::vector<uint16_t>& to
 }
 
 int main(int argc, char** argv) {
-    std::string ckpt_path, shard_path, out_path;
+    std::string ckpt_path, shard_path, out_path, p_text;
     long long T = 0, max_seqs = 0, B = 16;
     std::string flag;
     const char* val;
-    for (int i = 1; cli_next_flag(argc, argv, &i, usage, &flag, &val);) {
+    for (int i = 1; cli_next_flag(argc, argv, &i, usage, &flag, &val, "-e -p -i -t -o -n -b");) {
         if (flag == "-e") ckpt_path = val;
+        else if (flag == "-p") p_text = val;
         else if (flag == "-i") shard_path = val;
         else if (flag == "-t") T = cli_parse_int("-t", val, 1, 1 << 20);
         else if (flag == "-o") out_path = val;
@@ -87,6 +90,8 @@ int main(int argc, char** argv) {
     }
     try {
         Checkpoint ck = cli_read_checkpoint(ckpt_path, ATTN_NAME);
+        cli_print_learned_p(ck);
+        cli_override_p(ck, ckpt_path, p_text);
         std::vector<uint16_t> tokens = read_shard(shard_path, ck.config.vocab_size);
         if (tokens.size() % T != 0)
             cli_fail(shard_path + " holds " + std::to_string(tokens.size()) + " tokens, not a multiple of -t " +

@@ -276,9 +276,17 @@ def hidden_states_tool_end_to_end():
         assert np.abs(h[7, :25] - h[1, :25]).max() < 1e-5
         assert np.abs(h[7, 25:] - h[1, 25:]).max() > 1e-2
         assert np.abs(h[6] - h[0]).max() < 1e-5
+        # -p: the p = 15 checkpoint evaluated at p = 3 (another attention, other states)
+        r = run([tool, "-e", ckpt, "-i", f"{d}/probe.bin", "-t", str(T), "-p", "3", "-o", f"{d}/h3.npy"])
+        assert r.returncode == 0 and "evaluating at p 3 (the checkpoint was trained at p 15)" in r.stdout, r.stderr
+        h3 = np.load(f"{d}/h3.npy")
+        # (an ignored -p would give the p = 15 states bit for bit)
+        assert h3.shape == h.shape and np.abs(h3 - h).max() > 0, np.abs(h3 - h).max()
         bad = [([tool, "-e", ckpt, "-i", f"{d}/probe.bin", "-t", str(T - 1), "-o", f"{d}/x.npy"], "not a multiple of -t"),
                ([tool, "-e", ckpt, "-i", f"{d}/probe.bin", "-t", "0", "-o", f"{d}/x.npy"], "-t 0: expected an integer in [1,"),
                ([tool, "-e", ckpt, "-i", f"{d}/probe.bin", "-t", str(T)], "are required"),
+               ([tool, "-e", ckpt, "-i", f"{d}/probe.bin", "-t", str(T), "-p", "0.5", "-o", f"{d}/x.npy"],
+                "-p 0.5: the re-weighting power must be >= 1"),
                ([tool, "-e", f"{d}/none.bin", "-i", f"{d}/probe.bin", "-t", str(T), "-o", f"{d}/x.npy"], "none.bin")]
         tokens.write_shard(f"{d}/big.bin", np.full(T, 40, dtype=np.uint16))
         bad.append(([tool, "-e", ckpt, "-i", f"{d}/big.bin", "-t", str(T), "-o", f"{d}/x.npy"], "big.bin"))

@@ -7,6 +7,8 @@
 //   select_precision(model, "fp32" | "bf16" | "auto")   the arithmetic (the CPU back end's two
 //                          paths, model/backend_cpu.h) and a line saying what runs; throws
 //                          std::invalid_argument if the back end has no such path
+//   set_p_lr_scale(model, s)  learned p's theta trains at s times the learning rate (-plr); the
+//                          CUDA back end takes s = 1 alone (train_options.h refuses another)
 #pragma once
 
 #include <stdexcept>
@@ -18,6 +20,7 @@ typedef ModelCPU Model;
 #define BACKEND_NAME "cpu"
 #define BACKEND_BINARY_NAME "cpu"
 inline std::string select_precision(ModelCPU& model, const std::string& name) { return model.select_precision(name); }
+inline void set_p_lr_scale(ModelCPU& model, double s) { model.gpt.p_lr_scale = s; }
 #else
 #include "model/gpt2_cuda.cuh"
 typedef GPT2Cuda Model;
@@ -26,6 +29,9 @@ typedef GPT2Cuda Model;
 inline std::string select_precision(GPT2Cuda&, const std::string& name) {
     if (name == "fp32") throw std::invalid_argument("the CUDA back end trains in bf16 mixed precision only (bf16 or auto)");
     return "bf16 mixed precision (CUDA back end)";
+}
+inline void set_p_lr_scale(GPT2Cuda&, double s) {
+    if (s != 1.0) throw std::invalid_argument("-plr: the CUDA back end trains learned p at the learning rate");
 }
 #endif
 

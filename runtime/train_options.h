@@ -31,6 +31,7 @@ struct TrainOptions {
     float p = 15.0f;                                         // -p
     bool p_given = false;
     int learn_p = 0;                                         // -pl
+    float p_lr_scale = 1.0f;                                 // -plr
     float rope_base = 10000.0f;                              // -rb
     bool rope_given = false;
     int max_skips = 5;                                       // -sk
@@ -58,6 +59,9 @@ inline void train_usage(const char*) {
         "  -p <float>   re-weighting power p >= 1 (default %g; variants with re-weighting only)\n"
         "  -pl <0|1>    1: learn p per layer and head, p = 1 + softplus(theta) starting at -p (> 1), on the\n"
         "               CPU and CUDA back ends; the values are logged and saved in checkpoints (default 0)\n"
+        "  -plr <float> with -pl 1: theta's learning rate is this times -l (default %g; CPU back end). AdamW\n"
+        "               moves theta, hence p, by about the learning rate per step: at -l 2e-3 p moves\n"
+        "               < 0.5 in 200 steps\n"
         "  -rb <float>  RoPE base (default %g)\n"
         "  -pr <name>   CPU back end's arithmetic: fp32 (the reference, default), bf16 (bf16 matmuls with\n"
         "               fp32 accumulation, fp32 master weights and AdamW, on AMX or AVX512-BF16 through\n"
@@ -112,7 +116,7 @@ inline void train_usage(const char*) {
         "               output dir that holds checkpoints (default 0)\n"
         "  -h           this help\n",
         BACKEND_BINARY_NAME, ATTN_NAME, ATTN_NAME, d.train_pattern.c_str(), d.val_pattern.c_str(), d.model.c_str(),
-        d.p, d.rope_base, d.B, d.T, d.zero1, d.schedule.lr, d.schedule.kind.c_str(), d.schedule.warmup,
+        d.p, d.p_lr_scale, d.rope_base, d.B, d.T, d.zero1, d.schedule.lr, d.schedule.kind.c_str(), d.schedule.warmup,
         d.schedule.final_frac, d.weight_decay, d.clip, d.seed, d.max_skips, d.guard.spike_z, d.val_every,
         d.val_steps, d.sample_every, d.gen_tokens, d.top_k, d.temperature, d.ckpt_every, d.ckpt_keep, d.resume);
 }
@@ -122,8 +126,9 @@ inline TrainOptions train_parse_args(int argc, char** argv) {
     const long long BIG = 1000000000;
     std::string flag;
     const char* v;
+    std::string plr_text;  // -plr as given
     const char* known = "-i -j -o -e -b -t -d -l -k -u -q -c -gc -x -xi -v -m -s -g -gk -gt -gp -n -nk -y -ow -rs -p -rb "
-                        "-sk -sl -z";
+                        "-sk -sl -z -pl -plr";
     for (int i = 1; cli_next_flag(argc, argv, &i, train_usage, &flag, &v, known);) {
         const char* f = flag.c_str();
         if (flag == "-i") o.train_pattern = v;
@@ -158,6 +163,10 @@ inline TrainOptions train_parse_args(int argc, char** argv) {
         else if (flag == "-rs") o.seed = cli_parse_int(f, v, 0, (1LL << 62), "seed");
         else if (flag == "-p") { o.p = cli_parse_float(f, v, 1, 1e6, "re-weighting power p"); o.p_given = true; }
         else if (flag == "-pl") o.learn_p = (int)cli_parse_int(f, v, 0, 1, "learned p");
+        else if (flag == "-plr") {
+            o.p_lr_scale = cli_parse_float(f, v, 0, 1e6, "learned p's learning-rate multiplier");
+            plr_text = v;
+        }
         else if (flag == "-rb") { o.rope_base = cli_parse_float(f, v, 1.0001, 1e30, "RoPE base"); o.rope_given = true; }
         else if (flag == "-sk") o.max_skips = (int)cli_parse_int(f, v, 1, BIG, "consecutive skips");
         else if (flag == "-sl") o.guard.spike_z = cli_parse_float(f, v, 0, 1e30, "loss spike threshold");
@@ -174,6 +183,13 @@ inline TrainOptions train_parse_args(int argc, char** argv) {
     }
     if (o.learn_p && !attn_reweights(ATTN_BUILT))
         cli_fail(std::string("-pl 1: ") + ATTN_NAME + " attention has no re-weighting, so there is no p to learn");
+    if (!plr_text.empty() && !o.learn_p)
+        cli_fail("-plr " + plr_text + ": the learning-rate multiplier of learned p needs -pl 1");
+#ifndef TRAIN_BACKEND_CPU
+    if (o.p_lr_scale != 1.0f)
+        cli_fail("-plr " + plr_text + ": the CUDA back end trains learned p at the learning rate (-plr 1); "
+                 "the multiplier is the CPU back end's (train_gpt2cpu_" + ATTN_NAME + ")");
+#endif
     if (o.learn_p && !(o.p > 1))
         cli_fail("-pl 1 with -p " + std::to_string(o.p) + ": learned p = 1 + softplus(theta) starts at -p, which "
                  "must be > 1 (p = 1 would need theta = -inf)");

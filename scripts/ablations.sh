@@ -6,6 +6,8 @@
 #   STEPS=600 MODEL=d6c192h3 bash scripts/ablations.sh
 #   DATA=data/mine  (its *_train_*.bin and *_val_*.bin shards; default data/kjv, made if missing)
 #   VARIANTS="softmax lssar" P=15 THREADS=8 OUT=out/ablations EVAL_TOKENS=4096
+#   PRECISION=fp32   the trainer's -pr: the fp32 reference path (default auto: the bf16 path where the
+#                    CPU has bf16 matmuls, 2-3x faster; evaluation is fp32 either way)
 # The re-weighted variants train at p = $P (LSSAR also at p = 3, the paper's two rows), and
 # LSSAR once more with p learned per layer and head from p = $P (-pl 1; run lssar_pl).
 # Writes $OUT/<run>/ (log.jsonl, final checkpoint), $OUT/<run>.csv, $OUT/ablations.txt (the table)
@@ -22,6 +24,7 @@ SEED=${SEED:-1337}
 VARIANTS=${VARIANTS:-softmax sigmoid relu lssa lssar softmax_rw sigmoid_l1_rw relu_l1_rw}
 WARMUP=${WARMUP:-$(( STEPS / 10 ))}  # learning-rate warmup steps, then cosine decay to 0.1x
 EVAL_TOKENS=${EVAL_TOKENS:-16384}   # validation tokens scored at every length (16 x the longest)
+PRECISION=${PRECISION:-auto}  # the trainer's -pr
 T=64                          # training length; evaluated at 64 ... 1024
 
 train_glob=$(ls "$DATA"/*_train_*.bin 2>/dev/null | head -1 || true)
@@ -48,7 +51,7 @@ train_eval() {  # run-name variant extra-flags...
     echo "== training $MODEL with $run: $STEPS steps of 16 x $T tokens, seed $SEED"
     "./train_gpt2cpu_$v" -i "$train_pattern" -j "$val_pattern" -o "$OUT/$run" -e "$MODEL" "$@" \
         -b 16 -t $T -x "$STEPS" -l 2e-3 -u "$WARMUP" -k cosine -q 0.1 -c 0.1 -gc 1.0 -rs "$SEED" \
-        -v 50 -m 20 -s 0 -n "$STEPS" -nk 1 -y 1
+        -v 50 -m 20 -s 0 -n "$STEPS" -nk 1 -y 1 -pr "$PRECISION"
     echo "== loss versus length, $run"
     "./build/loss_vs_length_cpu_$v" -e "$OUT/$run/$final" -j "$val_pattern" -t $T -l 1,2,4,8,16 -n "$EVAL_TOKENS" \
         -o "$OUT/$run.csv"

@@ -1,11 +1,15 @@
-// Tests that run the project's programs: a shell command's exit code and its output.
+// Tests that run the project's programs: a shell command's exit code and its output, and the
+// records of a trainer's log.jsonl.
 #pragma once
 
 #include <cstdio>
+#include <sstream>
 #include <string>
 #include <sys/wait.h>
+#include <vector>
 
 #include <doctest/doctest.h>
+#include "test/temp_dir.h"
 
 struct Result {
     int code;            // exit status, or 128 + the signal that ended it
@@ -22,4 +26,18 @@ inline Result run(const std::string& cmd) {
     while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
     int status = pclose(p);
     return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+}
+
+// "step,loss,grad_norm" of every training record of a log.jsonl, and every validation record
+// whole (timings differ between runs, so they are cut off)
+inline std::vector<std::string> loss_records(const std::string& log_path) {
+    std::vector<std::string> out;
+    std::istringstream in(read_file(log_path));
+    std::string line;
+    while (std::getline(in, line)) {
+        size_t lr = line.find(",\"lr\"");
+        if (line.find("\"loss\"") != std::string::npos && lr != std::string::npos) out.push_back(line.substr(0, lr));
+        if (line.find("val_loss") != std::string::npos) out.push_back(line);
+    }
+    return out;
 }

@@ -1,5 +1,5 @@
 // A fresh folder under /tmp for a test's files, removed with everything in it when it goes away,
-// and reading a file back whole.
+// and writing a file whole or reading it back whole.
 // Include after <doctest/doctest.h>.
 #pragma once
 
@@ -27,4 +27,11 @@ struct TempDir {
 inline std::string read_file(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
     return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+// writes bytes to path, replacing what was there; the test fails if it cannot
+inline void write_file(const std::string& path, const std::string& bytes) {
+    std::ofstream f(path, std::ios::binary);
+    f.write(bytes.data(), (std::streamsize)bytes.size());
+    REQUIRE(f.good());
 }

@@ -4,12 +4,13 @@
 //     (atty): the maps are what the forward computed;
 // (c) the row statistics and their summaries on hand-made rows with closed-form values;
 // (d) the tool end to end on a checkpoint and a shard written here: the CSVs' shapes and values,
-//     the -p path, and the refusals.
-// Needs the GPT-2 vocabulary for the -p case (scripts/install_gpt2_vocab.sh).
+//     the -text path, -p (another re-weighting power than the checkpoint's), and the refusals.
+// Needs the GPT-2 vocabulary for the -text case (scripts/install_gpt2_vocab.sh).
 #include <doctest/doctest.h>
 #include "test/run_command.h"
 #include "test/temp_dir.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -302,7 +303,7 @@ TEST_CASE("the tool writes the maps and the statistics of a checkpoint on shard 
     CHECK_FALSE(std::ifstream(dir.path + "/s_L0_H0.csv").good());
 }
 
-TEST_CASE("the tool reads -p text with a GPT-2 vocabulary checkpoint") {
+TEST_CASE("the tool reads -text with a GPT-2 vocabulary checkpoint") {
     TempDir dir("attention_maps");
     GPT2Config c = small_config(ATTN_LSSAR, 50257, 50304);
     std::string ckpt = write_checkpoint(dir.path + "/gpt2vocab.bin", c, 5);
@@ -311,16 +312,55 @@ TEST_CASE("the tool reads -p text with a GPT-2 vocabulary checkpoint") {
     tok.load(GPT2Tokenizer::default_dir());
     std::vector<int> ids;
     tok.encode(text, ids, nullptr);
-    Result r = run(std::string(TOOL) + " -e " + ckpt + " -p '" + text + "' -layer 0 -head 1 -o " + dir.path + "/p");
+    Result r = run(std::string(TOOL) + " -e " + ckpt + " -text '" + text + "' -layer 0 -head 1 -o " + dir.path + "/p");
     INFO(r.output);
     REQUIRE(r.code == 0);
     auto csv = read_csv(dir.path + "/p_L0_H1.csv");
     REQUIRE(csv.size() == ids.size() + 1);
     CHECK(csv[0].size() == ids.size() + 1);
     // the empty text
-    r = run(std::string(TOOL) + " -e " + ckpt + " -p ''");
+    r = run(std::string(TOOL) + " -e " + ckpt + " -text ''");
     CHECK(r.code != 0);
     CHECK(r.output.find("the text is empty") != std::string::npos);
+}
+
+TEST_CASE("-p evaluates a checkpoint trained at p = 15 at another p: the maps of the model at that p") {
+    TempDir dir("attention_maps");
+    GPT2Config c = small_config(ATTN_LSSAR);  // p = 15
+    std::string ckpt = write_checkpoint(dir.path + "/lssar.bin", c, 21);
+    std::vector<int> tokens = random_tokens(40, c.vocab_size, 13);
+    std::vector<uint16_t> tokens16(tokens.begin(), tokens.end());
+    write_shard(dir.path + "/val_000000.bin", tokens16.data(), tokens16.size());
+    const int T = c.max_seq_len;
+    Result r = run(std::string(TOOL) + " -e " + ckpt + " -j '" + dir.path + "/val_*.bin' -p 3 -layer 1 -head 0 -o " +
+                   dir.path + "/p3");
+    INFO(r.output);
+    REQUIRE(r.code == 0);
+    CHECK(r.output.find("evaluating at p 3 (the checkpoint was trained at p 15)") != std::string::npos);
+    CHECK(r.output.find("lssar, p 3,") != std::string::npos);
+    auto csv = read_csv(dir.path + "/p3_L1_H0.csv");
+    REQUIRE(csv.size() == (size_t)T + 1);
+    std::vector<float> params = init_params(c, 21);
+    std::vector<float> W3, W15;
+    std::vector<uint8_t> valid;
+    for (float p : {3.0f, 15.0f}) {
+        GPT2Config cp = c;
+        cp.p = p;
+        ModelCPU model(cp);
+        model.set_params(params);
+        model.forward(tokens.data(), nullptr, 1, T);
+        attention_map(model.gpt, 1, 0, p == 3.0f ? W3 : W15, valid);
+    }
+    // 6 significant digits in the CSV: within 5e-6 relative of the p = 3 map, and far from p = 15's
+    double err3 = 0, diff15 = 0;
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < T; j++) {
+            double got = std::stod(csv[t + 1][j + 1]), w3 = W3[(size_t)t * T + j];
+            err3 = std::max(err3, std::fabs(got - w3) / std::max(std::fabs(w3), 1e-30));
+            diff15 = std::max(diff15, std::fabs(got - W15[(size_t)t * T + j]));
+        }
+    CHECK(err3 <= 5e-6);
+    CHECK(diff15 > 1e-2);
 }
 
 TEST_CASE("the tool refuses other variants, bad indices, text without GPT-2 vocabulary, short shards") {
@@ -339,8 +379,11 @@ TEST_CASE("the tool refuses other variants, bad indices, text without GPT-2 voca
         {" -e " + ckpt + j + " -layer 2", "-layer 2: the checkpoint has 2 layers"},
         {" -e " + ckpt + j + " -head 7", "-head 7: the checkpoint has 2 heads"},
         {" -e " + ckpt + j + " -layer x", "-layer x: expected an integer"},
-        {" -e " + ckpt + " -p 'hello'", "vocab_size is 512"},
-        {" -e " + ckpt + " -p 'hello'" + j, "give one of them"},
+        {" -e " + ckpt + " -text 'hello'", "vocab_size is 512"},
+        {" -e " + ckpt + " -text 'hello'" + j, "give one of them"},
+        {" -e " + ckpt + j + " -p 0.5", "-p 0.5: the re-weighting power must be >= 1"},
+        {" -e " + ckpt + j + " -p x", "-p x: expected a number"},
+        {" -e " + ckpt + j + " -p", "-p: missing value"},
         {" -e " + ckpt + j + " -T 41", "fewer than -T 41 (use -T 40 or less)"},
         {" -e " + ckpt + " -j '" + dir.path + "/none_*.bin'", "no shard matches"},
         {j, "-e CHECKPOINT is required"},

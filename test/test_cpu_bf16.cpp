@@ -326,8 +326,9 @@ static float train_step(ModelCPU& m, const std::vector<int>& in, const std::vect
     return loss;
 }
 
-static void compare_ten_steps(AttnKind kind) {
+static void compare_ten_steps(AttnKind kind, bool learn_p = false) {
     GPT2Config c = tiny_config(kind);
+    c.learn_p = learn_p;
     const int B = 4, T = 24;
     ModelCPU ref(c), perturbed(c), fast(c);
     ref.init(42);
@@ -379,6 +380,14 @@ static void compare_ten_steps(AttnKind kind) {
                                  << ", largest relative gradient-tensor difference at step 1 " << worst_grad);
     // the bf16 weights are the rounding of the master weights the last update left
     for (size_t i = 0; i < fast.num_parameters; i += 7) CHECK(fast.bf16->params_bf[i] == float_to_bf16(fast.gpt.params[i]));
+    // learned p: the bf16 path moved every head's p as the reference did (AdamW: ~LR a step)
+    std::vector<double> p_ref = model_learned_p(ref), p_fast = model_learned_p(fast);
+    REQUIRE(p_fast.size() == p_ref.size());
+    for (size_t h = 0; h < p_ref.size(); h++) {
+        CAPTURE(h);
+        CHECK(p_ref[h] != 15.0);
+        CHECK(std::fabs(p_fast[h] - p_ref[h]) <= 0.5 * std::fabs(p_ref[h] - 15.0));
+    }
 }
 
 TEST_CASE("bf16 path vs fp32 reference, 10 AdamW steps: softmax") {
@@ -389,6 +398,9 @@ TEST_CASE("bf16 path vs fp32 reference, 10 AdamW steps: LSSA") {
 }
 TEST_CASE("bf16 path vs fp32 reference, 10 AdamW steps: LSSAR p = 15") {
     if (have_bf16()) compare_ten_steps(ATTN_LSSAR);
+}
+TEST_CASE("bf16 path vs fp32 reference, 10 AdamW steps: LSSAR with p learned from 15 (dtheta too)") {
+    if (have_bf16()) compare_ten_steps(ATTN_LSSAR, true);
 }
 
 TEST_CASE("bf16 path: stopped after 3 steps, checkpointed to files and resumed, it ends bit for bit as the uninterrupted run") {
@@ -445,18 +457,6 @@ TEST_CASE("bf16 path: stopped after 3 steps, checkpointed to files and resumed, 
 // the trainer
 
 static const char* TRAINER = "./train_gpt2cpu_lssar";
-
-// "step,loss,grad_norm" of every training record of a log.jsonl
-static std::vector<std::string> loss_records(const std::string& log_path) {
-    std::vector<std::string> out;
-    std::istringstream in(read_file(log_path));
-    std::string line;
-    while (std::getline(in, line)) {
-        size_t lr = line.find(",\"lr\"");
-        if (line.find("\"loss\"") != std::string::npos && lr != std::string::npos) out.push_back(line.substr(0, lr));
-    }
-    return out;
-}
 
 static std::string tiny_run(const std::string& data, const std::string& out, const std::string& extra) {
     return std::string("OMP_WAIT_POLICY=passive ") + TRAINER + " -i " + data + "/train_*.bin -j \"\" -e d2c32h2v512 -b 4 -t 16 " +

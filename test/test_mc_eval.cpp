@@ -37,12 +37,6 @@ static const int VOCAB = 512;
 // ----------------------------------------------------------------------------
 // helpers
 
-static void write_file(const std::string& path, const std::string& bytes) {
-    std::ofstream f(path, std::ios::binary);
-    f.write(bytes.data(), (std::streamsize)bytes.size());
-    REQUIRE(f.good());
-}
-
 static std::string as_string(const std::vector<uint8_t>& b) { return std::string(b.begin(), b.end()); }
 
 // A file from raw uint16 streams, nothing checked: header {magic, version, count, longest} as given
@@ -485,6 +479,40 @@ TEST_CASE("the emulated CUDA tool and the PyTorch model score as the CPU tool") 
     CHECK(worst <= 1.0);
     CHECK(correct / (double)cpu.size() == doctest::Approx(cpu_acc).epsilon(1e-9));
     CHECK(correct_norm / (double)cpu.size() == doctest::Approx(cpu_acc_norm).epsilon(1e-9));
+}
+
+TEST_CASE("-p evaluates the p = 15 checkpoint at p = 3: as the same weights saved at p = 3") {
+    Planted& p = planted();
+    std::string ck = trained_checkpoint();
+    Checkpoint at3;
+    checkpoint_read(ck, at3);
+    REQUIRE(at3.config.p == 15.0f);
+    at3.config.p = 3.0f;
+    std::string at3_path = p.dir.path + "/at_p3.bin";
+    checkpoint_write(at3_path, at3);
+    std::string csv15 = p.dir.path + "/p15.csv", csv_flag = p.dir.path + "/p3_flag.csv",
+                csv_saved = p.dir.path + "/p3_saved.csv";
+    Result r = run(std::string(CPU_TOOL) + " -e " + ck + " -f " + p.small + " -o " + csv15);
+    REQUIRE_MESSAGE(r.code == 0, r.output);
+    r = run(std::string(CPU_TOOL) + " -e " + ck + " -f " + p.small + " -p 3 -o " + csv_flag);
+    REQUIRE_MESSAGE(r.code == 0, r.output);
+    CHECK_MESSAGE(contains(r.output, "evaluating at p 3 (the checkpoint was trained at p 15)"), r.output);
+    CHECK_MESSAGE(contains(r.output, "lssar, p 3,"), r.output);
+    r = run(std::string(CPU_TOOL) + " -e " + at3_path + " -f " + p.small + " -o " + csv_saved);
+    REQUIRE_MESSAGE(r.code == 0, r.output);
+    std::vector<CsvRow> p15 = read_csv(csv15), flag = read_csv(csv_flag), saved = read_csv(csv_saved);
+    REQUIRE(flag.size() == saved.size());
+    REQUIRE(flag.size() == p15.size());
+    double moved = 0;
+    for (size_t i = 0; i < flag.size(); i++)
+        for (size_t c = 0; c < flag[i].sums.size(); c++) {
+            CHECK(flag[i].sums[c] == saved[i].sums[c]);  // the same model: the same bits
+            moved = std::max(moved, std::fabs(flag[i].sums[c] - p15[i].sums[c]));
+        }
+    CHECK(moved > 1e-3);  // and not the p = 15 model
+    r = run(std::string(CPU_TOOL) + " -e " + ck + " -f " + p.small + " -p 0.5");
+    CHECK(r.code == 1);
+    CHECK_MESSAGE(contains(r.output, "-p 0.5: the re-weighting power must be >= 1"), r.output);
 }
 
 TEST_CASE("the tool's refusals") {

@@ -202,7 +202,8 @@ static size_t bytes_differing(const std::string& a, const std::vector<char>& b) 
     return differ;
 }
 
-static void write_file(const std::string& path, const std::string& bytes) {
+// writes path through a temporary name (no REQUIRE: rank processes call it, not the test)
+static void publish_file(const std::string& path, const std::string& bytes) {
     std::string tmp = path + ".tmp";
     {
         std::ofstream f(tmp, std::ios::binary);
@@ -241,13 +242,13 @@ static int rank_process(const std::string& mode, const std::string& hex, int nra
     ncclUniqueId id{};
     if (mode == "id") {  // makes an id and exits: nobody can join it
         ncclGetUniqueId(&id);
-        write_file(file, id_to_hex(id));
+        publish_file(file, id_to_hex(id));
         return 0;
     }
     if (mode == "hub") {
         // makes the id (so hosts the hub) and is rank 0: one collective, then dies
         ncclGetUniqueId(&id);
-        write_file(file, id_to_hex(id));
+        publish_file(file, id_to_hex(id));
     } else {
         id = id_from_hex(hex);
     }
@@ -255,7 +256,7 @@ static int rank_process(const std::string& mode, const std::string& hex, int nra
     auto t0 = Clock::now();
     ncclResult_t r = ncclCommInitRank(&comm, nranks, id, rank);
     if (mode == "init") {  // reports the join and leaves
-        write_file(file, outcome_text(r, seconds_since(t0), ncclGetLastError(nullptr)));
+        publish_file(file, outcome_text(r, seconds_since(t0), ncclGetLastError(nullptr)));
         if (r == ncclSuccess) ncclCommDestroy(comm);
         return 0;
     }
@@ -269,7 +270,7 @@ static int rank_process(const std::string& mode, const std::string& hex, int nra
             fprintf(stderr, "rank %d: %s\n", rank, s.error.c_str());
             return 1;
         }
-        write_file(file, std::string(s.outputs.begin(), s.outputs.end()));
+        publish_file(file, std::string(s.outputs.begin(), s.outputs.end()));
         ncclCommDestroy(comm);
         return 0;
     }
@@ -282,7 +283,7 @@ static int rank_process(const std::string& mode, const std::string& hex, int nra
         Dev<float> y(16);
         t0 = Clock::now();
         r = ncclAllReduce(y.p, y.p, 16, ncclFloat32, ncclSum, comm, 0);
-        write_file(file, outcome_text(r, seconds_since(t0), ncclGetLastError(comm)));
+        publish_file(file, outcome_text(r, seconds_since(t0), ncclGetLastError(comm)));
         ncclCommDestroy(comm);
         return 0;
     }
@@ -295,7 +296,7 @@ static int rank_process(const std::string& mode, const std::string& hex, int nra
     if (mode == "survive") {  // the second collective, which a dead rank misses
         t0 = Clock::now();
         r = ncclAllReduce(x.p, x.p, 8, ncclFloat32, ncclSum, comm, 0);
-        write_file(file, outcome_text(r, seconds_since(t0), ncclGetLastError(comm)));
+        publish_file(file, outcome_text(r, seconds_since(t0), ncclGetLastError(comm)));
         ncclCommDestroy(comm);
         return 0;
     }

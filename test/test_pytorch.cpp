@@ -154,14 +154,19 @@ static void compare(const TorchState& s, const Tolerances& tol, const std::strin
 // After AdamW the update m/(sqrt(v)+eps) of an element is ~lr whatever its gradient's size, so
 // parameter errors are measured against the largest move (3 lr).
 static const Tolerances TOL64 = {1e-10, 1e-12, 1e-8, 1e-8};
-// An element whose gradient is float32 noise still moves by ~lr, in either sign: a few such
-// elements set the parameter error (measured 2.0e-2 of the move for sigmoid, whose unnormalised
-// rows give many near-zero gradients), hence 3e-2.
-static const Tolerances TOL32 = {1e-3, 1e-6, 1e-2, 3e-2};
+// Measured float32 parameter errors after the steps, of the largest move: softmax 1.5e-4, lssa
+// 4.7e-4, lssar 5.0e-3, relu 3.5e-4, softmax_rw 7.4e-5, sigmoid_l1_rw 4.4e-3, relu_l1_rw 5.9e-5.
+static const Tolerances TOL32 = {1e-3, 1e-6, 1e-2, 2e-2};
+// sigmoid: its worst element is a wte entry whose float64 gradient is -5.1e-10, below AdamW's
+// eps = 1e-8. There the update lr g / (|g| + eps) is linear in g with slope lr / eps, so float32's
+// absolute error of that gradient (~1e-10: a few eps32 of the ~1e-3 terms that cancel into it)
+// becomes ~1e-2 lr per step (elsewhere the update is ~lr sign(g) and insensitive to g's error).
+// Measured 2.02e-2 of the largest move (3 lr): 3e-2.
+static const Tolerances TOL32_SIGMOID = {1e-3, 1e-6, 1e-2, 3e-2};
 // sigmoid_l1_rw: sigmoid maps the scores into (sigma(-lam), sigma(lam)), so A is much closer to
 // uniform than with softplus and x = n A - 1 cancels more: float32's ~1e-7 relative error in A
-// becomes ~1e-5 in x, which p = 15 multiplies (measured 1.2e-3 for the logits): 3e-3.
-static const Tolerances TOL32_NEAR_UNIFORM = {3e-3, 1e-6, 1e-2, 3e-2};
+// becomes ~1e-5 in x, which p = 15 multiplies (measured 1.14e-3 for the logits): 3e-3.
+static const Tolerances TOL32_NEAR_UNIFORM = {3e-3, 1e-6, 1e-2, 2e-2};
 
 static void check_variant(const char* attn, const char* p, const Tolerances& tol32 = TOL32) {
     std::string path = torch_state(attn, p);
@@ -173,7 +178,7 @@ static void check_variant(const char* attn, const char* p, const Tolerances& tol
 TEST_CASE("CPU reference matches PyTorch: softmax") { check_variant("softmax", "1"); }
 TEST_CASE("CPU reference matches PyTorch: lssa") { check_variant("lssa", "1"); }
 TEST_CASE("CPU reference matches PyTorch: lssar p=15") { check_variant("lssar", "15"); }
-TEST_CASE("CPU reference matches PyTorch: sigmoid") { check_variant("sigmoid", "1"); }
+TEST_CASE("CPU reference matches PyTorch: sigmoid") { check_variant("sigmoid", "1", TOL32_SIGMOID); }
 TEST_CASE("CPU reference matches PyTorch: relu") { check_variant("relu", "1"); }
 TEST_CASE("CPU reference matches PyTorch: softmax_rw p=3") { check_variant("softmax_rw", "3"); }
 TEST_CASE("CPU reference matches PyTorch: sigmoid_l1_rw p=15") { check_variant("sigmoid_l1_rw", "15", TOL32_NEAR_UNIFORM); }

@@ -44,12 +44,6 @@ static std::string read_whole_file(const std::string& path) {
     return ss.str();
 }
 
-static void write_file(const std::string& path, const std::string& text) {
-    std::ofstream f(path, std::ios::binary);
-    f << text;
-    REQUIRE(f.good());
-}
-
 // stdout of a shell command; fails the test if it exits non-zero
 static std::string run(const std::string& cmd) {
     FILE* p = popen(cmd.c_str(), "r");

@@ -76,28 +76,9 @@ static std::string tiny_run(const std::string& out_dir, const std::string& extra
 }
 
 
-static void write_file(const std::string& path, const std::string& bytes) {
-    std::ofstream f(path, std::ios::binary);
-    f.write(bytes.data(), (std::streamsize)bytes.size());
-    REQUIRE(f.good());
-}
-
 static bool exists(const std::string& path) {
     struct stat st;
     return stat(path.c_str(), &st) == 0;
-}
-
-// "step,loss,grad_norm" of every training record of a log.jsonl (timings differ between runs)
-static std::vector<std::string> loss_records(const std::string& log_path) {
-    std::vector<std::string> out;
-    std::istringstream in(read_file(log_path));
-    std::string line;
-    while (std::getline(in, line)) {
-        size_t lr = line.find(",\"lr\"");
-        if (line.find("\"loss\"") != std::string::npos && lr != std::string::npos) out.push_back(line.substr(0, lr));
-        if (line.find("val_loss") != std::string::npos) out.push_back(line);
-    }
-    return out;
 }
 
 // ----------------------------------------------------------------------------
@@ -549,6 +530,29 @@ TEST_CASE("learned p (-pl 1): logged every step, saved, printed by the evaluatio
     CHECK(eval.code == 0);
     CHECK(eval.output.find("learned p (p mean") != std::string::npos);
     check_refused(run(std::string(LVL_TOOL) + " -e " + dir + "/ckpt_00000002.bin -p 15"), {"-p 15", "learned its p"});
+
+    // -plr: theta's learning rate is -plr times -l. 0 keeps p where it started, to the bit; AdamW
+    // moves theta by about the learning rate per step whatever its gradient's size, so 30 times the
+    // learning rate moves p about 30 times as far in the same 2 steps
+    std::vector<double> moved[2];
+    const char* scales[2] = {"0", "30"};
+    for (int k = 0; k < 2; k++) {
+        std::string dir_k = work.path + "/plr" + scales[k];
+        Result rk = run(tiny_run(dir_k, std::string("-x 2 -n 2 -pl 1 -p 3 -plr ") + scales[k]));
+        INFO(rk.output);
+        REQUIRE(rk.code == 0);
+        Checkpoint ck_k;
+        checkpoint_read(dir_k + "/ckpt_00000002.bin", ck_k);
+        moved[k] = learned_p_values(ck_k.config, ck_k.params.data());
+        REQUIRE(moved[k].size() == 4);
+    }
+    for (size_t i = 0; i < 4; i++) {
+        CHECK(moved[0][i] == learned_p((double)(float)learned_p_theta0(3.0)));  // the start, as stored (float theta)
+        double ratio = std::fabs(moved[1][i] - 3.0) / std::fabs(p[i] - 3.0);
+        CAPTURE(ratio);
+        CHECK(ratio > 10);
+        CHECK(ratio < 60);
+    }
 }
 
 TEST_CASE("bad flags are refused, naming the flag and the value") {
@@ -566,6 +570,8 @@ TEST_CASE("bad flags are refused, naming the flag and the value") {
         {"-p 0.5", {"-p 0.5", "re-weighting power p"}},
         {"-pl 2", {"-pl 2", "learned p"}},
         {"-pl 1 -p 1", {"-pl 1", "must be > 1"}},
+        {"-plr 10", {"-plr 10", "needs -pl 1"}},
+        {"-pl 1 -plr -1", {"-plr -1", "learning-rate multiplier"}},
         {"-y 2", {"-y 2", "resume"}},
         {"-n 5", {"-n 5", "output dir (-o)"}},
         {"-zz 1", {"unknown flag -zz"}},
@@ -584,7 +590,7 @@ TEST_CASE("bad flags are refused, naming the flag and the value") {
     Result help = run(std::string(TRAINER) + " -h");
     CHECK(help.code == 0);
     for (const char* flag : {"-i", "-j", "-o", "-e", "-b", "-t", "-d", "-l", "-k", "-u", "-q", "-c", "-gc", "-x", "-xi",
-                             "-rs", "-sk", "-sl", "-v", "-m", "-s", "-g", "-gk", "-gt", "-gp", "-n", "-nk", "-y", "-ow", "-p", "-pl", "-rb"})
+                             "-rs", "-sk", "-sl", "-v", "-m", "-s", "-g", "-gk", "-gt", "-gp", "-n", "-nk", "-y", "-ow", "-p", "-pl", "-plr", "-rb"})
         CHECK_MESSAGE(help.output.find(std::string("\n  ") + flag + " ") != std::string::npos, "undocumented " << flag);
 }
 
