@@ -131,7 +131,8 @@ struct GPT2Cuda : GPT2ParamLayout {
     std::vector<void*> act_allocations;
     std::vector<int> inputs_host;     // (B,T) of the last forward: the encoder backward sorts them on the host
     bool have_targets = false;
-    bool logits_intact = false;       // false once the backward has replaced them by dlogits
+    bool logits_intact = false;       // false once the classifier has replaced them by dlogits
+    bool dlogits_ready = false;       // the forward's classifier wrote dlogits (backward_follows)
     // if set, backward() calls it with l once layer l's parameter gradients are complete on
     // `stream` (data parallelism starts reducing them while the backward goes on)
     std::function<void(int)> on_layer_backward;
@@ -221,7 +222,10 @@ struct GPT2Cuda : GPT2ParamLayout {
 
     // Forward pass over inputs (B,T) on the host. With targets (B,T) it returns the mean loss;
     // without, -1. Token ids must be in [0, vocab_size).
-    float forward(const int* inputs, const int* targets, int B_, int T_) {
+    // backward_follows (with targets): the classifier's one pass over the logits also writes the
+    // dlogits the next backward() needs, in their place (logits_row is then unavailable); without
+    // it, the forward computes the losses only and backward() makes the dlogits.
+    float forward(const int* inputs, const int* targets, int B_, int T_, bool backward_follows = false) {
         const GPT2Config& c = config;
         int V = c.vocab_size, Vp = c.padded_vocab_size, L = c.num_layers, NH = c.num_heads, C = c.channels;
         int hd = C / NH;
@@ -278,11 +282,15 @@ struct GPT2Cuda : GPT2ParamLayout {
         // tied lm head: logits (B,T,Vp) = lnf @ wte^T
         matmul_forward(a.logits, a.lnf, param(P_WTE), nullptr, BT, C, Vp, nullptr, stream);
         logits_intact = true;
+        dlogits_ready = false;
         if (!have_targets) {
             cudaCheck(cudaDeviceSynchronize());
             return -1.0f;
         }
-        fused_classifier(a.logits, a.losses, a.targets, 0.0f, BT, V, Vp, false, stream);
+        // dlogits = (softmax - onehot) / BT: the backward's loss_scale enters as the lm head's alpha
+        fused_classifier(a.logits, a.losses, a.targets, 1.0f / (float)BT, BT, V, Vp, backward_follows, stream);
+        logits_intact = !backward_follows;
+        dlogits_ready = backward_follows;
         std::vector<float> losses_host(BT);
         cudaCheck(cudaMemcpy(losses_host.data(), a.losses, BT * sizeof(float), cudaMemcpyDeviceToHost));
         double sum = 0.0;
@@ -292,7 +300,8 @@ struct GPT2Cuda : GPT2ParamLayout {
 
     // out (Vp) = logits at (b, t) of the last forward (before its backward, which overwrites them)
     void logits_row(int b, int t, float* out) {
-        if (!logits_intact) throw std::logic_error("logits_row: no forward since the last backward");
+        if (!logits_intact) throw std::logic_error("logits_row: the logits were replaced by dlogits (a backward, or "
+                                                   "forward(..., backward_follows = true)): run forward again");
         if (b < 0 || b >= B || t < 0 || t >= T) {
             throw std::out_of_range("logits_row: (b, t) = (" + std::to_string(b) + ", " + std::to_string(t) +
                                     ") outside the last forward's (B, T) = (" + std::to_string(B) + ", " +
@@ -317,17 +326,20 @@ struct GPT2Cuda : GPT2ParamLayout {
     // Accumulates into the gradients (zero_grad() first, or not, to accumulate micro-steps).
     void backward(float loss_scale = 1.0f) {
         if (!have_targets) throw std::logic_error("backward: the last forward had no targets");
-        if (!logits_intact) throw std::logic_error("backward: called twice after one forward (run forward again)");
+        if (!logits_intact && !dlogits_ready)
+            throw std::logic_error("backward: called twice after one forward (run forward again)");
         const GPT2Config& c = config;
         int V = c.vocab_size, Vp = c.padded_vocab_size, L = c.num_layers, NH = c.num_heads, C = c.channels;
         int hd = C / NH;
         int BT = B * T;
         GPT2CudaActivations& a = acts;
-        // dlogits (B,T,Vp) in place of the logits; losses written again (the same values)
-        fused_classifier(a.logits, a.losses, a.targets, loss_scale / (float)BT, BT, V, Vp, true, stream);
+        // dlogits (B,T,Vp) = (softmax - onehot) / BT in place of the logits, unless the forward wrote
+        // them; losses written again (the same values)
+        if (!dlogits_ready) fused_classifier(a.logits, a.losses, a.targets, 1.0f / (float)BT, BT, V, Vp, true, stream);
         logits_intact = false;
+        dlogits_ready = false;
         matmul_backward(a.dbtc, grad(P_WTE), nullptr, a.scratch, a.logits, a.lnf, param(P_WTE), nullptr, BT, C, Vp,
-                        stream);
+                        stream, loss_scale);
         // the layernorm backward accumulates into dresidual: start the residual stream's gradient at 0
         cudaCheck(cudaMemsetAsync(a.dresidual, 0, (size_t)BT * C * sizeof(floatX), stream));
         floatX* last = a.residual3 + (size_t)(L - 1) * BT * C;

@@ -230,7 +230,15 @@ static void check_rope(int B, int T, int NH, int hd, unsigned seed) {
 }
 
 TEST_CASE("rope forward/backward, hd not a multiple of 8") { check_rope(2, 7, 2, 20, 3); }
-TEST_CASE("rope at long positions (angles of hundreds of radians)") { check_rope(1, 301, 1, 12, 4); }
+// NH * hd a multiple of 8 (what the packs and the model's matmuls need); packs of 8 elements over
+// heads of 12 and 20 (a pack straddles two heads), of 2 (four heads per pack), of 8 and 64 (whole
+// packs within a head, the table read by 16-byte loads)
+TEST_CASE("rope at long positions (angles of hundreds of radians)") { check_rope(1, 301, 2, 12, 4); }
+TEST_CASE("rope forward/backward, hd 2: one pack over four heads") { check_rope(2, 5, 4, 2, 5); }
+TEST_CASE("rope forward/backward, hd 8 and 64: packs within a head") {
+    check_rope(2, 9, 3, 8, 6);
+    check_rope(1, 33, 2, 64, 7);
+}
 
 // ----------------------------------------------------------------------------
 // layernorm
@@ -438,6 +446,75 @@ TEST_CASE("matmul bias gradient is deterministic") {
     matmul_backward(d_dinp.ptr, d_dw.ptr, d_db1.ptr, d_scratch.ptr, d_dout.ptr, d_inp.ptr, d_w.ptr, nullptr, N, C, OC, 0);
     matmul_backward(d_dinp.ptr, d_dw.ptr, d_db2.ptr, d_scratch.ptr, d_dout.ptr, d_inp.ptr, d_w.ptr, nullptr, N, C, OC, 0);
     CHECK(download_bf16(d_db1.ptr, OC) == download_bf16(d_db2.ptr, OC));
+}
+
+// The plan cache: a miss builds descriptor, layouts and heuristic, a hit reuses them with this
+// call's pointers; the same problem gives the same bits either way, also after other shapes and
+// after its plan was replaced.
+TEST_CASE("matmul plan cache: hits and misses give identical results, pointers set per call") {
+    cublaslt_setup();
+    CublasLtDevice& lt = cublaslt_current();
+    const int N = 24, C = 16, OC = 40;
+    std::mt19937 gen(26);
+    std::vector<float> inp = random_bf16((size_t)N * C, gen), w = random_bf16((size_t)OC * C, gen, 0.2f);
+    std::vector<float> bias1 = random_bf16(OC, gen, 0.5f), bias2 = random_bf16(OC, gen, 0.5f);
+    DeviceBuffer<floatX> d_inp(inp.size()), d_w(w.size()), d_b1(OC), d_b2(OC), d_out((size_t)N * OC);
+    DeviceBuffer<floatX> d_other((size_t)N * N);
+    upload_bf16(d_inp.ptr, inp); upload_bf16(d_w.ptr, w); upload_bf16(d_b1.ptr, bias1); upload_bf16(d_b2.ptr, bias2);
+    auto forward = [&](const floatX* bias) {
+        matmul_forward(d_out.ptr, d_inp.ptr, d_w.ptr, bias, N, C, OC, nullptr, 0);
+        return download_bf16(d_out.ptr, (size_t)N * OC);
+    };
+    size_t misses0 = lt.plan_misses, hits0 = lt.plan_hits;
+    std::vector<float> first = forward(d_b1.ptr);
+    CHECK(lt.plan_misses == misses0 + 1);
+    std::vector<float> again = forward(d_b1.ptr);
+    CHECK(lt.plan_hits == hits0 + 1);
+    CHECK(lt.plan_misses == misses0 + 1);
+    CHECK(memcmp(first.data(), again.data(), first.size() * sizeof(float)) == 0);
+    // another problem in between, then a hit with another bias: the new pointer is used
+    matmul_forward(d_other.ptr, d_inp.ptr, d_inp.ptr, nullptr, N, C, N, nullptr, 0);
+    std::vector<float> with_b2 = forward(d_b2.ptr);
+    CHECK(lt.plan_hits == hits0 + 2);
+    std::vector<double> ref((size_t)N * OC), inp_d = to_double(inp), w_d = to_double(w), b2_d = to_double(bias2);
+    matmul_forward(ref.data(), inp_d.data(), w_d.data(), b2_d.data(), N, C, OC);
+    check_close("out with the second bias", with_b2, ref, BF16_RTOL, CANCEL_ATOL * max_abs(ref));
+    CHECK(forward(d_b1.ptr) == first);
+    // more problems than the table keeps: the oldest plans are replaced, the table stays bounded
+    DeviceBuffer<floatX> d_big_in((size_t)(8 + MATMUL_MAX_PLANS) * C), d_big((size_t)(8 + MATMUL_MAX_PLANS) * OC);
+    upload_bf16(d_big_in.ptr, random_bf16((size_t)(8 + MATMUL_MAX_PLANS) * C, gen));
+    for (int rows = 8; rows < 8 + (int)MATMUL_MAX_PLANS; rows++) {
+        matmul_forward(d_big.ptr, d_big_in.ptr, d_w.ptr, nullptr, rows, C, OC, nullptr, 0);
+    }
+    CHECK(lt.plans.size() == MATMUL_MAX_PLANS);
+    size_t misses1 = lt.plan_misses;
+    CHECK(forward(d_b1.ptr) == first);  // rebuilt after its replacement
+    CHECK(lt.plan_misses == misses1 + 1);
+}
+
+// alpha scales the backward's products: by 1/2, dinp exactly halves (a power of two commutes with
+// the rounding) and dweight accumulates half the product (against the reference)
+TEST_CASE("matmul backward with alpha") {
+    cublaslt_setup();
+    const int N = 16, C = 24, OC = 32;
+    std::mt19937 gen(27);
+    std::vector<float> inp = random_bf16((size_t)N * C, gen), w = random_bf16((size_t)OC * C, gen, 0.2f);
+    std::vector<float> dout = random_bf16((size_t)N * OC, gen), dw0 = random_bf16(w.size(), gen, 0.1f);
+    DeviceBuffer<floatX> d_inp(inp.size()), d_w(w.size()), d_dout(dout.size()), d_dinp(inp.size()), d_dw(w.size());
+    upload_bf16(d_inp.ptr, inp); upload_bf16(d_w.ptr, w); upload_bf16(d_dout.ptr, dout); upload_bf16(d_dw.ptr, dw0);
+    matmul_backward(d_dinp.ptr, d_dw.ptr, nullptr, nullptr, d_dout.ptr, d_inp.ptr, d_w.ptr, nullptr, N, C, OC, 0);
+    std::vector<float> dinp1 = download_bf16(d_dinp.ptr, inp.size());
+    upload_bf16(d_dw.ptr, dw0);
+    matmul_backward(d_dinp.ptr, d_dw.ptr, nullptr, nullptr, d_dout.ptr, d_inp.ptr, d_w.ptr, nullptr, N, C, OC, 0,
+                    0.5f);
+    std::vector<float> dinp_half = download_bf16(d_dinp.ptr, inp.size());
+    for (size_t i = 0; i < dinp1.size(); i++) REQUIRE(dinp_half[i] == 0.5f * dinp1[i]);
+    std::vector<double> dout_half = to_double(dout), dinp_ref(inp.size(), 0.0), dw_ref = to_double(dw0);
+    for (double& x : dout_half) x *= 0.5;
+    std::vector<double> inp_d = to_double(inp), w_d = to_double(w);
+    matmul_backward(dinp_ref.data(), dw_ref.data(), (double*)nullptr, dout_half.data(), inp_d.data(), w_d.data(), N, C, OC);
+    check_close("dweight, alpha 1/2", download_bf16(d_dw.ptr, w.size()), dw_ref, BF16_RTOL,
+                CANCEL_ATOL * max_abs(dw_ref));
 }
 
 // ----------------------------------------------------------------------------
