@@ -153,6 +153,32 @@ __device__ __forceinline__ floatX stochastic_round_bf16(float x, unsigned int ra
 }
 
 // ----------------------------------------------------------------------------
+// Deterministic first stage of a column reduction over the rows of a (rows, cols) bf16 matrix, for
+// kernels that sum columns while they do something else with the rows (bias gradients).
+// Block (32, 8) over 256 columns: threadIdx.x holds the sums acc[8] of one 8-column pack at column
+// c, threadIdx.y one of 8 row phases. Writes this block's 256 column sums (phases added in order)
+// to partials + blockIdx.x * 256, for the columns below cols. Every thread of the block calls it.
+constexpr int COLUMN_SUM_MAX_SPLITS = 128;  // row splits (gridDim.y) of the kernels that use it
+
+__device__ inline void column_pack_partials_store(float* partials, const float acc[8], int cols) {
+    SHARED_ARRAY(float, phase_sums, 8 * 256);
+    for (int k = 0; k < 8; k++) { phase_sums[threadIdx.y * 256 + threadIdx.x * 8 + k] = acc[k]; }
+    __syncthreads();
+    int col = threadIdx.y * 32 + threadIdx.x;  // 0..255: one column of the block per thread
+    if ((int)blockIdx.x * 256 + col < cols) {
+        float sum = 0.0f;
+        for (int y = 0; y < 8; y++) { sum += phase_sums[y * 256 + col]; }
+        partials[blockIdx.x * 256 + col] = sum;
+    }
+}
+
+// Row splits for a first stage over rows rows: one per 64 rows, at most COLUMN_SUM_MAX_SPLITS.
+inline int column_sum_splits(int rows) {
+    int splits = ceil_div(rows, 64);
+    return splits > COLUMN_SUM_MAX_SPLITS ? COLUMN_SUM_MAX_SPLITS : splits;
+}
+
+// ----------------------------------------------------------------------------
 // Deterministic second stage of a column reduction: out[c] += sum over rows r of
 // partials[r * row_stride + c], for c < cols, always in the same order.
 // Block (32, 16): 32 columns; the 16 threads of a column each sum rows y, y+16, ... in order,

@@ -171,13 +171,12 @@ void matmul_cublaslt(floatX* d, const floatX* a, const floatX* b, const floatX* 
 // ----------------------------------------------------------------------------
 // bias gradient kernels (deterministic: fixed split of the rows, fixed summation order)
 
-constexpr int MATMUL_BIAS_MAX_SPLITS = 128;
+constexpr int MATMUL_BIAS_MAX_SPLITS = COLUMN_SUM_MAX_SPLITS;
 
 // scratch (gridDim.y, OC) fp32: partial column sums of dout (N, OC) over this block's rows.
 // Block (32, 8): threadIdx.x picks an 8-column pack of the block's 256 columns, threadIdx.y one of
-// 8 row phases; shared (8, 256) holds the phases' sums, added in phase order.
+// 8 row phases (column_pack_partials_store adds the phases in order).
 __global__ void matmul_backward_bias_kernel(float* scratch, const floatX* dout, int N, int OC) {
-    SHARED_ARRAY(float, phase_sums, 8 * 256);
     int c = blockIdx.x * 256 + threadIdx.x * x128::size;
     float acc[x128::size] = {};
     if (c < OC) {
@@ -186,14 +185,7 @@ __global__ void matmul_backward_bias_kernel(float* scratch, const floatX* dout, 
             for (int k = 0; k < x128::size; k++) { acc[k] += (float)d[k]; }
         }
     }
-    for (int k = 0; k < x128::size; k++) { phase_sums[threadIdx.y * 256 + threadIdx.x * x128::size + k] = acc[k]; }
-    __syncthreads();
-    int col = threadIdx.y * 32 + threadIdx.x;  // 0..255: one column of the block per thread
-    if ((int)blockIdx.x * 256 + col < OC) {
-        float sum = 0.0f;
-        for (int y = 0; y < 8; y++) { sum += phase_sums[y * 256 + col]; }
-        scratch[(size_t)blockIdx.y * OC + blockIdx.x * 256 + col] = sum;
-    }
+    column_pack_partials_store(scratch + (size_t)blockIdx.y * OC, acc, OC);
 }
 
 // ----------------------------------------------------------------------------
@@ -229,8 +221,7 @@ void matmul_backward(floatX* dinp, floatX* dweight, floatX* dbias, float* scratc
     }
     if (dbias != nullptr) {
         CHECK_ALIGNED16(dout);
-        int splits = ceil_div(N, 64);
-        splits = splits > MATMUL_BIAS_MAX_SPLITS ? MATMUL_BIAS_MAX_SPLITS : splits;
+        int splits = column_sum_splits(N);
         cuda_launch(matmul_backward_bias_kernel, dim3(ceil_div(OC, 256), splits), dim3(32, 8), 0, stream,
                     scratch, dout, N, OC);
         cudaCheck(cudaGetLastError());

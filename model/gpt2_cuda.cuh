@@ -363,8 +363,9 @@ struct GPT2Cuda : GPT2ParamLayout {
                             stream);  // dbtc = d atty
             attention_backward_cuda(a.dbt4c, a.dbtc, a.qkvr + o3, a.atty + o1, a.attstats + ol * NH * 3,
                                     a.attn_scratch, B, T, NH, hd, c.attn, c.p, stream);  // dbt4c = d qkvr
-            rope_backward(a.dbt4c, a.dbt4c, freqs_cis, B, T, NH, hd, stream);         // dbt4c = d qkv
-            matmul_backward(a.dbtc, grad(P_QKVW) + (size_t)l * 3 * C * C, grad(P_QKVB) + l * 3 * C, a.scratch,
+            // dbt4c = d qkv, and the qkv bias gradient from the same pass
+            rope_backward_bias(a.dbt4c, grad(P_QKVB) + l * 3 * C, a.scratch, freqs_cis, B, T, NH, hd, stream);
+            matmul_backward(a.dbtc, grad(P_QKVW) + (size_t)l * 3 * C * C, nullptr, a.scratch,
                             a.dbt4c, a.ln1 + o1, param(P_QKVW) + (size_t)l * 3 * C * C, nullptr, BT, C, 3 * C,
                             stream);  // dbtc = d ln1
             layernorm_backward(a.dresidual, grad(P_LN1W) + l * C, grad(P_LN1B) + l * C, a.scratch, a.dbtc, residual,

@@ -230,6 +230,47 @@ static void check_rope(int B, int T, int NH, int hd, unsigned seed) {
 }
 
 TEST_CASE("rope forward/backward, hd not a multiple of 8") { check_rope(2, 7, 2, 20, 3); }
+// RoPE's backward fused with the qkv bias gradient: the rotated-back gradient against the
+// reference, the bias gradient against the column sums of that output, and bit for bit what
+// rope_backward then matmul_backward's bias kernel give.
+static void check_rope_backward_bias(int B, int T, int NH, int hd, unsigned seed) {
+    cublaslt_setup();
+    const int C = NH * hd, BT = B * T;
+    const size_t n = (size_t)BT * 3 * C;
+    std::mt19937 gen(seed);
+    std::vector<float> dqkv = random_bf16(n, gen), db0 = random_bf16(3 * C, gen, 0.1f);
+    std::vector<float> freqs((size_t)T * hd);
+    rope_precompute_freqs(freqs.data(), T, hd, 10000.0);
+    DeviceBuffer<float> d_freqs(freqs.size()), d_scratch(matmul_backward_scratch_floats(3 * C));
+    DeviceBuffer<floatX> d_fused(n), d_plain(n), d_db_fused(3 * C), d_db_plain(3 * C);
+    upload(d_freqs.ptr, freqs);
+    upload_bf16(d_fused.ptr, dqkv); upload_bf16(d_plain.ptr, dqkv);
+    upload_bf16(d_db_fused.ptr, db0); upload_bf16(d_db_plain.ptr, db0);
+    rope_backward_bias(d_fused.ptr, d_db_fused.ptr, d_scratch.ptr, d_freqs.ptr, B, T, NH, hd, 0);
+    std::vector<float> got = download_bf16(d_fused.ptr, n), got_db = download_bf16(d_db_fused.ptr, 3 * C);
+    std::vector<double> ref(n), dqkv_d = to_double(dqkv), db_ref = to_double(db0);
+    rope_backward(ref.data(), dqkv_d.data(), B, T, NH, hd, 10000.0);
+    check_close("rope backward (fused with the bias)", got, ref, BF16_RTOL, CANCEL_ATOL * max_abs(dqkv_d));
+    // the bias gradient is that of the bf16 d qkv the kernel wrote (checked just above): its column
+    // sums in double, so the tolerance covers the fp32 sum and one bf16 rounding, not the summands'
+    for (int bt = 0; bt < BT; bt++) {
+        for (int c = 0; c < 3 * C; c++) db_ref[c] += got[(size_t)bt * 3 * C + c];
+    }
+    check_close("qkv dbias (fused with rope)", got_db, db_ref, BF16_RTOL, CANCEL_ATOL * max_abs(db_ref));
+    // the unfused path: rope_backward in place, then matmul_backward's bias kernel on its output
+    DeviceBuffer<floatX> d_inp((size_t)BT * 8), d_w((size_t)3 * C * 8), d_dinp((size_t)BT * 8), d_dw((size_t)3 * C * 8);
+    rope_backward(d_plain.ptr, d_plain.ptr, d_freqs.ptr, B, T, NH, hd, 0);
+    matmul_backward(d_dinp.ptr, d_dw.ptr, d_db_plain.ptr, d_scratch.ptr, d_plain.ptr, d_inp.ptr, d_w.ptr, nullptr, BT,
+                    8, 3 * C, 0);
+    CHECK(download_bf16(d_plain.ptr, n) == got);
+    CHECK(download_bf16(d_db_plain.ptr, 3 * C) == got_db);
+}
+
+TEST_CASE("rope backward fused with the qkv bias gradient") {
+    check_rope_backward_bias(2, 7, 2, 20, 8);     // packs straddling heads; 3C = 120: one column block
+    check_rope_backward_bias(3, 50, 6, 64, 9);    // 3C = 1152: several column blocks; 150 rows: 3 row splits
+}
+
 // NH * hd a multiple of 8 (what the packs and the model's matmuls need); packs of 8 elements over
 // heads of 12 and 20 (a pack straddles two heads), of 2 (four heads per pack), of 8 and 64 (whole
 // packs within a head, the table read by 16-byte loads)
