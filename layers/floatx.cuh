@@ -207,3 +207,34 @@ inline void column_sum_accumulate(floatX* out, const float* partials, int rows, 
                 out, partials, rows, cols, row_stride);
     cudaCheck(cudaGetLastError());
 }
+
+// ----------------------------------------------------------------------------
+// Column sums of a bf16 matrix, both stages (the bias gradients no other pass computes).
+
+// partials (gridDim.y, cols) fp32: column sums of x (rows, cols) over this block's rows.
+// Block (32, 8): threadIdx.x picks an 8-column pack of the block's 256 columns, threadIdx.y one of
+// 8 row phases (column_pack_partials_store adds the phases in order).
+__global__ void column_sums_partials_kernel(float* partials, const floatX* x, int rows, int cols) {
+    int c = blockIdx.x * 256 + threadIdx.x * x128::size;
+    float acc[x128::size] = {};
+    if (c < cols) {
+        for (int row = blockIdx.y * 8 + threadIdx.y; row < rows; row += gridDim.y * 8) {
+            x128 d = load128(x + (size_t)row * cols + c);
+            for (int k = 0; k < x128::size; k++) { acc[k] += (float)d[k]; }
+        }
+    }
+    column_pack_partials_store(partials + (size_t)blockIdx.y * cols, acc, cols);
+}
+
+// out (cols) += column sums of x (rows, cols), deterministic; cols a multiple of 8;
+// scratch: COLUMN_SUM_MAX_SPLITS * cols floats on the device
+inline void column_sums_accumulate_bf16(floatX* out, float* scratch, const floatX* x, int rows, int cols,
+                                        cudaStream_t stream) {
+    CHECK_MULTIPLE_OF(cols, 8);
+    CHECK_ALIGNED16(x);
+    int splits = column_sum_splits(rows);
+    cuda_launch(column_sums_partials_kernel, dim3(ceil_div(cols, 256), splits), dim3(32, 8), 0, stream,
+                scratch, x, rows, cols);
+    cudaCheck(cudaGetLastError());
+    column_sum_accumulate(out, scratch, splits, cols, cols, stream);  // out += splits' sums, in order
+}

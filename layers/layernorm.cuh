@@ -74,28 +74,31 @@ __global__ void fused_residual_layernorm_forward_kernel(floatX* residual, floatX
 // the plain layout c, with lanes 8 words apart, had 8-way conflicts). stride = C/8 rounded up to
 // 4 mod 32, so that the final channel-order read (32 consecutive channels: 4 packs x 8 k) also hits
 // 32 distinct banks (where the padded accumulators of one warp fit in LAYERNORM_BACKWARD_SMEM_BYTES:
-// C up to 5920; beyond, stride = C/8 and that read has conflicts).
+// with 2 accumulators C up to 5920; beyond, stride = C/8 and that read has conflicts).
 constexpr int LAYERNORM_BACKWARD_SMEM_BYTES = 48 * 1024;
-inline int layernorm_backward_acc_stride(int C) {
+inline int layernorm_backward_acc_stride(int C, int accumulators) {
     int padded = C / 8 + ((4 - C / 8) % 32 + 32) % 32;
-    return 2 * 8 * padded * (int)sizeof(float) <= LAYERNORM_BACKWARD_SMEM_BYTES ? padded : C / 8;
+    return accumulators * 8 * padded * (int)sizeof(float) <= LAYERNORM_BACKWARD_SMEM_BYTES ? padded : C / 8;
 }
 
-// dinp (N, C) +=; scratch (gridDim.x, 2, C) = this block's partial {dweight, dbias};
-// dout, inp (N, C); weight (C); mean, rstd (N); stride = layernorm_backward_acc_stride(C).
-// Dynamic shared memory: (blockDim.x/32, 2, 8, stride) floats, one {dweight, dbias} accumulator per
-// warp in the layout above; lane l owns the same channels in every phase, so they need no atomics.
+// dinp (N, C) +=; scratch (gridDim.x, parts, C) = this block's partial {dweight, dbias[, dinp sum]}:
+// parts = 3 also sums the columns of the updated dinp (the bias gradient of the matmul whose output
+// gradient dinp is); dout, inp (N, C); weight (C); mean, rstd (N);
+// stride = layernorm_backward_acc_stride(C, parts).
+// Dynamic shared memory: (blockDim.x/32, parts, 8, stride) floats, one set of accumulators per warp
+// in the layout above; lane l owns the same channels in every phase, so they need no atomics.
 __global__ void layernorm_backward_kernel(floatX* dinp, float* scratch, const floatX* dout, const floatX* inp,
                                           const floatX* weight, const float* mean, const float* rstd, int N, int C,
-                                          int stride) {
+                                          int stride, int parts) {
     DYNAMIC_SHARED(float, shared);
     int lane = threadIdx.x % 32;
     int warp = threadIdx.x / 32;
     int num_warps = blockDim.x / 32;
     int acc_floats = x128::size * stride;  // one accumulator
-    sptr<float> dweight_acc = shared + (size_t)warp * 2 * acc_floats;
+    sptr<float> dweight_acc = shared + (size_t)warp * parts * acc_floats;
     sptr<float> dbias_acc = dweight_acc + acc_floats;
-    for (int i = lane; i < 2 * acc_floats; i += 32) { dweight_acc[i] = 0.0f; }
+    sptr<float> dinp_acc = dbias_acc + acc_floats;  // parts == 3 only
+    for (int i = lane; i < parts * acc_floats; i += 32) { dweight_acc[i] = 0.0f; }
     __syncwarp();  // the lanes zeroed words that other lanes accumulate into
     for (int row = blockIdx.x * num_warps + warp; row < N; row += gridDim.x * num_warps) {
         const floatX* dy = dout + (size_t)row * C;
@@ -132,16 +135,20 @@ __global__ void layernorm_backward_kernel(floatX* dinp, float* scratch, const fl
                 dx128[k] = (floatX)((float)dx128[k] + s * (dnorm - dnorm_mean - norm * dnorm_norm_mean));
             }
             store128(dx + c, dx128);
+            if (parts == 3) {
+                int pack = c / x128::size;
+                for (int k = 0; k < x128::size; k++) { dinp_acc[k * stride + pack] += (float)dx128[k]; }
+            }
         }
     }
     __syncthreads();
     // this block's partials in channel order: the warps' accumulators added in warp order
-    float* block_partial = scratch + (size_t)blockIdx.x * 2 * C;
-    for (int i = threadIdx.x; i < 2 * C; i += blockDim.x) {
-        int part = i / C, c = i % C;  // part 0: dweight, 1: dbias
+    float* block_partial = scratch + (size_t)blockIdx.x * parts * C;
+    for (int i = threadIdx.x; i < parts * C; i += blockDim.x) {
+        int part = i / C, c = i % C;  // part 0: dweight, 1: dbias, 2: dinp
         int at = part * acc_floats + (c % x128::size) * stride + c / x128::size;
         float sum = 0.0f;
-        for (int w = 0; w < num_warps; w++) { sum += shared[(size_t)w * 2 * acc_floats + at]; }
+        for (int w = 0; w < num_warps; w++) { sum += shared[(size_t)w * parts * acc_floats + at]; }
         block_partial[i] = sum;
     }
 }
@@ -180,18 +187,25 @@ void fused_residual_layernorm_forward(floatX* residual, floatX* out, float* mean
 constexpr int LAYERNORM_BACKWARD_MAX_BLOCKS = 512;
 
 // Floats of fp32 scratch layernorm_backward needs for C channels.
-inline size_t layernorm_backward_scratch_floats(int C) { return (size_t)LAYERNORM_BACKWARD_MAX_BLOCKS * 2 * C; }
+inline size_t layernorm_backward_scratch_floats(int C) {
+    return (size_t)LAYERNORM_BACKWARD_MAX_BLOCKS * 3 * C;  // >= COLUMN_SUM_MAX_SPLITS * C too
+}
 
 // dinp (N,C) +=, dweight, dbias (C) +=; dout, inp (N,C); weight (C); mean, rstd (N);
+// dinp_colsum (C) or null: += the column sums of dinp after the update, from the same pass (the
+// bias gradient of the matmul whose output gradient dinp is: it need not read dinp again);
 // scratch: layernorm_backward_scratch_floats(C) floats on the device
 void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbias, float* scratch, const floatX* dout,
                         const floatX* inp, const floatX* weight, const float* mean, const float* rstd, int N, int C,
-                        cudaStream_t stream) {
+                        cudaStream_t stream, floatX* dinp_colsum = nullptr) {
     CHECK_MULTIPLE_OF(C, 8);
     CHECK_ALIGNED16(dinp); CHECK_ALIGNED16(dout); CHECK_ALIGNED16(inp); CHECK_ALIGNED16(weight);
     // as many warps per block (up to 8) as fit their accumulators in 48 KiB of shared memory
-    int stride = layernorm_backward_acc_stride(C);
-    size_t warp_bytes = (size_t)2 * x128::size * stride * sizeof(float);
+    // the dinp column sums in the same pass where three accumulators per warp fit (C <= 4096), else after it
+    bool fused_colsum = dinp_colsum != nullptr && 3 * C * (int)sizeof(float) <= LAYERNORM_BACKWARD_SMEM_BYTES;
+    int parts = fused_colsum ? 3 : 2;
+    int stride = layernorm_backward_acc_stride(C, parts);
+    size_t warp_bytes = (size_t)parts * x128::size * stride * sizeof(float);
     int warps_per_block = (int)(LAYERNORM_BACKWARD_SMEM_BYTES / warp_bytes);
     if (warps_per_block < 1) {
         fprintf(stderr, "[ERROR] layernorm_backward: C = %d is too large (max %d)\n", C,
@@ -203,9 +217,11 @@ void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbias, float* scr
     num_blocks = num_blocks > LAYERNORM_BACKWARD_MAX_BLOCKS ? LAYERNORM_BACKWARD_MAX_BLOCKS : num_blocks;
     size_t smem = (size_t)warps_per_block * warp_bytes;
     cuda_launch(layernorm_backward_kernel, dim3(num_blocks), dim3(32 * warps_per_block), smem, stream,
-                dinp, scratch, dout, inp, weight, mean, rstd, N, C, stride);
+                dinp, scratch, dout, inp, weight, mean, rstd, N, C, stride, parts);
     cudaCheck(cudaGetLastError());
-    // dweight, dbias (C) += the blocks' partials, added in block order
-    column_sum_accumulate(dweight, scratch, num_blocks, C, 2 * C, stream);
-    column_sum_accumulate(dbias, scratch + C, num_blocks, C, 2 * C, stream);
+    // dweight, dbias[, dinp_colsum] (C) += the blocks' partials, added in block order
+    column_sum_accumulate(dweight, scratch, num_blocks, C, parts * C, stream);
+    column_sum_accumulate(dbias, scratch + C, num_blocks, C, parts * C, stream);
+    if (fused_colsum) column_sum_accumulate(dinp_colsum, scratch + 2 * C, num_blocks, C, parts * C, stream);
+    if (dinp_colsum != nullptr && !fused_colsum) column_sums_accumulate_bf16(dinp_colsum, scratch, dinp, N, C, stream);
 }

@@ -3,7 +3,7 @@
 // experiments: dev/matmul.cu.
 // Row-major (N, OC) = (N, C) @ (OC, C)^T is, read column-major, (OC, N) = W^T(OC, C) @ inp(C, N):
 // cuBLASLt sees every row-major tensor as its column-major transpose, with no copies.
-// The bias gradient is a deterministic two-stage column sum of our own.
+// The bias gradient is a deterministic two-stage column sum of our own (layers/floatx.cuh).
 #pragma once
 
 #include "layers/cuda_common.cuh"
@@ -169,26 +169,6 @@ void matmul_cublaslt(floatX* d, const floatX* a, const floatX* b, const floatX* 
 }
 
 // ----------------------------------------------------------------------------
-// bias gradient kernels (deterministic: fixed split of the rows, fixed summation order)
-
-constexpr int MATMUL_BIAS_MAX_SPLITS = COLUMN_SUM_MAX_SPLITS;
-
-// scratch (gridDim.y, OC) fp32: partial column sums of dout (N, OC) over this block's rows.
-// Block (32, 8): threadIdx.x picks an 8-column pack of the block's 256 columns, threadIdx.y one of
-// 8 row phases (column_pack_partials_store adds the phases in order).
-__global__ void matmul_backward_bias_kernel(float* scratch, const floatX* dout, int N, int OC) {
-    int c = blockIdx.x * 256 + threadIdx.x * x128::size;
-    float acc[x128::size] = {};
-    if (c < OC) {
-        for (int row = blockIdx.y * 8 + threadIdx.y; row < N; row += gridDim.y * 8) {
-            x128 d = load128(dout + (size_t)row * OC + c);
-            for (int k = 0; k < x128::size; k++) { acc[k] += (float)d[k]; }
-        }
-    }
-    column_pack_partials_store(scratch + (size_t)blockIdx.y * OC, acc, OC);
-}
-
-// ----------------------------------------------------------------------------
 // launchers
 
 // out (N,OC) = inp (N,C) @ weight (OC,C)^T + bias (OC, or null).
@@ -202,7 +182,7 @@ void matmul_forward(floatX* out, const floatX* inp, const floatX* weight, const 
 }
 
 // Floats of fp32 scratch matmul_backward needs for the bias gradient of OC columns.
-inline size_t matmul_backward_scratch_floats(int OC) { return (size_t)MATMUL_BIAS_MAX_SPLITS * OC; }
+inline size_t matmul_backward_scratch_floats(int OC) { return (size_t)COLUMN_SUM_MAX_SPLITS * OC; }
 
 // dinp (N,C) = alpha * dout (N,OC) @ weight (OC,C)   (written =, not accumulated);
 //   with pre_gelu (N,C) given (the pre-GELU activation that produced inp): dinp *= gelu'(pre_gelu), fused.
@@ -220,12 +200,7 @@ void matmul_backward(floatX* dinp, floatX* dweight, floatX* dbias, float* scratc
         exit(EXIT_FAILURE);
     }
     if (dbias != nullptr) {
-        CHECK_ALIGNED16(dout);
-        int splits = column_sum_splits(N);
-        cuda_launch(matmul_backward_bias_kernel, dim3(ceil_div(OC, 256), splits), dim3(32, 8), 0, stream,
-                    scratch, dout, N, OC);
-        cudaCheck(cudaGetLastError());
-        column_sum_accumulate(dbias, scratch, splits, OC, OC, stream);  // dbias += splits' sums, in order
+        column_sums_accumulate_bf16(dbias, scratch, dout, N, OC, stream);  // deterministic
     }
     // column-major: dinp (C, N) = weight (C, OC) @ dout (OC, N)
     matmul_cublaslt(dinp, weight, dout, nullptr, C, N, OC, stream, false, false, false, (floatX*)pre_gelu, true,

@@ -343,22 +343,24 @@ struct GPT2Cuda : GPT2ParamLayout {
         // the layernorm backward accumulates into dresidual: start the residual stream's gradient at 0
         cudaCheck(cudaMemsetAsync(a.dresidual, 0, (size_t)BT * C * sizeof(floatX), stream));
         floatX* last = a.residual3 + (size_t)(L - 1) * BT * C;
+        // the layernorm backwards also sum the columns of the dresidual they write: the bias gradient of
+        // the projection (fcproj, attproj) whose output gradient it is, so those never re-read it
         layernorm_backward(a.dresidual, grad(P_LNFW), grad(P_LNFB), a.scratch, a.dbtc, last, param(P_LNFW),
-                           a.lnf_mean, a.lnf_rstd, BT, C, stream);
+                           a.lnf_mean, a.lnf_rstd, BT, C, stream, grad(P_FCPROJB) + (L - 1) * C);
         for (int l = L - 1; l >= 0; l--) {
             size_t o1 = (size_t)l * BT * C, o3 = 3 * o1, o4 = 4 * o1, ol = (size_t)l * BT;
             floatX* residual = l == 0 ? a.encoded : a.residual3 + o1 - (size_t)BT * C;
             // MLP: dresidual holds d residual3, which is also d fcproj
-            matmul_backward(a.dbt4c, grad(P_FCPROJW) + (size_t)l * C * 4 * C, grad(P_FCPROJB) + l * C, a.scratch,
+            matmul_backward(a.dbt4c, grad(P_FCPROJW) + (size_t)l * C * 4 * C, nullptr, a.scratch,
                             a.dresidual, a.fch_gelu + o4, param(P_FCPROJW) + (size_t)l * C * 4 * C, a.fch + o4, BT,
                             4 * C, C, stream);  // dbt4c = d fch (GELU backward fused)
             matmul_backward(a.dbtc, grad(P_FCW) + (size_t)l * 4 * C * C, grad(P_FCB) + l * 4 * C, a.scratch, a.dbt4c,
                             a.ln2 + o1, param(P_FCW) + (size_t)l * 4 * C * C, nullptr, BT, C, 4 * C, stream);
             layernorm_backward(a.dresidual, grad(P_LN2W) + l * C, grad(P_LN2B) + l * C, a.scratch, a.dbtc,
                                a.residual2 + o1, param(P_LN2W) + l * C, a.ln2_mean + ol, a.ln2_rstd + ol, BT, C,
-                               stream);  // dresidual = d residual2
+                               stream, grad(P_ATTPROJB) + l * C);  // dresidual = d residual2
             // attention
-            matmul_backward(a.dbtc, grad(P_ATTPROJW) + (size_t)l * C * C, grad(P_ATTPROJB) + l * C, a.scratch,
+            matmul_backward(a.dbtc, grad(P_ATTPROJW) + (size_t)l * C * C, nullptr, a.scratch,
                             a.dresidual, a.atty + o1, param(P_ATTPROJW) + (size_t)l * C * C, nullptr, BT, C, C,
                             stream);  // dbtc = d atty
             attention_backward_cuda(a.dbt4c, a.dbtc, a.qkvr + o3, a.atty + o1, a.attstats + ol * NH * 3,
@@ -369,8 +371,8 @@ struct GPT2Cuda : GPT2ParamLayout {
                             a.dbt4c, a.ln1 + o1, param(P_QKVW) + (size_t)l * 3 * C * C, nullptr, BT, C, 3 * C,
                             stream);  // dbtc = d ln1
             layernorm_backward(a.dresidual, grad(P_LN1W) + l * C, grad(P_LN1B) + l * C, a.scratch, a.dbtc, residual,
-                               param(P_LN1W) + l * C, a.ln1_mean + ol, a.ln1_rstd + ol, BT, C,
-                               stream);  // dresidual = d (this layer's input)
+                               param(P_LN1W) + l * C, a.ln1_mean + ol, a.ln1_rstd + ol, BT, C, stream,
+                               l > 0 ? grad(P_FCPROJB) + (l - 1) * C : nullptr);  // dresidual = d (layer input)
             if (on_layer_backward) on_layer_backward(l);
         }
         encoder_backward(grad(P_WTE), a.encoder_workspace, a.dresidual, inputs_host.data(), B, T, C, stream);

@@ -330,7 +330,9 @@ TEST_CASE("fused residual + layernorm forward") {
     check_close("fused rstd", download(d_rstd.ptr, N), rstd, 1e-5, 0.0);
 }
 
-static void check_layernorm_backward(int N, int C, unsigned seed) {
+// with_colsum: also dinp_colsum += the column sums of the updated dinp, checked against the column
+// sums (double) of the dinp the kernel wrote, itself checked against the reference
+static void check_layernorm_backward(int N, int C, unsigned seed, bool with_colsum = false) {
     std::mt19937 gen(seed);
     std::vector<float> inp = random_bf16((size_t)N * C, gen), dout = random_bf16((size_t)N * C, gen);
     std::vector<float> w = random_bf16(C, gen, 0.2f, 1.0f);
@@ -350,8 +352,12 @@ static void check_layernorm_backward(int N, int C, unsigned seed) {
     upload_bf16(d_inp.ptr, inp); upload_bf16(d_dout.ptr, dout); upload_bf16(d_w.ptr, w);
     upload_bf16(d_dinp.ptr, dinp0); upload_bf16(d_dw.ptr, dw0); upload_bf16(d_db.ptr, db0);
     upload(d_mean.ptr, mean); upload(d_rstd.ptr, rstd);
+    std::vector<float> cs0 = random_bf16(C, gen, 0.1f);
+    DeviceBuffer<floatX> d_cs(C);
+    upload_bf16(d_cs.ptr, cs0);
+    floatX* colsum = with_colsum ? d_cs.ptr : nullptr;
     layernorm_backward(d_dinp.ptr, d_dw.ptr, d_db.ptr, d_scratch.ptr, d_dout.ptr, d_inp.ptr, d_w.ptr, d_mean.ptr,
-                       d_rstd.ptr, N, C, 0);
+                       d_rstd.ptr, N, C, 0, colsum);
     std::vector<double> dinp = to_double(dinp0), dw = to_double(dw0), db = to_double(db0);
     layernorm_backward(dinp.data(), dw.data(), db.data(), dout_d.data(), inp_d.data(), w_d.data(), mean_d.data(),
                        rstd_d.data(), N, C);
@@ -361,10 +367,22 @@ static void check_layernorm_backward(int N, int C, unsigned seed) {
     std::vector<float> got_dw = download_bf16(d_dw.ptr, C), got_db = download_bf16(d_db.ptr, C);
     check_close("dweight", got_dw, dw, BF16_RTOL, CANCEL_ATOL * max_abs(dw));
     check_close("dbias", got_db, db, BF16_RTOL, CANCEL_ATOL * max_abs(db));
+    std::vector<float> got_cs = download_bf16(d_cs.ptr, C);
+    if (with_colsum) {
+        std::vector<double> cs = to_double(cs0);
+        for (int r = 0; r < N; r++) {
+            for (int c = 0; c < C; c++) cs[c] += got_dinp[(size_t)r * C + c];
+        }
+        check_close("dinp column sums", got_cs, cs, BF16_RTOL, CANCEL_ATOL * max_abs(cs));
+    } else {
+        CHECK(got_cs == cs0);  // untouched
+    }
     // determinism of the two-stage parameter reduction
     upload_bf16(d_dinp.ptr, dinp0); upload_bf16(d_dw.ptr, dw0); upload_bf16(d_db.ptr, db0);
+    upload_bf16(d_cs.ptr, cs0);
     layernorm_backward(d_dinp.ptr, d_dw.ptr, d_db.ptr, d_scratch.ptr, d_dout.ptr, d_inp.ptr, d_w.ptr, d_mean.ptr,
-                       d_rstd.ptr, N, C, 0);
+                       d_rstd.ptr, N, C, 0, colsum);
+    CHECK(download_bf16(d_cs.ptr, C) == got_cs);
     CHECK(download_bf16(d_dw.ptr, C) == got_dw);
     CHECK(download_bf16(d_db.ptr, C) == got_db);
     CHECK(download_bf16(d_dinp.ptr, dinp.size()) == got_dinp);
@@ -373,6 +391,11 @@ static void check_layernorm_backward(int N, int C, unsigned seed) {
 TEST_CASE("layernorm backward, several warps per block") { check_layernorm_backward(14, 40, 8); }
 TEST_CASE("layernorm backward, C above one warp of packs") { check_layernorm_backward(19, 264, 9); }
 TEST_CASE("layernorm backward, rows beyond the block cap (grid-stride)") { check_layernorm_backward(530, 6144, 10); }
+TEST_CASE("layernorm backward with the column sums of dinp (the next matmul's bias gradient)") {
+    check_layernorm_backward(14, 40, 11, true);
+    check_layernorm_backward(530, 768, 12, true);  // GPT-2's C: 5 warps per block, grid-stride rows
+    check_layernorm_backward(70, 6144, 13, true);  // three accumulators do not fit: summed after the pass
+}
 
 // ----------------------------------------------------------------------------
 // GELU and residual
