@@ -1,6 +1,8 @@
 // RoPE forward/backward on q and k inside qkv (B,T,3,NH,hd).  ./rope [version]
-//   1: product kernel (layers/rope.cuh): one thread per (2i, 2i+1) pair, any even hd
-//   2: four pairs per thread through 128-bit packs (hd a multiple of 8)
+//   1: product kernel (layers/rope.cuh): four pairs per thread through 128-bit packs, any even hd
+//      with NH*hd a multiple of 8 (a pack may span heads), the cos/sin table by 16-byte loads
+//      where a pack lies in one head; in place it leaves v alone
+//   2: four pairs per thread through 128-bit packs (hd a multiple of 8), scalar table reads, v copied
 #include "dev/dev_common.h"
 #include "layers/rope.cuh"
 #include "layers/rope_cpu.h"

@@ -11,7 +11,8 @@
 // rotates in place; its backward needs no input); the attention and MLP projections go to one
 // (B,T,C) scratch before the residual add fused with the next layernorm; the backward reuses
 // three gradient buffers across layers; the fused classifier turns the logits into dlogits in
-// place, so the logits of a forward are readable only until its backward.
+// place, so the logits of a forward are readable only until its backward (not at all after a
+// training forward, forward(..., backward_follows = true), whose one classifier pass writes them).
 #pragma once
 
 #include <algorithm>
