@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The in-distribution gap: how far LSSAR (p = 15) stays behind softmax in validation loss at the
 # training length, and how that moves with the number of steps, the learning rate and the warmup.
-# Every setting trains the demo's model (d4c128h2, T = 64, B = 16, cosine schedule) on KJV twice,
+# Every setting trains the demo's model (d4c128h2, T = 64, B = 16, cosine schedule) on CORPUS twice,
 # softmax and LSSAR, with the same seed; validation every 50 steps on the same tokens.
+#   CORPUS=kjv (default: scripts/prepare_kjv.sh) or CORPUS=fortunes (scripts/prepare_fortunes.sh)
 #   bash scripts/gap_experiment.sh                       the settings below, JOBS runs at a time
 #   SETTINGS="400:2e-3:20 400:4e-3:20" bash scripts/gap_experiment.sh
-# A setting is STEPS:LR:WARMUP. Writes out/gap/<setting>_<attn>/ (log.jsonl, train.out),
-# out/gap/gap_table.txt and out/gap/gap.png. Running it again reuses finished runs.
+# A setting is STEPS:LR:WARMUP. Writes OUT/<setting>_<attn>/ (log.jsonl, train.out),
+# OUT/gap_table.txt and OUT/gap.png (OUT: out/gap for KJV, out/gap_<corpus> otherwise). Running it again reuses finished runs.
 # PRECISION: the trainer's -pr (default auto, the fastest CPU path; fp32 for the reference).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,14 +15,16 @@ source scripts/attn_flags.sh
 SETTINGS=${SETTINGS:-"200:2e-3:20 600:2e-3:20 200:6e-3:20 200:1e-3:20 200:2e-3:100"}
 THREADS=${THREADS:-2}
 JOBS=${JOBS:-2}
-OUT=${OUT:-out/gap}
+CORPUS=${CORPUS:-kjv}
+case $CORPUS in kjv) OUT=${OUT:-out/gap} ;; fortunes) OUT=${OUT:-out/gap_fortunes} ;;
+    *) echo "gap_experiment.sh: CORPUS=$CORPUS is not known; use kjv or fortunes" >&2; exit 2 ;; esac
 MODEL=${MODEL:-d4c128h2}
 T=64
 start_s=$(date +%s)
 
 bash scripts/install_deps.sh >/dev/null
 make -s train_gpt2cpu_softmax train_gpt2cpu_lssar
-[ -s data/kjv/kjv_train_000000.bin ] || bash scripts/prepare_kjv.sh
+[ -s data/$CORPUS/${CORPUS}_train_000000.bin ] || bash scripts/prepare_$CORPUS.sh
 per_job=$((THREADS / JOBS)); [ "$per_job" -ge 1 ] || per_job=1
 export OMP_NUM_THREADS=$per_job OPENBLAS_NUM_THREADS=$per_job OMP_WAIT_POLICY=passive
 mkdir -p "$OUT"
@@ -30,7 +33,7 @@ train_one() {  # steps lr warmup attn
     local steps=$1 lr=$2 warmup=$3 attn=$4 dir="$OUT/s$1_lr$2_u$3_$4"
     if grep -q "\"step\":$steps,\"val_loss\"" "$dir/log.jsonl" 2>/dev/null; then return 0; fi
     mkdir -p "$dir"
-    ./train_gpt2cpu_$attn -i "data/kjv/kjv_train_*.bin" -j "data/kjv/kjv_val_*.bin" -o "$dir" -e "$MODEL" $(p_flag $attn 15) \
+    ./train_gpt2cpu_$attn -i "data/$CORPUS/${CORPUS}_train_*.bin" -j "data/$CORPUS/${CORPUS}_val_*.bin" -o "$dir" -e "$MODEL" $(p_flag $attn 15) \
         -b 16 -t $T -x "$steps" -l "$lr" -u "$warmup" -k cosine -q 0.1 -c 0.1 -gc 1.0 -v 50 -m 20 -s 0 -n 0 \
         -rs 1337 -pr "${PRECISION:-auto}" >"$dir/train.out" 2>&1 || { echo "training failed: $dir/train.out" >&2; tail -3 "$dir/train.out" >&2; return 1; }
     echo "[$(basename "$dir")] $(grep '^val loss' "$dir/train.out" | tail -1)"
@@ -54,6 +57,6 @@ for s in $SETTINGS; do
     IFS=: read -r steps lr warmup <<<"$s"
     pairs+=("$steps steps, lr $lr, warmup $warmup=$OUT/s${steps}_lr${lr}_u${warmup}_softmax/log.jsonl,$OUT/s${steps}_lr${lr}_u${warmup}_lssar/log.jsonl")
 done
-/usr/bin/python3 eval/gap_report.py "${pairs[@]}" --title "KJV, $MODEL, T $T: LSSAR p=15 against softmax" \
+/usr/bin/python3 eval/gap_report.py "${pairs[@]}" --title "$CORPUS, $MODEL, T $T: LSSAR p=15 against softmax" \
     -o "$OUT/gap.png" | tee "$OUT/gap_table.txt"
 echo "== done in $(( ($(date +%s) - start_s) / 60 )) minutes (load: $(cut -d' ' -f1-3 /proc/loadavg))"

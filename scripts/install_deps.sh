@@ -12,6 +12,7 @@ pkgs=(
   python3-matplotlib     # PNG plots
   python3-scipy          # orbits/: least squares (symbolic regression), Kepler reference in the tests; binomial intervals
   bible-kjv              # real English text for demos and tokenizer tests
+  fortunes               # a second English corpus (scripts/prepare_fortunes.sh)
   libpcre2-dev           # Unicode-aware regex for the GPT-2 pre-tokeniser
   clang-14 libclang-rt-14-dev   # libFuzzer
 )
