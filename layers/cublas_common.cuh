@@ -1,5 +1,5 @@
-// cuBLASLt for the project's matmuls: the API, cublasCheck, and the per-device handle and
-// workspace. Under nvcc this is the real library (link $(NVCC_LDLIBS), see
+// cuBLASLt for the project's matmuls: the API, cublasCheck, and the per-device handle,
+// workspace and table of matmul plans. Under nvcc this is the real library (link $(NVCC_LDLIBS), see
 // simt/simt.mk); under g++ it is the host implementation in simt/cublaslt_host.h,
 // which runs the same call sites on the CPU.
 #pragma once

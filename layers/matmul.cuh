@@ -4,6 +4,8 @@
 // Row-major (N, OC) = (N, C) @ (OC, C)^T is, read column-major, (OC, N) = W^T(OC, C) @ inp(C, N):
 // cuBLASLt sees every row-major tensor as its column-major transpose, with no copies.
 // The bias gradient is a deterministic two-stage column sum of our own (layers/floatx.cuh).
+// Descriptors, layouts, preferences and the heuristic's algorithm are built once per problem
+// (shape, epilogue, dtype, alignments) and kept in the device's plan table (layers/cublas_common.cuh).
 #pragma once
 
 #include "layers/cuda_common.cuh"
