@@ -15,6 +15,10 @@
 //   dqkv    (B, T, 3, NH, hd) bf16   written (=), not accumulated, like llm.c's attention
 // Memory kept between forward and backward beyond q, k, v and out: stats, 3 floats per row.
 // hd must be 32, 64 or 128. p >= 1 is the re-weighting power (ignored without re-weighting).
+// Learned p (doc/attention.md, section 'Learned p'), re-weighting variants only:
+//   p_head  (NH)                fp32   head h's p in place of p (null: p for every head)
+//   dp_head (NH)                fp32   the backward adds dL/dp of every head (summed over the batch)
+//                                      to it (null: not computed, and nothing of it is run)
 // The kind becomes a compile-time constant through attn_dispatch: a program built for one
 // variant (make ATTN=...) holds that variant's kernels only.
 #pragma once
@@ -70,9 +74,23 @@ inline void attention_check_args(int B, int T, int NH, int hd, AttnKind kind, fl
     }
 }
 
+// Learned p exists for the re-weighting variants only: a per-head p or dp elsewhere is a
+// programming error (the model refuses such a config first).
+inline void attention_check_learned_p(AttnKind kind, const float* p_head, const float* dp_head, const char* who) {
+    if ((p_head != nullptr || dp_head != nullptr) && !attn_reweights(kind)) {
+        fprintf(stderr, "[ERROR] %s: a per-head p (learned p) was given to %s, which has no re-weighting\n", who,
+                attn_kind_name(kind));
+        exit(EXIT_FAILURE);
+    }
+    if (dp_head != nullptr && p_head == nullptr) {
+        fprintf(stderr, "[ERROR] %s: dp_head without p_head: dL/dp is computed for learned p only\n", who);
+        exit(EXIT_FAILURE);
+    }
+}
+
 template <int HD, AttnKind K>
 void attention_forward_hd(floatX* out, float* stats, const floatX* qkv, void* scratch, int B, int T, int NH, float p,
-                          cudaStream_t stream) {
+                          const float* p_head, cudaStream_t stream) {
     using Tile = AttnTile<HD>;
     dim3 grid(ceil_div(T, Tile::ROWS), B * NH);
     AttentionScratch s = attention_scratch_split(scratch, B, T, NH, HD);
@@ -81,12 +99,13 @@ void attention_forward_hd(floatX* out, float* stats, const floatX* qkv, void* sc
         cuda_launch(lssa_scales_kernel<HD>, ceil_div(rows, 8), 256, 0, stream, s.scales, qkv, B, T, NH);
     }
     cuda_launch((attention_forward_kernel<HD, K>), grid, Tile::THREADS, 0, stream, out, stats, qkv,
-                (const float*)s.scales, T, NH, p, attention_p_int(p));
+                (const float*)s.scales, T, NH, p, attention_p_int(p), p_head);
 }
 
 template <int HD, AttnKind K>
 void attention_backward_hd(floatX* dqkv, const floatX* dout, const floatX* qkv, const floatX* out,
-                           const float* stats, void* scratch, int B, int T, int NH, float p, cudaStream_t stream) {
+                           const float* stats, void* scratch, int B, int T, int NH, float p, const float* p_head,
+                           float* dp_head, cudaStream_t stream) {
     using Tile = AttnTile<HD>;
     using V = AttnTraits<K>;
     dim3 grid(ceil_div(T, Tile::ROWS), B * NH);
@@ -96,31 +115,36 @@ void attention_backward_hd(floatX* dqkv, const floatX* dout, const floatX* qkv, 
     if (AttnTraits<K>::cos_len) {
         cuda_launch(lssa_scales_kernel<HD>, ceil_div(rows, 8), 256, 0, stream, s.scales, qkv, B, T, NH);
     }
-    if (V::reweight) {  // D2 and D1 from the unrounded weights
-        cuda_launch((attention_rowd_kernel<HD, K>), grid, Tile::THREADS, 0, stream, s.rowd, dout, qkv, stats,
-                    (const float*)s.scales, T, NH, p, p_int);
+    if (V::reweight && dp_head != nullptr) {  // D2, D1 and learned p's dL/dp
+        cuda_launch((attention_rowd_kernel<HD, K, true>), grid, Tile::THREADS, 0, stream, s.rowd, dp_head, dout, qkv,
+                    stats, (const float*)s.scales, T, NH, p, p_int, p_head);
+    } else if (V::reweight) {  // D2 and D1 from the unrounded weights
+        cuda_launch((attention_rowd_kernel<HD, K, false>), grid, Tile::THREADS, 0, stream, s.rowd, (float*)nullptr,
+                    dout, qkv, stats, (const float*)s.scales, T, NH, p, p_int, p_head);
     } else if (V::norm == ATTN_NORM_L1) {  // D2 = D1 = dy . y
         cuda_launch(attention_rowdot_kernel<HD>, ceil_div(rows, 8), 256, 0, stream, s.rowd, dout, out, B, T, NH);
     } else {  // none, mean: no row sum to differentiate
         cudaCheck(cudaMemsetAsync(s.rowd, 0, sizeof(float) * rows * 2, stream));
     }
     cuda_launch((attention_backward_kernel<HD, K>), grid, Tile::THREADS, 0, stream, dqkv, s.dqh, s.dkh, dout, qkv,
-                stats, (const float*)s.rowd, (const float*)s.scales, T, NH, p, p_int);
+                stats, (const float*)s.rowd, (const float*)s.scales, T, NH, p, p_int, p_head);
     cuda_launch((lssa_normgrad_kernel<HD, AttnTraits<K>::cos_len>), ceil_div(rows, 8), 256, 0, stream, dqkv,
                 (const float*)s.dqh, (const float*)s.dkh, qkv, (const float*)s.scales, B, T, NH);
 }
 
 // out, stats = attention(qkv). scratch: attention_scratch_bytes(B, T, NH, hd) bytes.
 inline void attention_forward_cuda(floatX* out, float* stats, const floatX* qkv, void* scratch, int B, int T,
-                                   int NH, int hd, AttnKind kind, float p, cudaStream_t stream = 0) {
+                                   int NH, int hd, AttnKind kind, float p, cudaStream_t stream = 0,
+                                   const float* p_head = nullptr) {
     attention_check_args(B, T, NH, hd, kind, p, "attention_forward_cuda");
+    attention_check_learned_p(kind, p_head, nullptr, "attention_forward_cuda");
     CHECK_ALIGNED16(qkv);  // 128-bit tile loads
     attn_dispatch(kind, [&](auto k) {
         constexpr AttnKind K = decltype(k)::value;
         switch (hd) {
-            case 32: attention_forward_hd<32, K>(out, stats, qkv, scratch, B, T, NH, p, stream); break;
-            case 64: attention_forward_hd<64, K>(out, stats, qkv, scratch, B, T, NH, p, stream); break;
-            case 128: attention_forward_hd<128, K>(out, stats, qkv, scratch, B, T, NH, p, stream); break;
+            case 32: attention_forward_hd<32, K>(out, stats, qkv, scratch, B, T, NH, p, p_head, stream); break;
+            case 64: attention_forward_hd<64, K>(out, stats, qkv, scratch, B, T, NH, p, p_head, stream); break;
+            case 128: attention_forward_hd<128, K>(out, stats, qkv, scratch, B, T, NH, p, p_head, stream); break;
         }
     });
     cudaCheck(cudaGetLastError());
@@ -129,17 +153,52 @@ inline void attention_forward_cuda(floatX* out, float* stats, const floatX* qkv,
 // dqkv = d(loss)/d(qkv) from dout, recomputing the scores from qkv, out and stats.
 inline void attention_backward_cuda(floatX* dqkv, const floatX* dout, const floatX* qkv, const floatX* out,
                                     const float* stats, void* scratch, int B, int T, int NH, int hd, AttnKind kind,
-                                    float p, cudaStream_t stream = 0) {
+                                    float p, cudaStream_t stream = 0, const float* p_head = nullptr,
+                                    float* dp_head = nullptr) {
     attention_check_args(B, T, NH, hd, kind, p, "attention_backward_cuda");
+    attention_check_learned_p(kind, p_head, dp_head, "attention_backward_cuda");
     CHECK_ALIGNED16(qkv);
     CHECK_ALIGNED16(dout);
     attn_dispatch(kind, [&](auto k) {
         constexpr AttnKind K = decltype(k)::value;
         switch (hd) {
-            case 32: attention_backward_hd<32, K>(dqkv, dout, qkv, out, stats, scratch, B, T, NH, p, stream); break;
-            case 64: attention_backward_hd<64, K>(dqkv, dout, qkv, out, stats, scratch, B, T, NH, p, stream); break;
-            case 128: attention_backward_hd<128, K>(dqkv, dout, qkv, out, stats, scratch, B, T, NH, p, stream); break;
+            case 32: attention_backward_hd<32, K>(dqkv, dout, qkv, out, stats, scratch, B, T, NH, p, p_head, dp_head,
+                                                  stream); break;
+            case 64: attention_backward_hd<64, K>(dqkv, dout, qkv, out, stats, scratch, B, T, NH, p, p_head, dp_head,
+                                                  stream); break;
+            case 128: attention_backward_hd<128, K>(dqkv, dout, qkv, out, stats, scratch, B, T, NH, p, p_head, dp_head,
+                                                    stream); break;
         }
     });
+    cudaCheck(cudaGetLastError());
+}
+
+// ----------------------------------------------------------------------------
+// Learned p's parameter (doc/attention.md, section 'Learned p'): p = 1 + softplus(theta) per
+// (layer, head); the CPU twins are learned_p and learned_p_dtheta (model/gpt2_config.h).
+//   theta  (n) bf16, the parameter;  p, dp (n) fp32;  dtheta (n) bf16, the parameter's gradient
+
+__global__ void learned_p_kernel(float* p, const floatX* theta, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) { return; }
+    float t = (float)theta[i];
+    p[i] = 1.0f + softplus_from(t, expf(-fabsf(t)));
+}
+
+// dtheta += dp dp/dtheta = dp sigmoid(theta) (accumulates, like every parameter gradient)
+__global__ void learned_p_backward_kernel(floatX* dtheta, const float* dp, const floatX* theta, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) { return; }
+    float t = (float)theta[i];
+    dtheta[i] = (floatX)((float)dtheta[i] + dp[i] * sigmoid_from(t, expf(-fabsf(t))));
+}
+
+inline void learned_p_forward(float* p, const floatX* theta, int n, cudaStream_t stream = 0) {
+    cuda_launch(learned_p_kernel, ceil_div(n, 128), 128, 0, stream, p, theta, n);
+    cudaCheck(cudaGetLastError());
+}
+
+inline void learned_p_backward(floatX* dtheta, const float* dp, const floatX* theta, int n, cudaStream_t stream = 0) {
+    cuda_launch(learned_p_backward_kernel, ceil_div(n, 128), 128, 0, stream, dtheta, dp, theta, n);
     cudaCheck(cudaGetLastError());
 }

@@ -65,10 +65,15 @@ __device__ __forceinline__ AttnRowInfo attn_row_info(int t, int T, const float* 
 //   D1 = sum_j A_j dA_j = n (sum_j A_j c_j dW_j - D2 sum_j A_j c_j)
 // and one pass over the keys gives all three sums (D2 is not taken from the bf16 output y,
 // whose rounding the difference dW - D2 would amplify). Same grid as the forward.
-template <int HD, AttnKind K>
+// Learned p (LEARN_P; p_head (NH) the heads' p): the same pass gives the row's dL/dp
+// (doc/attention.md, section 'Learned p'), with ln W_j = p ln r_j - ln Z and sum_j W_j = 1:
+//   dL/dp = sum_j dW_j W_j (ln r_j - sum_k W_k ln r_k) = (sum_j u_j ln r_j dW_j - D2 sum_j u_j ln r_j) / Z
+// (u = r^p; degenerate rows and x <= 0 add nothing), summed over the warp's rows and added to
+// dp_head[h] by one fp32 atomic per warp.
+template <int HD, AttnKind K, bool LEARN_P>
 __global__ void __launch_bounds__(AttnTile<HD>::THREADS)
-attention_rowd_kernel(float* rowd, const floatX* dout, const floatX* qkv, const float* stats, const float* scales,
-                      int T, int NH, float p, int p_int) {
+attention_rowd_kernel(float* rowd, float* dp_head, const floatX* dout, const floatX* qkv, const float* stats,
+                      const float* scales, int T, int NH, float p, int p_int, const float* p_head) {
     using Tile = AttnTile<HD>;
     constexpr int ROWS = Tile::ROWS, LD = Tile::LD, RT = Tile::RTILES;
     SHARED_TILE(sQ, ROWS * LD);
@@ -87,6 +92,7 @@ attention_rowd_kernel(float* rowd, const floatX* dout, const floatX* qkv, const 
     const floatX* v_base = q_base + 2 * C;
     const floatX* do_base = dout + (size_t)b * T * C + h * HD;
     const float* sc = AttnTraits<K>::cos_len ? scales + (size_t)bh * 4 * T : nullptr;
+    attn_head_p(p_head, h, &p, &p_int);
 
     load_tile<ROWS, HD, LD>(sQ, q_base, 3 * C, q0, T, sc);
     load_tile<ROWS, HD, LD>(sdO, do_base, C, q0, T);
@@ -107,8 +113,9 @@ attention_rowd_kernel(float* rowd, const floatX* dout, const floatX* qkv, const 
         row_bias[r] = ri[r].bias;
     }
 
-    // per lane: sum r^p dW, sum A r^(p-1) dW, sum A r^(p-1)
+    // per lane: sum r^p dW, sum A r^(p-1) dW, sum A r^(p-1); learned p: sum r^p ln r dW, sum r^p ln r
     float sum_udw[2] = {0.0f, 0.0f}, sum_acdw[2] = {0.0f, 0.0f}, sum_ac[2] = {0.0f, 0.0f};
+    float sum_uldw[2] = {0.0f, 0.0f}, sum_ul[2] = {0.0f, 0.0f};
     for (int kt = 0; kt <= qt; kt++) {
         __syncthreads();
         load_key_tile<K, ROWS, HD, LD>(sK, key_fac, k_base, C, kt, T, sc);
@@ -132,10 +139,16 @@ attention_rowd_kernel(float* rowd, const floatX* dout, const floatX* qkv, const 
                     sum_udw[r] += rp1 * xm * dw[nt].x[i];
                     sum_acdw[r] += A * rp1 * dw[nt].x[i];
                     sum_ac[r] += A * rp1;
+                    if constexpr (LEARN_P) {
+                        float ul = rp1 * xm * (log2f(xm) * 0.69314718f);  // u ln r (the log2 of pow_p_dev's path)
+                        sum_uldw[r] += ul * dw[nt].x[i];
+                        sum_ul[r] += ul;
+                    }
                 }
             }
         }
     }
+    float dp = 0.0f;  // learned p: dL/dp of the lane's rows (every lane of a quad holds the quad's)
     ATTN_UNROLL
     for (int r = 0; r < 2; r++) {
         float D2 = quad_sum(sum_udw[r]) * ri[r].inv_Z;
@@ -145,6 +158,11 @@ attention_rowd_kernel(float* rowd, const floatX* dout, const floatX* qkv, const 
             rowd[((size_t)bh * T + row[r]) * 2] = D2;
             rowd[((size_t)bh * T + row[r]) * 2 + 1] = D1;
         }
+        if constexpr (LEARN_P) { dp += (quad_sum(sum_uldw[r]) - D2 * quad_sum(sum_ul[r])) * ri[r].inv_Z; }
+    }
+    if constexpr (LEARN_P) {
+        dp = warp_sum(lane % 4 == 0 ? dp : 0.0f);  // the warp's 16 rows, each once
+        if (lane == 0 && dp != 0.0f) { atomicAdd(dp_head + h, dp); }
     }
 }
 
@@ -183,12 +201,12 @@ __device__ __forceinline__ void attn_element_grad(float sv, float dW, const Attn
 //   S^T = K~ Q~^T, dW^T = V dO^T   -> P (the final weights), ds elementwise
 //   dV  += P^T dO,  dK~ += (scale ds)^T Q~   (registers)
 //   dQ~ += (dq_scale k_fac ds) K~  through shared memory and fp32 atomics into dqh
-// grid (ceil(T/ROWS), B*NH), block THREADS; dqh must be zero on entry.
+// grid (ceil(T/ROWS), B*NH), block THREADS; dqh must be zero on entry. p_head: as the forward's.
 template <int HD, AttnKind K>
 __global__ void __launch_bounds__(AttnTile<HD>::THREADS)
 attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* dout, const floatX* qkv,
                           const float* stats, const float* rowd, const float* scales, int T, int NH, float p,
-                          int p_int) {
+                          int p_int, const float* p_head) {
     using Tile = AttnTile<HD>;
     constexpr int ROWS = Tile::ROWS, LD = Tile::LD, LDS = Tile::LDS, RT = Tile::RTILES;
     SHARED_TILE(sK, ROWS * LD);
@@ -207,6 +225,7 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
     const floatX* v_base = q_base + 2 * C;
     const floatX* do_base = dout + (size_t)b * T * C + h * HD;
     const float* sc = AttnTraits<K>::cos_len ? scales + (size_t)bh * 4 * T : nullptr;
+    if constexpr (AttnTraits<K>::reweight) { attn_head_p(p_head, h, &p, &p_int); }
 
     // the warp's 16 keys as A fragments: K~ (kept in sK for dQ) and V (through sQ)
     load_tile<ROWS, HD, LD>(sK, k_base, 3 * C, k0, T, sc ? sc + 2 * T : nullptr);

@@ -39,6 +39,14 @@ __device__ __forceinline__ float pow_p_dev(float x, float p, int p_int) {
     return x > 0.0f ? exp2f(p * log2f(x)) : 0.0f;
 }
 
+// Learned p: the block's head h takes p_head[h] in place of the scalar p (p_head null: the one p
+// of every head, as the launcher passed it), with p_int as attention_p_int makes it.
+__device__ __forceinline__ void attn_head_p(const float* p_head, int h, float* p, int* p_int) {
+    if (p_head == nullptr) { return; }
+    *p = p_head[h];
+    *p_int = (*p == floorf(*p) && *p >= 1.0f && *p <= (float)ATTN_P_INT_MAX) ? (int)*p : -1;
+}
+
 // lam_t = ln(hd) ln(n_t); lam_0 = 0 exactly (fast-math logf(1) need not be 0, and relu_l1_rw's row 0
 // is degenerate only if its score is exactly 0)
 __device__ __forceinline__ float lssa_lam(int t, int hd) {

@@ -64,10 +64,11 @@ __device__ __forceinline__ void attn_pass1(float (&S1)[2], float (&smax)[2], flo
 }
 
 // Forward. grid (ceil(T/ROWS), B*NH), block THREADS. p_int = p when p is a small integer, else -1.
+// p_head (NH): learned p per head in place of p, or null.
 template <int HD, AttnKind K>
 __global__ void __launch_bounds__(AttnTile<HD>::THREADS)
 attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const float* scales, int T, int NH, float p,
-                         int p_int) {
+                         int p_int, const float* p_head) {
     using Tile = AttnTile<HD>;
     using V = AttnTraits<K>;
     constexpr bool RW = V::reweight, EXP = V::phi == ATTN_PHI_EXP, ONLINE = EXP && !RW;
@@ -88,6 +89,7 @@ attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const flo
     const floatX* k_base = q_base + C;
     const floatX* v_base = q_base + 2 * C;
     const float* sc = AttnTraits<K>::cos_len ? scales + (size_t)bh * 4 * T : nullptr;  // q_mul, q_fac, k_mul, k_fac
+    if constexpr (RW) { attn_head_p(p_head, h, &p, &p_int); }
 
     load_tile<ROWS, HD, LD>(sQ, q_base, 3 * C, q0, T, sc);
     __syncthreads();

@@ -46,6 +46,7 @@ struct Options {
     std::string model = "d12";
     int B = 2, T = 1024;
     float p = 15;
+    int learn_p = 0;  // -pl 1: p per layer and head from theta, which gets a gradient like every weight
     long long seed = 1337;
     int precision = 0;  // 64 or 32 bits for the CPU runs; 0: float64 where it fits
     std::string scale_name;  // -scale NAME=F: multiplies the CUDA gradient of NAME by F (shows a wrong one fails)
@@ -53,15 +54,17 @@ struct Options {
 };
 
 static void usage(const char* argv0) {
-    printf("usage: %s [-e d12] [-t 1024] [-b 2] [-p 15] [-rs 1337] [-f 64|32] [-scale NAME=FACTOR]\n"
+    printf("usage: %s [-e d12] [-t 1024] [-b 2] [-p 15] [-pl 0|1] [-rs 1337] [-f 64|32] [-scale NAME=FACTOR]\n"
            "One forward/backward of the CUDA back end (%s attention) against the CPU reference on the same\n"
            "weights and tokens; prints the relative L2 error of every activation and parameter gradient\n"
            "against its bf16-derived bound and exits 1 if one is past it.\n"
            "  -e   model descriptor dL[cC][hH][vV] (d12 = GPT-2 124M; head size C/H must be 32, 64 or 128)\n"
-           "  -t   sequence length T          -b  batch size B          -p  LSSAR's power (>= 1)\n"
+           "  -t   sequence length T          -b  batch size B          -p  the re-weighting power (>= 1)\n"
+           "  -pl  1: learned p (variants with re-weighting): theta per layer and head, p = 1 + softplus(theta)\n"
+           "       starting at -p (> 1); its gradient dptheta is compared with the others\n"
            "  -rs  seed of the weights and tokens\n"
            "  -f   CPU precision in bits (default: 64 where two float64 models fit in memory, else 32)\n"
-           "  -scale NAME=F  multiply the CUDA gradient of tensor NAME (wte, qkvw, ..., lnfb) by F before\n"
+           "  -scale NAME=F  multiply the CUDA gradient of tensor NAME (wte, qkvw, ..., lnfb, ptheta) by F before\n"
            "       comparing: a deliberately wrong gradient, which the check must report\n", argv0, ATTN_NAME);
 }
 
@@ -73,6 +76,7 @@ static Options parse_options(int argc, char** argv) {
         if (flag == "-e") o.model = v;
         else if (flag == "-t") o.T = (int)cli_parse_int("-t", v, 1, 1 << 20);
         else if (flag == "-b") o.B = (int)cli_parse_int("-b", v, 1, 1 << 16);
+        else if (flag == "-pl") o.learn_p = (int)cli_parse_int("-pl", v, 0, 1);
         else if (flag == "-rs") o.seed = cli_parse_int("-rs", v, 0, 1LL << 62);
         else if (flag == "-f") {
             o.precision = (int)cli_parse_int("-f", v, 1, 128);
@@ -80,7 +84,7 @@ static Options parse_options(int argc, char** argv) {
         } else if (flag == "-p") {
             char* end;
             o.p = strtof(v, &end);
-            if (*end || !(o.p >= 1)) cli_fail(std::string("-p ") + v + ": LSSAR's power must be a number >= 1");
+            if (*end || !(o.p >= 1)) cli_fail(std::string("-p ") + v + ": the re-weighting power must be a number >= 1");
         } else if (flag == "-scale") {
             const char* eq = strchr(v, '=');
             char* end = nullptr;
@@ -292,13 +296,22 @@ int main(int argc, char** argv) {
     config.max_seq_len = o.T;
     attn_kind_from_name(ATTN_NAME, &config.attn);
     config.p = o.p;
+    config.learn_p = o.learn_p;
+    if (o.learn_p && !attn_reweights(config.attn))
+        cli_fail(std::string("-pl 1: ") + ATTN_NAME + " attention has no re-weighting, so there is no p to learn");
+    if (o.learn_p && !(o.p > 1)) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "-pl 1 with -p %g: learned p = 1 + softplus(theta) starts at -p, which must be > 1", o.p);
+        cli_fail(msg);
+    }
     err = gpt2_cuda_config_error(config);
     if (err.empty()) err = gpt2_config_error(config);
     if (!err.empty()) cli_fail("-e " + o.model + ": " + err);
     double need64 = 2 * cpu_model_bytes(config, o.B, o.T, 8), avail = available_bytes();
     int bits = o.precision ? o.precision : (need64 < 0.8 * avail ? 64 : 32);
-    char power[32] = "";
-    if (config.attn == ATTN_LSSAR) snprintf(power, sizeof power, " p %g", o.p);
+    char power[64] = "";
+    if (attn_reweights(config.attn))
+        snprintf(power, sizeof power, config.learn_p ? " p learned per layer and head from %g" : " p %g", o.p);
     printf("gradcheck: %s attention%s, %d layers, %d heads, %d channels, vocab %d, B %d x T %d; CPU in float%d "
            "(two float64 models need %.1f GiB, %.1f GiB available)\n",
            ATTN_NAME, power, config.num_layers,

@@ -26,12 +26,13 @@ static void usage(const char* argv0) {
             "  -o <prefix>  output prefix: PREFIX_train_000000.bin, PREFIX_val_000000.bin, PREFIX_needles.csv\n"
             "  -t <int>     training length T, the trainer's -t (default %d)\n"
             "  -f <float>   fraction of windows with a needle, in [0, 1] (default %g)\n"
+            "  -pm <int>    prompts per needle window: uniform in [1, pm], as many as fit T (1..16, default %d)\n"
             "  -rs <int>    seed of the mix (default %llu)\n"
             "  -hs <int>    seed of the evaluation whose keys are held out: passkey_cpu_<attn> -rs (default %llu)\n"
             "  -hn <int>    its trials per length (-n) at most (default %d)\n"
             "  -h           this help\n"
             "Needs the GPT-2 vocabulary (bash scripts/install_gpt2_vocab.sh, or GPT2_VOCAB_DIR=DIR).\n",
-            argv0, d.T, d.fraction, (unsigned long long)d.seed, (unsigned long long)d.holdout_seed,
+            argv0, d.T, d.fraction, d.prompts_max, (unsigned long long)d.seed, (unsigned long long)d.holdout_seed,
             d.holdout_trials);
 }
 
@@ -75,6 +76,7 @@ int main(int argc, char** argv) {
         else if (flag == "-o") prefix = val;
         else if (flag == "-t") o.T = (int)cli_parse_int("-t", val, 1, 1 << 20);
         else if (flag == "-f") o.fraction = parse_fraction(val);
+        else if (flag == "-pm") o.prompts_max = (int)cli_parse_int("-pm", val, 1, 16);
         else if (flag == "-rs") o.seed = (uint64_t)cli_parse_int("-rs", val, 0, 1LL << 62);
         else if (flag == "-hs") o.holdout_seed = (uint64_t)cli_parse_int("-hs", val, 0, 1LL << 62);
         else if (flag == "-hn") o.holdout_trials = (int)cli_parse_int("-hn", val, 0, 80000);
@@ -100,13 +102,17 @@ int main(int argc, char** argv) {
         write_shard(prefix + "_val_000000.bin", valid.data(), valid.size());
         write_needles_csv(prefix + "_needles.csv", mix);
         double mean_distance = 0;
-        for (const PasskeyMixNeedle& nd : mix.needles) mean_distance += nd.question_pos - nd.needle_pos;
+        int64_t needle_windows = 0;
+        for (size_t k = 0; k < mix.needles.size(); k++) {
+            mean_distance += mix.needles[k].question_pos - mix.needles[k].needle_pos;
+            needle_windows += k == 0 || mix.needles[k].window != mix.needles[k - 1].window;
+        }
         if (!mix.needles.empty()) mean_distance /= mix.needles.size();
-        printf("passkey mix of %s at T %d, seed %llu: %lld windows, %zu with a needle (%.1f%%, asked %.1f%%), "
-               "needle-to-question distance %.1f tokens on average; %lld of %zu corpus tokens used; "
-               "%d evaluation trials' keys held out (seed %llu)\n",
-               train_path.c_str(), o.T, (unsigned long long)o.seed, (long long)mix.windows, mix.needles.size(),
-               100.0 * mix.needles.size() / mix.windows, 100.0 * o.fraction, mean_distance,
+        printf("passkey mix of %s at T %d, seed %llu: %lld windows, %lld with a needle (%.1f%%, asked %.1f%%), "
+               "%zu prompts (up to %d per window), needle-to-question distance %.1f tokens on average; "
+               "%lld of %zu corpus tokens used; %d evaluation trials' keys held out (seed %llu)\n",
+               train_path.c_str(), o.T, (unsigned long long)o.seed, (long long)mix.windows, (long long)needle_windows,
+               100.0 * needle_windows / mix.windows, 100.0 * o.fraction, mix.needles.size(), o.prompts_max, mean_distance,
                (long long)mix.corpus_used, train.size(), o.holdout_trials, (unsigned long long)o.holdout_seed);
         printf("wrote %s_train_000000.bin, %s_val_000000.bin (%s unchanged: %zu tokens, no needle), "
                "%s_needles.csv\n",

@@ -6,6 +6,10 @@
 //   plain window    T corpus tokens, in corpus order
 //   needle window   instruction, corpus a, needle(key), corpus b, question, answer(key)   = T tokens
 //                   a + b = T - (instruction + needle + question + answer), a = round(depth * (a + b))
+//   with prompts_max > 1 a needle window holds m prompts back to back, m uniform in [1, prompts_max]
+//   (fewer if m prompts do not fit T), each laid out as above; the window's corpus tokens are cut
+//   into m shares at uniform random points, and prompt i's share is its a_i + b_i. More prompts per
+//   window means more retrieval targets per training token, at shorter needle distances.
 //
 // so the answer is a target inside the window, and the needle sits at every distance from the
 // question the training length allows. The corpus is consumed in order (each token once), plain
@@ -34,6 +38,7 @@ struct PasskeyMixOptions {
     uint64_t seed = 1;              // the mix's random stream
     uint64_t holdout_seed = 1337;   // build/passkey_cpu_<attn> -rs (its default)
     int holdout_trials = 1000;      // its -n at most: keys of that many trials are held out
+    int prompts_max = 1;            // prompts per needle window: uniform in [1, prompts_max]
 };
 
 struct PasskeyMixNeedle {
@@ -66,32 +71,63 @@ inline std::unordered_set<int> passkey_holdout_keys(uint64_t seed, int trials) {
 // The longest instruction + needle + question + answer over all keys: T must exceed it.
 inline int passkey_mix_fixed_tokens(const PasskeyParts& p) { return passkey_min_length(p); }
 
-// Corpus tokens a needle window of this key takes.
-inline int passkey_mix_filler_tokens(const PasskeyParts& p, int key, int T) {
+// One prompt of a needle window: its key, its depth, and the corpus tokens it takes (a + b).
+struct PasskeyMixPrompt {
+    int key;
+    double depth;
+    int filler;
+};
+
+// Tokens of instruction + needle + question + answer for this key.
+inline int passkey_mix_prompt_tokens(const PasskeyParts& p, int key) {
     std::vector<int> needle_answer;
     p.tok->encode(passkey_needle_text(key) + passkey_answer_text(key), needle_answer, nullptr);
-    return T - (int)(p.instruction.size() + needle_answer.size() + p.question.size());
+    return (int)(p.instruction.size() + needle_answer.size() + p.question.size());
 }
 
-// Appends one needle window (T tokens) to mix, its filler taken from corpus[*pos, ...).
-inline void passkey_mix_needle_window(const PasskeyParts& p, const uint16_t* corpus, int64_t* pos, int key,
-                                      double depth, int T, PasskeyMix* mix) {
+// Appends one prompt (instruction, a, needle, b, question, answer) to window w, its filler taken
+// from corpus[*pos, ...).
+inline void passkey_mix_prompt(const PasskeyParts& p, const uint16_t* corpus, int64_t* pos,
+                               const PasskeyMixPrompt& pr, int64_t window, std::vector<int>* w, PasskeyMix* mix) {
     std::vector<int> needle, answer;
-    p.tok->encode(passkey_needle_text(key), needle, nullptr);
-    p.tok->encode(passkey_answer_text(key), answer, nullptr);
-    int filler = T - (int)(p.instruction.size() + needle.size() + p.question.size() + answer.size());
-    int before = (int)(depth * filler + 0.5);
-    std::vector<int> w(p.instruction);
-    w.insert(w.end(), corpus + *pos, corpus + *pos + before);
-    int needle_pos = (int)w.size();
-    w.insert(w.end(), needle.begin(), needle.end());
-    w.insert(w.end(), corpus + *pos + before, corpus + *pos + filler);
-    int question_pos = (int)w.size();
-    w.insert(w.end(), p.question.begin(), p.question.end());
-    w.insert(w.end(), answer.begin(), answer.end());
-    *pos += filler;
-    mix->needles.push_back({mix->windows, key, needle_pos, question_pos});
-    mix->tokens.insert(mix->tokens.end(), w.begin(), w.end());
+    p.tok->encode(passkey_needle_text(pr.key), needle, nullptr);
+    p.tok->encode(passkey_answer_text(pr.key), answer, nullptr);
+    int before = (int)(pr.depth * pr.filler + 0.5);
+    w->insert(w->end(), p.instruction.begin(), p.instruction.end());
+    w->insert(w->end(), corpus + *pos, corpus + *pos + before);
+    int needle_pos = (int)w->size();
+    w->insert(w->end(), needle.begin(), needle.end());
+    w->insert(w->end(), corpus + *pos + before, corpus + *pos + pr.filler);
+    int question_pos = (int)w->size();
+    w->insert(w->end(), p.question.begin(), p.question.end());
+    w->insert(w->end(), answer.begin(), answer.end());
+    *pos += pr.filler;
+    mix->needles.push_back({window, pr.key, needle_pos, question_pos});
+}
+
+// The prompts of one needle window: m keys (none held out) and depths from rng, as many as fit T,
+// the window's corpus tokens cut into their shares. Returns the corpus tokens the window takes.
+inline int passkey_mix_draw_window(const PasskeyParts& p, Rng& rng, const std::unordered_set<int>& held_out,
+                                   const PasskeyMixOptions& o, std::vector<PasskeyMixPrompt>* prompts) {
+    int m = o.prompts_max > 1 ? 1 + (int)(rng.uniform() * o.prompts_max) : 1;
+    m = std::min(m, o.prompts_max);
+    prompts->clear();
+    int fixed = 0;
+    for (int i = 0; i < m; i++) {
+        PasskeyMixPrompt pr{0, 0.0, 0};
+        do passkey_draw_trial(rng, &pr.key, &pr.depth);
+        while (held_out.count(pr.key));
+        int tokens = passkey_mix_prompt_tokens(p, pr.key);
+        if (i > 0 && fixed + tokens > o.T) break;  // the first always fits (T exceeds the longest prompt)
+        fixed += tokens;
+        prompts->push_back(pr);
+    }
+    int filler = o.T - fixed;
+    std::vector<int> cuts{0, filler};
+    for (size_t i = 1; i < prompts->size(); i++) cuts.push_back((int)(rng.uniform() * (filler + 1)));
+    std::sort(cuts.begin(), cuts.end());
+    for (size_t i = 0; i < prompts->size(); i++) (*prompts)[i].filler = std::min(cuts[i + 1], filler) - cuts[i];
+    return filler;
 }
 
 // The mix of corpus[0, n) (see the top of this file). Throws std::invalid_argument when T cannot
@@ -105,6 +141,8 @@ inline PasskeyMix passkey_mix_build(const PasskeyParts& p, const uint16_t* corpu
                                     " tokens; use a length above " + std::to_string(fixed));
     if (!(o.fraction >= 0.0 && o.fraction <= 1.0))
         throw std::invalid_argument("needle fraction " + std::to_string(o.fraction) + " is not in [0, 1]");
+    if (o.prompts_max < 1 || o.prompts_max > 16)
+        throw std::invalid_argument("prompts per needle window " + std::to_string(o.prompts_max) + " not in [1, 16]");
     if (o.holdout_trials < 0 || o.holdout_trials > 80000)
         throw std::invalid_argument("held-out trials " + std::to_string(o.holdout_trials) +
                                     " not in [0, 80000]: at most 80000 of the 90000 keys can be held out");
@@ -112,18 +150,15 @@ inline PasskeyMix passkey_mix_build(const PasskeyParts& p, const uint16_t* corpu
     PasskeyMix mix;
     Rng rng(o.seed);
     int64_t pos = 0;
+    std::vector<PasskeyMixPrompt> prompts;
     for (;;) {
         bool needle = rng.uniform() < o.fraction;
-        int key = 0;
-        double depth = 0;
-        if (needle) {
-            do passkey_draw_trial(rng, &key, &depth);
-            while (held_out.count(key));
-        }
-        int64_t take = needle ? passkey_mix_filler_tokens(p, key, o.T) : o.T;
+        int64_t take = needle ? passkey_mix_draw_window(p, rng, held_out, o, &prompts) : o.T;
         if (pos + take > n) break;
         if (needle) {
-            passkey_mix_needle_window(p, corpus, &pos, key, depth, o.T, &mix);
+            std::vector<int> w;
+            for (const PasskeyMixPrompt& pr : prompts) passkey_mix_prompt(p, corpus, &pos, pr, mix.windows, &w, &mix);
+            mix.tokens.insert(mix.tokens.end(), w.begin(), w.end());
         } else {
             mix.tokens.insert(mix.tokens.end(), corpus + pos, corpus + pos + o.T);
             pos += o.T;

@@ -192,8 +192,8 @@ inline std::vector<double> learned_p_values(const GPT2Config& c, const float* pa
     return p;
 }
 
-// "p mean 14.9 min 14.2 max 15.3" of learned p values.
-// The learned p of a model of either back end (the fp32 weights), empty unless it learns p.
+// The learned p of a model (the fp32 weights), empty unless it learns p. The CUDA back end has
+// its own, which copies theta only (model/gpt2_cuda.cuh).
 template <class Model> std::vector<double> model_learned_p(Model& model) {
     if (!model.config.learn_p) return {};
     std::vector<float> params;
@@ -201,6 +201,7 @@ template <class Model> std::vector<double> model_learned_p(Model& model) {
     return learned_p_values(model.config, params.data());
 }
 
+// "p mean 14.9 min 14.2 max 15.3" of learned p values.
 inline std::string learned_p_summary(const std::vector<double>& p) {
     if (p.empty()) return "";
     double sum = 0, lo = p[0], hi = p[0];

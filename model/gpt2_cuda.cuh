@@ -5,6 +5,10 @@
 //                                        parameters by stochastic rounding
 //   every sum (matmuls, norms, softmax)  fp32
 // Layer code: layers/*.cuh, attention/attention.cuh. Parameter layout: model/gpt2_config.h.
+// Learned p (learn_p): theta (L, NH) is a bf16 parameter tensor like the others (fp32 master, AdamW
+// without weight decay, ZeRO-1 shards); each forward computes p = 1 + softplus(theta) of the bf16
+// theta into p_heads, each layer's attention backward adds dL/dp per head into dp_heads, and
+// dtheta += dp sigmoid(theta) is written before the layer's gradients count as complete.
 // Kernel launchers are defined in the headers, so include this file in one translation unit.
 //
 // Memory saving choices (llm.c's): the qkv matmul writes straight into the RoPE'd buffer (RoPE
@@ -48,10 +52,6 @@ inline std::string gpt2_cuda_config_error(const GPT2Config& c) {
     if (!err.empty()) return err;
     char msg[256];
     int hd = c.channels / c.num_heads;
-    if (c.learn_p) {
-        return "config: learn_p = 1 (learned p, -pl 1) is trained on the CPU back end only "
-               "(train_gpt2cpu_*); the CUDA kernels take one p for every head";
-    }
     if (c.channels % 8 != 0) {
         snprintf(msg, sizeof msg, "config: channels = %d must be a multiple of 8 on the CUDA back end "
                                   "(128-bit packs of 8 bf16)", c.channels);
@@ -123,6 +123,9 @@ struct GPT2Cuda : GPT2ParamLayout {
     // ZeRO-1 shard (model/optimizer_state.cuh)
     OptimizerState optimizer;
     float* norm_partials = nullptr;   // (GLOBAL_NORM_BLOCKS + 1): slots, then the aggregate
+    // learned p only (else null): fp32, (L, NH)
+    float* p_heads = nullptr;         // p of every (layer, head), from the bf16 theta, by forward()
+    float* dp_heads = nullptr;        // dL/dp of every (layer, head) of the current backward
     // RoPE table for up to rope_len positions
     float* freqs_cis = nullptr;       // (rope_len, hd/2, 2)
     int rope_len = 0;
@@ -149,6 +152,10 @@ struct GPT2Cuda : GPT2ParamLayout {
         cudaCheck(cudaMalloc(&norm_partials, (GLOBAL_NORM_BLOCKS + 1) * sizeof(float)));
         cudaCheck(cudaMemset(params_memory, 0, num_parameters * sizeof(floatX)));
         cudaCheck(cudaMemset(grads_memory, 0, num_parameters * sizeof(floatX)));
+        if (c.learn_p) {
+            cudaCheck(cudaMalloc(&p_heads, param_sizes[P_PTHETA] * sizeof(float)));
+            cudaCheck(cudaMalloc(&dp_heads, param_sizes[P_PTHETA] * sizeof(float)));
+        }
         ensure_rope(c.max_seq_len);
     }
     GPT2Cuda(const GPT2Cuda&) = delete;
@@ -158,11 +165,17 @@ struct GPT2Cuda : GPT2ParamLayout {
         cudaFree(params_memory);
         cudaFree(grads_memory);
         cudaFree(norm_partials);
+        cudaFree(p_heads);
+        cudaFree(dp_heads);
         cudaFree(freqs_cis);
     }
 
     floatX* param(int i) { return params_memory + param_offsets[i]; }
     floatX* grad(int i) { return grads_memory + param_offsets[i]; }
+
+    // layer l's learned p and dL/dp per head, (NH) each; null without learn_p (the config's p)
+    const float* layer_p(int l) const { return p_heads ? p_heads + (size_t)l * config.num_heads : nullptr; }
+    float* layer_dp(int l) { return dp_heads ? dp_heads + (size_t)l * config.num_heads : nullptr; }
 
     // GPT-2 initialisation with the CPU back end's values (gpt2_init_params, model/gpt2_config.h)
     void init(uint64_t seed) {
@@ -247,6 +260,7 @@ struct GPT2Cuda : GPT2ParamLayout {
         cudaCheck(cudaMemcpy(a.inputs, inputs, BT * sizeof(int), cudaMemcpyHostToDevice));
         if (have_targets) cudaCheck(cudaMemcpy(a.targets, targets, BT * sizeof(int), cudaMemcpyHostToDevice));
 
+        if (c.learn_p) learned_p_forward(p_heads, param(P_PTHETA), (int)param_sizes[P_PTHETA], stream);
         encoder_forward(a.encoded, a.inputs, param(P_WTE), B, T, C, stream);
         layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, param(P_LN1W), param(P_LN1B), BT, C, stream);
         for (int l = 0; l < L; l++) {
@@ -259,7 +273,7 @@ struct GPT2Cuda : GPT2ParamLayout {
                            C, 3 * C, nullptr, stream);
             rope_forward(qkvr, qkvr, freqs_cis, B, T, NH, hd, stream);
             attention_forward_cuda(atty, a.attstats + ol * NH * 3, qkvr, a.attn_scratch, B, T, NH, hd, c.attn, c.p,
-                                   stream);
+                                   stream, layer_p(l));
             matmul_forward(a.proj, atty, param(P_ATTPROJW) + (size_t)l * C * C, param(P_ATTPROJB) + l * C, BT, C, C,
                            nullptr, stream);
             fused_residual_layernorm_forward(a.residual2 + o1, a.ln2 + o1, a.ln2_mean + ol, a.ln2_rstd + ol,
@@ -343,6 +357,7 @@ struct GPT2Cuda : GPT2ParamLayout {
                         stream, loss_scale);
         // the layernorm backward accumulates into dresidual: start the residual stream's gradient at 0
         cudaCheck(cudaMemsetAsync(a.dresidual, 0, (size_t)BT * C * sizeof(floatX), stream));
+        if (c.learn_p) cudaCheck(cudaMemsetAsync(dp_heads, 0, param_sizes[P_PTHETA] * sizeof(float), stream));
         floatX* last = a.residual3 + (size_t)(L - 1) * BT * C;
         // the layernorm backwards also sum the columns of the dresidual they write: the bias gradient of
         // the projection (fcproj, attproj) whose output gradient it is, so those never re-read it
@@ -365,7 +380,12 @@ struct GPT2Cuda : GPT2ParamLayout {
                             a.dresidual, a.atty + o1, param(P_ATTPROJW) + (size_t)l * C * C, nullptr, BT, C, C,
                             stream);  // dbtc = d atty
             attention_backward_cuda(a.dbt4c, a.dbtc, a.qkvr + o3, a.atty + o1, a.attstats + ol * NH * 3,
-                                    a.attn_scratch, B, T, NH, hd, c.attn, c.p, stream);  // dbt4c = d qkvr
+                                    a.attn_scratch, B, T, NH, hd, c.attn, c.p, stream, layer_p(l),
+                                    layer_dp(l));  // dbt4c = d qkvr; learned p: dp_heads of layer l
+            if (c.learn_p) {  // dtheta += dp sigmoid(theta), before the layer's gradients count as complete
+                learned_p_backward(grad(P_PTHETA) + (size_t)l * NH, layer_dp(l), param(P_PTHETA) + (size_t)l * NH, NH,
+                                   stream);
+            }
             // dbt4c = d qkv, and the qkv bias gradient from the same pass
             rope_backward_bias(a.dbt4c, grad(P_QKVB) + l * 3 * C, a.scratch, freqs_cis, B, T, NH, hd, stream);
             matmul_backward(a.dbtc, grad(P_QKVW) + (size_t)l * 3 * C * C, nullptr, a.scratch,
@@ -558,3 +578,24 @@ struct GPT2Cuda : GPT2ParamLayout {
         alloc_act(a.targets, BT);
     }
 };
+
+// The learned p of every (layer, head), (L, NH) row-major (empty unless the model learns p), as
+// model_learned_p (model/gpt2_config.h) gives it for the CPU back end, without copying the whole
+// model: theta from the fp32 master weights this model's optimizer state holds (all of them on one
+// GPU; under ZeRO-1 the shard that has them), else from the bf16 weights the kernels read.
+inline std::vector<double> model_learned_p(GPT2Cuda& model) {
+    if (!model.config.learn_p) return {};
+    size_t off = model.param_offsets[P_PTHETA], n = model.param_sizes[P_PTHETA];
+    std::vector<floatX> bits(n);
+    cudaCheck(cudaMemcpy(bits.data(), model.param(P_PTHETA), n * sizeof(floatX), cudaMemcpyDeviceToHost));
+    std::vector<float> theta(n);
+    for (size_t i = 0; i < n; i++) theta[i] = __bfloat162float(bits[i]);
+    size_t first = std::max(off, model.optimizer.begin), last = std::min(off + n, model.optimizer.end);
+    if (first < last) {
+        cudaCheck(cudaMemcpy(theta.data() + (first - off), model.optimizer.master + (first - model.optimizer.begin),
+                             (last - first) * sizeof(float), cudaMemcpyDeviceToHost));
+    }
+    std::vector<double> p;
+    for (float t : theta) p.push_back(learned_p((double)t));
+    return p;
+}

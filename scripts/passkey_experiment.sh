@@ -22,6 +22,7 @@ T=${T:-128}                    # training length (the demo's 64 leaves 2 tokens 
 B=${B:-8}
 LR=${LR:-3e-3}
 FRACTION=${FRACTION:-0.75}     # share of training windows with a needle
+PROMPTS=${PROMPTS:-1}          # prompts per needle window: uniform in [1, PROMPTS] (build/passkey_mix -pm)
 SEED=${SEED:-1337}             # the mix, the initialisation and the data order
 TRIALS=${TRIALS:-100}          # passkey trials per length (held out from training: -hn below)
 LENGTHS=$T,$((2 * T)),$((4 * T)),$((8 * T)),$((16 * T))
@@ -35,12 +36,12 @@ make -s train_gpt2cpu_softmax train_gpt2cpu_lssa train_gpt2cpu_lssar build/passk
 if [ ! -s data/kjv/kjv_train_000000.bin ] || [ ! -s data/kjv/kjv_val_000000.bin ]; then
     bash scripts/prepare_kjv.sh
 fi
-mix=data/passkey_mix/kjv_T${T}_f${FRACTION}_s${SEED}
+mix=data/passkey_mix/kjv_T${T}_f${FRACTION}_pm${PROMPTS}_s${SEED}
 if [ ! -s "${mix}_train_000000.bin" ]; then
     echo "== the passkey training mix: $FRACTION of the KJV windows of $T tokens hold a needle"
     mkdir -p data/passkey_mix
     build/passkey_mix -i data/kjv/kjv_train_000000.bin -j data/kjv/kjv_val_000000.bin -o "$mix" -t "$T" \
-        -f "$FRACTION" -rs "$SEED" -hs 1337 -hn "$TRIALS"
+        -f "$FRACTION" -pm "$PROMPTS" -rs "$SEED" -hs 1337 -hn "$TRIALS"
 fi
 
 per_job=$((THREADS / JOBS)); [ "$per_job" -ge 1 ] || per_job=1
@@ -93,7 +94,7 @@ for spec in $RUNS; do
 done
 [ ${#specs[@]} -gt 0 ] || { echo "no run finished" >&2; exit 1; }
 /usr/bin/python3 eval/passkey_report.py "${specs[@]}" --train-len "$T" \
-    --title "KJV + passkey mix ($FRACTION), $MODEL, T $T, $STEPS steps" \
+    --title "KJV + passkey mix ($FRACTION, up to $PROMPTS per window), $MODEL, T $T, $STEPS steps" \
     -o "$OUT/passkey_accuracy.png" --heatmap "$OUT/passkey_depth.png" | tee "$OUT/passkey_table.txt"
 /usr/bin/python3 eval/plot_training.py "${curves[@]}" --title "passkey mix, $MODEL, T $T" -o "$OUT/training_curves.png"
 [ "$failed" -eq 0 ] || echo "some runs failed (see above); the table holds the others"

@@ -7,7 +7,7 @@
 #   bash scripts/run_ablations_124M.sh                       every variant, one after another
 #   VARIANTS="softmax_rw sigmoid_l1_rw" STEPS=4000 bash scripts/run_ablations_124M.sh
 #   GPUS=4 (2x the accumulation), DATA=data/fineweb10B (python3 scripts/fineweb.py -v 10B), P=15
-# Learned p (-pl 1) trains on the CPU back end only, so it is not part of this GPU run.
+# LSSAR runs three times: p = 3, p = $P, and p learned per layer and head from $P (-pl 1; run lssar_pl).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GPUS=${GPUS:-8}
@@ -42,7 +42,8 @@ train_eval() {  # run-name variant extra-flags...
 }
 for v in $VARIANTS; do
     case $v in
-        lssar) train_eval "lssar_p3" lssar -p 3; train_eval "lssar_p$P" lssar -p "$P" ;;
+        lssar) train_eval "lssar_p3" lssar -p 3; train_eval "lssar_p$P" lssar -p "$P"
+               train_eval "lssar_pl" lssar -p "$P" -pl 1 ;;
         softmax_rw|sigmoid_l1_rw|relu_l1_rw) train_eval "${v}_p$P" "$v" -p "$P" ;;
         *) train_eval "$v" "$v" ;;
     esac

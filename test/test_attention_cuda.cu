@@ -1,5 +1,6 @@
 // The attention kernels (attention/attention.cuh) against the CPU reference (attention/attention_cpu.h,
-// float64), for every variant of the family: forward output and stats, dq, dk, dv.
+// float64), for every variant of the family: forward output and stats, dq, dk, dv; with learned p
+// (a p per head) also dL/dp of every head.
 // Built twice from this file: with g++ on the SIMT emulator (make test) and with nvcc (make cuda,
 // run on a GPU by scripts/gpu_check_attention.sh).
 //
@@ -109,10 +110,15 @@ Problem make_problem(int B, int T, int NH, int hd, Inputs kind, unsigned seed) {
 
 struct Result {
     std::vector<float> out, stats, dqkv;
+    std::vector<float> dp;  // (NH) with learned p
 };
 
+// Learned p: the p of every head (p_head), the scalar p then unused; the backward's dL/dp of
+// every head returned. Empty: one p for every head.
+using HeadPowers = std::vector<float>;
+
 // Runs forward and backward of the kernels on the problem.
-Result run_gpu(const Problem& pr, AttnKind kind, float p) {
+Result run_gpu(const Problem& pr, AttnKind kind, float p, const HeadPowers& p_head = {}) {
     int B = pr.B, T = pr.T, NH = pr.NH, hd = pr.hd, C = NH * hd;
     size_t n_qkv = pr.qkv.size(), n_out = (size_t)B * T * C, n_stats = (size_t)B * NH * T * 3;
     std::vector<floatX> qkv_h(n_qkv), dout_h(n_out);
@@ -131,9 +137,16 @@ Result run_gpu(const Problem& pr, AttnKind kind, float p) {
     cudaCheck(cudaMemcpy(dout, dout_h.data(), n_out * sizeof(floatX), cudaMemcpyHostToDevice));
     cudaCheck(cudaMemset(stats, 0, n_stats * sizeof(float)));
     cudaCheck(cudaMemset(dqkv, 0xff, n_qkv * sizeof(floatX)));  // NaN: every element must be written
+    float *p_dev = nullptr, *dp_dev = nullptr;
+    if (!p_head.empty()) {
+        cudaCheck(cudaMalloc(&p_dev, NH * sizeof(float)));
+        cudaCheck(cudaMalloc(&dp_dev, NH * sizeof(float)));
+        cudaCheck(cudaMemcpy(p_dev, p_head.data(), NH * sizeof(float), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemset(dp_dev, 0, NH * sizeof(float)));
+    }
 
-    attention_forward_cuda(out, stats, qkv, scratch, B, T, NH, hd, kind, p);
-    attention_backward_cuda(dqkv, dout, qkv, out, stats, scratch, B, T, NH, hd, kind, p);
+    attention_forward_cuda(out, stats, qkv, scratch, B, T, NH, hd, kind, p, 0, p_dev);
+    attention_backward_cuda(dqkv, dout, qkv, out, stats, scratch, B, T, NH, hd, kind, p, 0, p_dev, dp_dev);
     cudaCheck(cudaDeviceSynchronize());
 
     Result r;
@@ -144,22 +157,32 @@ Result run_gpu(const Problem& pr, AttnKind kind, float p) {
     cudaCheck(cudaMemcpy(r.stats.data(), stats, n_stats * sizeof(float), cudaMemcpyDeviceToHost));
     r.out.assign(out_h.begin(), out_h.end());
     r.dqkv.assign(dqkv_h.begin(), dqkv_h.end());
+    if (!p_head.empty()) {
+        r.dp.resize(NH);
+        cudaCheck(cudaMemcpy(r.dp.data(), dp_dev, NH * sizeof(float), cudaMemcpyDeviceToHost));
+        cudaCheck(cudaFree(p_dev));
+        cudaCheck(cudaFree(dp_dev));
+    }
     for (void* ptr : {(void*)qkv, (void*)dqkv, (void*)out, (void*)dout, (void*)stats, scratch}) cudaCheck(cudaFree(ptr));
     return r;
 }
 
 struct Reference {
-    std::vector<double> out, stats, dqkv;
+    std::vector<double> out, stats, dqkv, dp;
 };
-Reference run_reference(const Problem& pr, AttnKind kind, double p) {
+Reference run_reference(const Problem& pr, AttnKind kind, double p, const HeadPowers& p_head = {}) {
     int B = pr.B, T = pr.T, NH = pr.NH, hd = pr.hd;
     std::vector<double> qkv(pr.qkv.begin(), pr.qkv.end()), dout(pr.dout.begin(), pr.dout.end());
     Reference ref;
     ref.out.assign(pr.dout.size(), 0.0);
     ref.stats.assign((size_t)B * NH * T * 3, 0.0);
     ref.dqkv.assign(qkv.size(), 0.0);
-    attention_forward(ref.out.data(), ref.stats.data(), qkv.data(), B, T, NH, hd, kind, p);
-    attention_backward(ref.dqkv.data(), dout.data(), qkv.data(), B, T, NH, hd, kind, p);
+    std::vector<double> ph(p_head.begin(), p_head.end());
+    const double* heads = ph.empty() ? nullptr : ph.data();
+    if (heads) ref.dp.assign(NH, 0.0);
+    attention_forward(ref.out.data(), ref.stats.data(), qkv.data(), B, T, NH, hd, kind, p, heads);
+    attention_backward(ref.dqkv.data(), dout.data(), qkv.data(), B, T, NH, hd, kind, p, heads,
+                       heads ? ref.dp.data() : nullptr);
     return ref;
 }
 
@@ -174,7 +197,12 @@ Reference run_reference(const Problem& pr, AttnKind kind, double p) {
 // (relative u) moves a result by at most u times this sum, so the tolerances are relative to it.
 // Unlike |result| it does not vanish where large terms cancel (tied keys: dq = 0 exactly from terms
 // of size ~10; one-hot rows: ds = 0 exactly from dW - D2).
-struct TermScales { std::vector<double> out, dq, dk, dv; };  // (B, T, NH) each
+// Learned p: dL/dp of head h sums, over rows t and keys j, dW_tj W_tj ln r_tj and D2_t W_tj ln r_tj
+// (r = x/m, doc/attention.md, section 'Learned p'); their magnitudes, summed per head, scale its
+// relative tolerance (dp). The kernels' r comes from fp32 x and m, so ln r carries an absolute
+// error of a few 2^-24 (r = 1 exactly in the reference, on the key of the row's largest score,
+// is 1 - 2^-23 there): dp_abs = the same sum with 2^-20 in place of |ln r| is allowed on top.
+struct TermScales { std::vector<double> out, dq, dk, dv, dp, dp_abs; };  // (B, T, NH) each; dp, dp_abs (NH)
 
 // g_j (above) for one row t: w, s, a, stats from attention_row_weights; dwm_j = sum_i |dy_i v_ji|.
 template <AttnKind K>
@@ -203,14 +231,30 @@ void ds_magnitudes(double* g, const double* dwm, const double* w, const double* 
     }
 }
 
-TermScales term_scales(const Problem& pr, AttnKind kind, double p) {
+// sum_j (|dW_j| + |D2|) W_j |ln r_j| over the row (w the final weights; learned p's term scale), and
+// into *no_log the same sum without |ln r_j|
+double dp_magnitude(const double* dwm, const double* w, const double* a, const double stats[3], int t, double* no_log) {
+    double S1 = 0, n = t + 1, o = lssar_bias(t), Dm = 0, sum = 0;
+    for (int j = 0; j <= t; j++) { S1 += a[j]; Dm += w[j] * dwm[j]; }
+    *no_log = 0;
+    for (int j = 0; j <= t; j++) {
+        double x = n * (a[j] / S1) - o;  // the re-weighting variants normalise with l1
+        if (w[j] > 0 && x > 0) {
+            sum += w[j] * (dwm[j] + Dm) * std::fabs(std::log(x / stats[1]));
+            *no_log += w[j] * (dwm[j] + Dm);
+        }
+    }
+    return sum;
+}
+
+TermScales term_scales(const Problem& pr, AttnKind kind, double p, const HeadPowers& p_head = {}) {
     int B = pr.B, T = pr.T, NH = pr.NH, hd = pr.hd, C = NH * hd;
     std::vector<double> qkv(pr.qkv.begin(), pr.qkv.end());
     std::vector<double> qe, ke, qn, kn;
     attention_prepare(qe, ke, qn, kn, qkv.data(), B, T, NH, hd, kind);
     size_t rows = (size_t)B * T * NH;
     TermScales ts{std::vector<double>(rows, 0.0), std::vector<double>(rows, 0.0), std::vector<double>(rows, 0.0),
-                  std::vector<double>(rows, 0.0)};
+                  std::vector<double>(rows, 0.0), std::vector<double>(NH, 0.0), std::vector<double>(NH, 0.0)};
     auto maxabs = [&](const double* x) { double m = 0; for (int i = 0; i < hd; i++) m = std::max(m, std::fabs(x[i])); return m; };
     auto maxabs_f = [&](const float* x) { double m = 0; for (int i = 0; i < hd; i++) m = std::max(m, (double)std::fabs(x[i])); return m; };
     bool cos_len = attn_variant(kind).score == ATTN_SCORE_COS_LEN;
@@ -221,10 +265,11 @@ TermScales term_scales(const Problem& pr, AttnKind kind, double p) {
             size_t head = (size_t)b * NH + h;
             const double* ke_h = &ke[head * T * hd];
             auto row = [&](int t) { return ((size_t)b * T + t) * NH + h; };
+            double ph = p_head.empty() ? p : p_head[h];
             for (int t = 0; t < T; t++) {
                 const double* qe_t = &qe[(head * T + t) * hd];
                 double stats[3];
-                attention_row_weights(w.data(), s.data(), a.data(), stats, qe_t, ke_h, t, hd, kind, p);
+                attention_row_weights(w.data(), s.data(), a.data(), stats, qe_t, ke_h, t, hd, kind, ph);
                 const float* dy = &pr.dout[(size_t)(b * T + t) * C + h * hd];
                 for (int j = 0; j <= t; j++) {
                     const float* v = &pr.qkv[((size_t)(b * T + j) * 3 + 2) * C + h * hd];
@@ -234,9 +279,14 @@ TermScales term_scales(const Problem& pr, AttnKind kind, double p) {
                 }
                 double c = 0;
                 attn_dispatch(kind, [&](auto k) {
-                    ds_magnitudes<decltype(k)::value>(ds.data(), dwm.data(), w.data(), s.data(), a.data(), stats, t, p);
+                    ds_magnitudes<decltype(k)::value>(ds.data(), dwm.data(), w.data(), s.data(), a.data(), stats, t, ph);
                     c = attn_score_scale<decltype(k)::value, double>(t, hd);
                 });
+                if (attn_reweights(kind) && stats[1] > 0 && stats[2] > 0) {
+                    double no_log = 0;
+                    ts.dp[h] += dp_magnitude(dwm.data(), w.data(), a.data(), stats, t, &no_log);
+                    ts.dp_abs[h] += std::ldexp(no_log, -20);
+                }
                 double dymax = maxabs_f(dy), qemax = maxabs(qe_t), inv_qn = 1.0 / norm_of(qn[head * T + t]);
                 for (int j = 0; j <= t; j++) {
                     const float* v = &pr.qkv[((size_t)(b * T + j) * 3 + 2) * C + h * hd];
@@ -290,10 +340,14 @@ struct Tolerances {
     double dqk = 4 * U;   // ds cast to bf16 (u); D from the bf16 y (u, inside g's |D| term); the cast
                           // of dq/dk (u), whose size the normalisation backward can double
     double stat = 1e-4;   // fp32 sums over <= 2048 keys of fp32 scores: ~T 2^-24 relative worst case
+    double dp = 1e-4;     // learned p's dL/dp, relative to its term scale: fp32 sums of terms computed
+                          // in fp32 from the unrounded weights (no bf16 rounding enters it)
 };
 
 // Checks one variant on one problem; returns the largest m (LSSAR: the largest x of any row) it saved.
-double check_case(const Problem& pr, AttnKind kind, float p, bool per_row = false, Tolerances tol = {}) {
+// With p_head (learned p), p is passed to the kernels too but every head uses its own.
+double check_case(const Problem& pr, AttnKind kind, float p, bool per_row = false, Tolerances tol = {},
+                  const HeadPowers& p_head = {}) {
     std::string name = attn_kind_name(kind);
     CAPTURE(name);
     CAPTURE(pr.B);
@@ -301,9 +355,13 @@ double check_case(const Problem& pr, AttnKind kind, float p, bool per_row = fals
     CAPTURE(pr.NH);
     CAPTURE(pr.hd);
     CAPTURE(p);
-    Result g = run_gpu(pr, kind, p);
-    Reference ref = run_reference(pr, kind, p);
+    std::string heads;
+    for (float ph : p_head) heads += " " + std::to_string(ph);
+    CAPTURE(heads);
+    Result g = run_gpu(pr, kind, p, p_head);
+    Reference ref = run_reference(pr, kind, p, p_head);
     int T = pr.T;
+    float p_max = p_head.empty() ? p : *std::max_element(p_head.begin(), p_head.end());
 
     // degenerate re-weighted rows (all scores equal, t >= 3) have y = 0
     // (doc/attention.md, section 'Degenerate rows'); the float64 reference can round m to +1e-16
@@ -320,7 +378,7 @@ double check_case(const Problem& pr, AttnKind kind, float p, bool per_row = fals
         }
     }
 
-    TermScales ts = term_scales(pr, kind, p);
+    TermScales ts = term_scales(pr, kind, p, p_head);
     Err e_out = compare(g.out, ref.out, ts.out, pr, -1, per_row, &skip);
     Err e_dq = compare(g.dqkv, ref.dqkv, ts.dq, pr, 0, per_row);
     Err e_dk = compare(g.dqkv, ref.dqkv, ts.dk, pr, 1, per_row);
@@ -353,15 +411,27 @@ double check_case(const Problem& pr, AttnKind kind, float p, bool per_row = fals
             }
             if (V.reweight && !skip[t] && s[2] > 0 && r[2] > 0) {
                 e_stat = std::max(e_stat, std::fabs(s[1] - r[1]) / (t + 1));
-                e_stat = std::max(e_stat, std::fabs(s[2] - r[2]) / r[2] / std::max(1.0f, p));
+                e_stat = std::max(e_stat, std::fabs(s[2] - r[2]) / r[2] / std::max(1.0f, p_max));
             }
         }
     CHECK(e_stat <= tol.stat);
+    double e_dp = 0;  // learned p: dL/dp of every head against the reference's, as a fraction of its bound
+    for (size_t h = 0; h < g.dp.size(); h++) {
+        double bound = tol.dp * ts.dp[h] + ts.dp_abs[h];
+        INFO("head " << h << ": dL/dp cuda " << g.dp[h] << " reference " << ref.dp[h] << " term scale " << ts.dp[h]
+                     << " bound " << bound);
+        CHECK(std::isfinite(g.dp[h]));
+        if (bound > 0) e_dp = std::max(e_dp, std::fabs(g.dp[h] - ref.dp[h]) / bound);
+        else CHECK(g.dp[h] == 0.0f);  // no live weight: nothing to add
+    }
+    CHECK(e_dp <= 1.0);
+    char dp_text[64] = "";
+    if (!p_head.empty()) snprintf(dp_text, sizeof dp_text, "  dp err/bound %.3g", e_dp);
     double max_m = 0;
     for (size_t r = 0; r < g.stats.size() / 3; r++) max_m = std::max(max_m, (double)g.stats[r * 3 + 1]);
     MESSAGE(name, " B=", pr.B, " T=", pr.T, " NH=", pr.NH, " hd=", pr.hd, " p=", p,
             "  err/u: out ", e_out.rel / U, " dq ", e_dq.rel / U, " dk ", e_dk.rel / U, " dv ", e_dv.rel / U,
-            "  stats ", e_stat, "  max m ", max_m);
+            "  stats ", e_stat, "  max m ", max_m, dp_text);
     return max_m;
 }
 
@@ -429,4 +499,29 @@ TEST_CASE("long sequence T = 2048, LSSAR p = 15") {
     Problem pr = make_problem(1, 2048, 1, 32, Inputs::Aligned, 15);
     double max_x = check_case(pr, ATTN_LSSAR, 15.0f);
     CHECK(max_x > 360);  // relu(x)^15 would overflow fp32 here without the division by m
+}
+
+// Learned p: every head its own p (one integer, one real: both pow paths), dL/dp of every head
+// against the reference's. The scalar p the kernels also get is 1, which no head uses: a kernel
+// that ignored p_head would fail every comparison.
+const HeadPowers LEARNED = {3.0f, 14.3f};
+
+TEST_CASE("learned p: a p per head and dL/dp of every head, every re-weighting variant, every length") {
+    const int lengths[] = {1, 2, 3, 4, 17, 64, 130};
+    for (int hd : {32, 64}) {
+        for (int T : lengths) {
+            Problem pr = make_problem(2, T, 2, hd, Inputs::Random, 3000 + T + hd);
+            for (AttnKind kind : KINDS)
+                if (attn_reweights(kind)) check_case(pr, kind, 1.0f, false, {}, LEARNED);
+        }
+    }
+}
+
+TEST_CASE("learned p: one-hot, zero-query, huge and tiny norms, aligned keys") {
+    for (Inputs in : {Inputs::OneHot, Inputs::ZeroQuery, Inputs::Norms, Inputs::Aligned}) {
+        Problem pr = make_problem(1, 130, 2, 32, in, 21 + (int)in);
+        for (AttnKind kind : {ATTN_LSSAR, ATTN_SOFTMAX_RW})
+            if (in != Inputs::Norms || attn_variant(kind).score == ATTN_SCORE_COS_LEN)
+                check_case(pr, kind, 1.0f, in == Inputs::Norms, {}, LEARNED);
+    }
 }

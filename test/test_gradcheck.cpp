@@ -40,6 +40,28 @@ TEST_CASE("a gradient scaled by 1.5 fails the check, and only that tensor") {
     }
 }
 
+// Learned p: theta's gradient (dptheta) is one more tensor, within its bound; negated (the sign
+// of dL/dp flipped) it fails, and only it.
+TEST_CASE("learned p (-pl 1): dptheta compared too, and a negated one fails") {
+    Result r = run(std::string(TOOL) + TINY + " -pl 1");
+    INFO(r.output);
+    CHECK(r.code == 0);
+    CHECK(r.output.find("p learned per layer and head from 3") != std::string::npos);
+    CHECK(count(r.output, "\ngradient ") == 16);
+    CHECK(r.output.find("\ngradient   dptheta ") != std::string::npos);
+    CHECK(r.output.find("passed: 36 of 36 tensors") != std::string::npos);
+    Result neg = run(std::string(TOOL) + TINY + " -pl 1 -scale ptheta=-1");
+    INFO(neg.output);
+    CHECK(neg.code == 1);
+    CHECK(count(neg.output, "FAILED") == 2);
+    size_t line = neg.output.find("\ngradient   dptheta ");
+    REQUIRE(line != std::string::npos);
+    CHECK(neg.output.substr(line, neg.output.find('\n', line + 1) - line).find("FAILED") != std::string::npos);
+    r = run(std::string(TOOL) + " -e d2c64h2v97 -t 32 -pl 1 -p 1");
+    CHECK(r.code == 1);
+    CHECK(r.output.find("-pl 1 with -p 1") != std::string::npos);
+}
+
 TEST_CASE("bad flags name the flag, the value and the fix") {
     Result r = run(std::string(TOOL) + " -e x12");
     CHECK(r.code == 1);

@@ -1,7 +1,8 @@
 // The whole model on the CUDA back end (model/gpt2_cuda.cuh) against the CPU back end
 // (model/gpt2_cpu.h), rung 4 of the correctness ladder: the same tiny model, seed and data,
 // then the logits, losses and every parameter gradient of the first step, the gradient norm,
-// the parameters after one AdamW step, the loss curve of 10 steps, and gradient accumulation.
+// the parameters after one AdamW step, the loss curve of 10 steps, and gradient accumulation;
+// with learned p also the gradient of theta and the learned p after every step.
 // Runs emulated (g++ + test/simt) and, unchanged, on a GPU (nvcc).
 //
 // Tolerances. bf16 rounds to nearest with a relative error up to 2^-8 = 0.4%. The CUDA back end
@@ -54,7 +55,11 @@ constexpr double UPDATE_RTOL = 1e-5;
 // AdamW settings of the comparison (GPT-2-like): 10 steps lower the loss by ~0.4 to 0.65.
 constexpr float LR = 1e-3f, BETA1 = 0.9f, BETA2 = 0.95f, EPS = 1e-8f, WEIGHT_DECAY = 0.1f;
 
-static GPT2Config tiny_config(AttnKind kind, float p) { return tiny_cuda_config(kind, p, 24); }
+static GPT2Config tiny_config(AttnKind kind, float p, int learn_p = 0) {
+    GPT2Config c = tiny_cuda_config(kind, p, 24);
+    c.learn_p = learn_p;
+    return c;
+}
 
 static float round_bf16(float x) { return __bfloat162float(__float2bfloat16(x)); }
 
@@ -304,9 +309,9 @@ TEST_CASE("forward with backward_follows: one classifier pass, the same losses a
 
 // Two micro-batches of B with loss_scale 1/2 (CUDA) against one batch of 2B (CPU): the same
 // gradient, gradient norm and update. LSSA: well-conditioned (the floors apply), so a gradient
-// that missed a micro-batch (off by ~50%) stands out.
-TEST_CASE("gradient accumulation over 2 micro-steps") {
-    GPT2Config c = tiny_config(ATTN_LSSA, 0.0f);
+// that missed a micro-batch (off by ~50%) stands out; LSSAR with learned p from 3: theta's
+// gradient accumulates too.
+static void check_accumulation(const GPT2Config& c) {
     const int B = 2, T = 16;
     ThreeModels m(c, 7);
     std::vector<float> p0;
@@ -340,6 +345,86 @@ TEST_CASE("gradient accumulation over 2 micro-steps") {
     }
     CHECK(std::fabs(next_gpu - next_cpu) < LOSS_RTOL * next_cpu);
 }
+TEST_CASE("gradient accumulation over 2 micro-steps") { check_accumulation(tiny_config(ATTN_LSSA, 0.0f)); }
+TEST_CASE("gradient accumulation over 2 micro-steps, learned p") { check_accumulation(tiny_config(ATTN_LSSAR, 3.0f, 1)); }
+
+// Learned p (-pl 1): theta (L, NH) is one more parameter tensor, so check_gradients compares its
+// gradient with the others' (a wrong dL/dp is O(1) of it). Then STEPS updates of both back ends
+// and, after each, the learned p of every (layer, head), the CUDA model's from its fp32 master
+// theta. AdamW moves theta by about lr per step whatever |g| (g / sqrt(v)): where theta's gradient
+// is small and changes sign from batch to batch, bf16 noise in it changes the direction of a step,
+// so every step trains on one batch (theta's gradient then changes slowly; on fresh batches this
+// tiny model's p wander by more than their steps). From p = 15 the model is ill-conditioned
+// (theta's gradient differs by ~50% between the back ends, by ~30% for the bf16-perturbed CPU run),
+// so the moves are compared from p = 3. As for the losses, the bound is the larger of a floor,
+// P_MOVE_RTOL of the CPU's largest move, and SENSITIVITY_FACTOR times the largest so far of what
+// the bf16-perturbed CPU run's move differs by (its move: it starts from theta rounded to bf16),
+// plus the fp32 rounding of theta (1e-6 of p).
+constexpr double P_MOVE_RTOL = 0.1;
+static void compare_learned_p(AttnKind kind, float p0) {
+    GPT2Config c = tiny_config(kind, p0, 1);
+    const int B = 2, T = 24, STEPS = 5;
+    ThreeModels m(c, 1337);
+    std::string name = attn_kind_name(kind);
+    std::vector<double> start = learned_p_values(c, m.cpu.params.data());
+    std::vector<double> start_pert = learned_p_values(c, m.perturbed.params.data());
+    CHECK(model_learned_p(m.gpu) == start);
+    std::vector<double> envelope(start.size(), 0.0);
+    for (int step = 1; step <= STEPS; step++) {
+        TokenBatch batch = make_token_batch(B, T, c.vocab_size, 301);
+        m.cpu.forward(batch.inputs.data(), batch.targets.data(), B, T);
+        m.perturbed.forward(batch.inputs.data(), batch.targets.data(), B, T);
+        m.gpu.forward(batch.inputs.data(), batch.targets.data(), B, T);
+        m.cpu.zero_grad();
+        m.perturbed.zero_grad();
+        m.gpu.zero_grad();
+        m.cpu.backward(1.0f);
+        m.perturbed.backward(1.0f);
+        m.gpu.backward(1.0f);
+        if (step == 1) {
+            check_gradients(m, "learned p, step 1");
+            std::vector<float> g = download_grads(m.gpu);
+            std::string line;
+            for (size_t k = 0; k < start.size(); k++) {
+                size_t i = m.cpu.param_offsets[P_PTHETA] + k;
+                char text[64];
+                snprintf(text, sizeof text, " %.4g/%.4g", m.cpu.grads[i], g[i]);
+                line += text;
+            }
+            size_t off = m.cpu.param_offsets[P_PTHETA], n = start.size();
+            double ref_norm = norm2(m.cpu.grads.data() + off, n);
+            MESSAGE(name << " learned p from " << p0 << ", step 1: dtheta cpu/cuda of every (layer, head):" << line
+                         << "; relative L2 error " << diff_norm2(g.data() + off, m.cpu.grads.data() + off, n) / ref_norm
+                         << ", of the bf16-perturbed reference "
+                         << diff_norm2(m.perturbed.grads.data() + off, m.cpu.grads.data() + off, n) / ref_norm);
+        }
+        m.cpu.update(LR, BETA1, BETA2, EPS, WEIGHT_DECAY, step);
+        m.perturbed.update(LR, BETA1, BETA2, EPS, WEIGHT_DECAY, step);
+        m.gpu.update(LR, BETA1, BETA2, EPS, WEIGHT_DECAY, 1.0f, step);
+        std::vector<double> p_cpu = learned_p_values(c, m.cpu.params.data()), p_gpu = model_learned_p(m.gpu);
+        std::vector<double> p_pert = learned_p_values(c, m.perturbed.params.data());
+        REQUIRE(p_gpu.size() == p_cpu.size());
+        double largest_move = 0, worst = 0;
+        std::string line;
+        for (size_t k = 0; k < p_cpu.size(); k++) largest_move = std::max(largest_move, std::fabs(p_cpu[k] - start[k]));
+        for (size_t k = 0; k < p_cpu.size(); k++) {
+            envelope[k] = std::max(envelope[k], std::fabs((p_pert[k] - start_pert[k]) - (p_cpu[k] - start[k])));
+            double tol = std::max(P_MOVE_RTOL * largest_move, SENSITIVITY_FACTOR * envelope[k]) + 1e-6 * p_cpu[k];
+            worst = std::max(worst, std::fabs(p_gpu[k] - p_cpu[k]) / tol);
+            char text[96];
+            snprintf(text, sizeof text, " %.6f/%.6f/%.6f", p_cpu[k], p_gpu[k], p_pert[k]);
+            line += text;
+        }
+        MESSAGE(name << " learned p from " << p0 << ", step " << step << ", p cpu/cuda/perturbed cpu of every (layer, head):"
+                     << line << "; largest difference / bound " << worst);
+        CHECK(worst <= 1.0);
+        // p moved: AdamW's first steps are ~lr on theta, ~lr sigmoid(theta) on p
+        if (step == STEPS) CHECK(largest_move > 0.5 * STEPS * LR * learned_p_dtheta(learned_p_theta0(p0)));
+    }
+}
+
+TEST_CASE("learned p: CUDA back end vs CPU back end, lssar from p = 3") { compare_learned_p(ATTN_LSSAR, 3.0f); }
+TEST_CASE("learned p: CUDA back end vs CPU back end, softmax_rw from p = 3") { compare_learned_p(ATTN_SOFTMAX_RW, 3.0f); }
 
 // The update alone, on the same gradients: the CUDA back end's bf16 gradients, handed to the CPU
 // model too (times grad_scale, exact for a power of two). Two steps, so the bias correction and

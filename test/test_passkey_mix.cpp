@@ -128,6 +128,53 @@ TEST_CASE("needle windows hold the prompt with the corpus as filler; plain windo
     CHECK(std::fabs(share - 0.4) < 5 * std::sqrt(0.4 * 0.6 / n));
 }
 
+TEST_CASE("with prompts_max 2 a needle window holds one or two whole prompts back to back, the corpus in order") {
+    const int T = 128;
+    std::vector<uint16_t> corpus = random_corpus(80000, 13);
+    PasskeyMixOptions o;
+    o.T = T, o.fraction = 1.0, o.seed = 7, o.prompts_max = 2;
+    PasskeyMix mix = passkey_mix_build(parts(), corpus.data(), (int64_t)corpus.size(), o);
+    REQUIRE(mix.windows > 300);
+    CHECK(mix.tokens.size() == (size_t)(mix.windows * T + 1));
+    std::vector<int> instruction = encode(passkey_instruction_text()), question = encode(passkey_question_text());
+    std::vector<uint16_t> filler;
+    size_t k = 0;
+    int windows_with[3] = {0, 0, 0};
+    for (int64_t w = 0; w < mix.windows; w++) {
+        CAPTURE(w);
+        const uint16_t* win = mix.tokens.data() + w * T;
+        size_t first = k;
+        while (k < mix.needles.size() && mix.needles[k].window == w) k++;
+        size_t m = k - first;
+        REQUIRE((m == 1 || m == 2));  // fraction 1: every window holds a prompt, at most two
+        windows_with[m]++;
+        CHECK(passkey_find_needles(parts(), win, T).size() == m);
+        CHECK(passkey_find_needles(parts(), win, T, true).size() == 2 * m);
+        int start = 0;  // each prompt begins where the previous one's answer ended
+        for (size_t i = first; i < k; i++) {
+            const PasskeyMixNeedle& nd = mix.needles[i];
+            std::vector<int> needle = encode(passkey_needle_text(nd.key)), answer = encode(passkey_answer_text(nd.key));
+            REQUIRE(starts_with(win + start, instruction));
+            REQUIRE(starts_with(win + nd.needle_pos, needle));
+            REQUIRE(starts_with(win + nd.question_pos, question));
+            REQUIRE(starts_with(win + nd.question_pos + question.size(), answer));
+            filler.insert(filler.end(), win + start + instruction.size(), win + nd.needle_pos);
+            filler.insert(filler.end(), win + nd.needle_pos + needle.size(), win + nd.question_pos);
+            start = nd.question_pos + (int)(question.size() + answer.size());
+        }
+        CHECK(start == T);  // the last answer ends the window
+    }
+    CHECK(k == mix.needles.size());
+    REQUIRE(filler.size() == (size_t)mix.corpus_used);
+    CHECK(std::equal(filler.begin(), filler.end(), corpus.begin()));
+    // m uniform in {1, 2} and two prompts fit T = 128: both kinds near half the windows (5 sigma)
+    double n = (double)mix.windows;
+    CHECK(std::fabs(windows_with[2] / n - 0.5) < 5 * std::sqrt(0.25 / n));
+    o.prompts_max = 0;
+    CHECK_THROWS_WITH_AS(passkey_mix_build(parts(), corpus.data(), (int64_t)corpus.size(), o),
+                         doctest::Contains("prompts per needle window 0 not in [1, 16]"), std::invalid_argument);
+}
+
 TEST_CASE("no training key is one of the evaluation's held-out keys") {
     // holding out 60000 trials' keys (about half of the 90000) makes a leak show at once: without
     // the hold-out about half of the training keys would be among them

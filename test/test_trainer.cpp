@@ -723,6 +723,50 @@ TEST_CASE("2 trainer processes under scripts/launch.sh train like 1 process with
     }
 }
 
+// Learned p on the CUDA back end: logged and saved as on the CPU back end; 2 ranks under ZeRO-1
+// (theta, the last parameters, in rank 1's optimizer shard: rank 0 logs p from its bf16 copy)
+// move p as 1 rank with the combined batch does, within what the same rows summed in 2
+// micro-steps of 1 process move it by (the yardstick of the test above, for the p values: AdamW
+// steps theta by ~lr whatever the size of its gradient, so noise-level differences in that
+// gradient show as differences of a step).
+TEST_CASE("learned p on the CUDA back end (emulated): logged, saved, and 2 ranks under ZeRO-1 move p as 1 rank") {
+    auto trained_p = [](const std::string& dir) {
+        Checkpoint ck;
+        checkpoint_read(dir + "/ckpt_00000003.bin", ck);
+        CHECK(ck.config.learn_p == 1);
+        return learned_p_values(ck.config, ck.params.data());
+    };
+    TempDir one, accum, two;
+    Result r1 = run(emu_run(one.path, "-b 4 -x 3 -n 3 -pl 1 -p 3"));
+    INFO(r1.output);
+    REQUIRE(r1.code == 0);
+    CHECK(r1.output.find("p learned per layer and head from 3") != std::string::npos);
+    CHECK(r1.output.find("| p mean ") != std::string::npos);
+    CHECK(read_file(one.path + "/log.jsonl").find("\"p\":[") != std::string::npos);
+    std::vector<double> p1 = trained_p(one.path);
+    REQUIRE(p1.size() == 4);  // 2 layers x 2 heads
+    double moved = 0;
+    for (double v : p1) moved = std::max(moved, std::fabs(v - 3.0));
+    CHECK(moved > 1e-3);  // 3 steps of ~lr 3e-3 sigmoid(theta) each
+    Result ra = run(emu_run(accum.path, "-b 2 -d 64 -x 3 -n 3 -pl 1 -p 3"));
+    INFO(ra.output);
+    REQUIRE(ra.code == 0);
+    Result r2 = run(launch2(emu_run(two.path, "-b 2 -x 3 -n 3 -pl 1 -p 3 -z 1")));
+    INFO(r2.output);
+    REQUIRE(r2.code == 0);
+    CHECK(r2.output.find("[rank 0] step 3/3") != std::string::npos);
+    CHECK(r2.output.find("| p mean ") != std::string::npos);
+    std::vector<double> pa = trained_p(accum.path), p2 = trained_p(two.path);
+    double d_accum = 0, d_two = 0;
+    for (size_t k = 0; k < p1.size(); k++) {
+        d_accum = std::max(d_accum, std::fabs(pa[k] - p1[k]));
+        d_two = std::max(d_two, std::fabs(p2[k] - p1[k]));
+    }
+    MESSAGE("learned p after 3 steps, largest move " << moved << "; largest difference from 1 process: 2 micro-steps "
+                                                     << d_accum << ", 2 ranks (ZeRO-1) " << d_two);
+    CHECK(d_two <= std::max(2 * d_accum, 0.1 * moved));
+}
+
 TEST_CASE("a 2-process run resumes bit for bit on 2 processes and refuses 1") {
     setenv("SIMT_THREADS", "1", 1);  // a fixed order of the attention backward's fp32 atomics
     for (const char* zero1 : {"", " -z 1"}) {
