@@ -313,7 +313,7 @@ struct Trainer {
         model->zero_grad();
         for (int micro = 0; micro < grad_accum; micro++) {
             train_loader.next_batch(inputs.data(), targets.data());
-            r.last_micro_loss = model->forward(inputs.data(), targets.data(), opt.B, opt.T);
+            r.last_micro_loss = model->forward(inputs.data(), targets.data(), opt.B, opt.T, true);
             r.loss += r.last_micro_loss;
             if (micro == grad_accum - 1) dist.overlap_reduce(*model);  // all-reduce during the last backward
             model->backward(1.0f / grad_accum);

@@ -153,6 +153,32 @@ __device__ __forceinline__ floatX stochastic_round_bf16(float x, unsigned int ra
 }
 
 // ----------------------------------------------------------------------------
+// Deterministic first stage of a column reduction over the rows of a (rows, cols) bf16 matrix, for
+// kernels that sum columns while they do something else with the rows (bias gradients).
+// Block (32, 8) over 256 columns: threadIdx.x holds the sums acc[8] of one 8-column pack at column
+// c, threadIdx.y one of 8 row phases. Writes this block's 256 column sums (phases added in order)
+// to partials + blockIdx.x * 256, for the columns below cols. Every thread of the block calls it.
+constexpr int COLUMN_SUM_MAX_SPLITS = 128;  // row splits (gridDim.y) of the kernels that use it
+
+__device__ inline void column_pack_partials_store(float* partials, const float acc[8], int cols) {
+    SHARED_ARRAY(float, phase_sums, 8 * 256);
+    for (int k = 0; k < 8; k++) { phase_sums[threadIdx.y * 256 + threadIdx.x * 8 + k] = acc[k]; }
+    __syncthreads();
+    int col = threadIdx.y * 32 + threadIdx.x;  // 0..255: one column of the block per thread
+    if ((int)blockIdx.x * 256 + col < cols) {
+        float sum = 0.0f;
+        for (int y = 0; y < 8; y++) { sum += phase_sums[y * 256 + col]; }
+        partials[blockIdx.x * 256 + col] = sum;
+    }
+}
+
+// Row splits for a first stage over rows rows: one per 64 rows, at most COLUMN_SUM_MAX_SPLITS.
+inline int column_sum_splits(int rows) {
+    int splits = ceil_div(rows, 64);
+    return splits > COLUMN_SUM_MAX_SPLITS ? COLUMN_SUM_MAX_SPLITS : splits;
+}
+
+// ----------------------------------------------------------------------------
 // Deterministic second stage of a column reduction: out[c] += sum over rows r of
 // partials[r * row_stride + c], for c < cols, always in the same order.
 // Block (32, 16): 32 columns; the 16 threads of a column each sum rows y, y+16, ... in order,
@@ -180,4 +206,35 @@ inline void column_sum_accumulate(floatX* out, const float* partials, int rows, 
     cuda_launch(column_sum_accumulate_kernel, dim3(ceil_div(cols, 32)), dim3(32, 16), 0, stream,
                 out, partials, rows, cols, row_stride);
     cudaCheck(cudaGetLastError());
+}
+
+// ----------------------------------------------------------------------------
+// Column sums of a bf16 matrix, both stages (the bias gradients no other pass computes).
+
+// partials (gridDim.y, cols) fp32: column sums of x (rows, cols) over this block's rows.
+// Block (32, 8): threadIdx.x picks an 8-column pack of the block's 256 columns, threadIdx.y one of
+// 8 row phases (column_pack_partials_store adds the phases in order).
+__global__ void column_sums_partials_kernel(float* partials, const floatX* x, int rows, int cols) {
+    int c = blockIdx.x * 256 + threadIdx.x * x128::size;
+    float acc[x128::size] = {};
+    if (c < cols) {
+        for (int row = blockIdx.y * 8 + threadIdx.y; row < rows; row += gridDim.y * 8) {
+            x128 d = load128(x + (size_t)row * cols + c);
+            for (int k = 0; k < x128::size; k++) { acc[k] += (float)d[k]; }
+        }
+    }
+    column_pack_partials_store(partials + (size_t)blockIdx.y * cols, acc, cols);
+}
+
+// out (cols) += column sums of x (rows, cols), deterministic; cols a multiple of 8;
+// scratch: COLUMN_SUM_MAX_SPLITS * cols floats on the device
+inline void column_sums_accumulate_bf16(floatX* out, float* scratch, const floatX* x, int rows, int cols,
+                                        cudaStream_t stream) {
+    CHECK_MULTIPLE_OF(cols, 8);
+    CHECK_ALIGNED16(x);
+    int splits = column_sum_splits(rows);
+    cuda_launch(column_sums_partials_kernel, dim3(ceil_div(cols, 256), splits), dim3(32, 8), 0, stream,
+                scratch, x, rows, cols);
+    cudaCheck(cudaGetLastError());
+    column_sum_accumulate(out, scratch, splits, cols, cols, stream);  // out += splits' sums, in order
 }

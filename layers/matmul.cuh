@@ -3,7 +3,9 @@
 // experiments: dev/matmul.cu.
 // Row-major (N, OC) = (N, C) @ (OC, C)^T is, read column-major, (OC, N) = W^T(OC, C) @ inp(C, N):
 // cuBLASLt sees every row-major tensor as its column-major transpose, with no copies.
-// The bias gradient is a deterministic two-stage column sum of our own.
+// The bias gradient is a deterministic two-stage column sum of our own (layers/floatx.cuh).
+// Descriptors, layouts, preferences and the heuristic's algorithm are built once per problem
+// (shape, epilogue, dtype, alignments) and kept in the device's plan table (layers/cublas_common.cuh).
 #pragma once
 
 #include "layers/cuda_common.cuh"
@@ -28,67 +30,91 @@ inline uint32_t matmul_alignment(const void* p) {
     return a;
 }
 
-// d = epilogue(op(a) @ op(b) [+ d]) through cuBLASLt; false if its heuristic has no algorithm for
-// this problem (status and algorithm count), every other status is checked.
-inline bool matmul_cublaslt_try(floatX* d, const floatX* a, const floatX* b, const floatX* bias, int m, int n,
-                                int k, cudaStream_t stream, bool transA, bool transB, bool accumulate,
-                                floatX* pre_gelu, MatmulEpilogue epi, cublasStatus_t* heuristic_status) {
-    const CublasLtDevice& lt = cublaslt_current();
-    cublasLtMatmulDesc_t desc;
-    cublasCheck(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasOperation_t opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA)));
-    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB)));
-    cublasLtMatrixLayout_t layoutA, layoutB, layoutD;
-    cublasCheck(cublasLtMatrixLayoutCreate(&layoutA, CUDA_R_16BF, transA ? k : m, transA ? m : k, transA ? k : m));
-    cublasCheck(cublasLtMatrixLayoutCreate(&layoutB, CUDA_R_16BF, transB ? n : k, transB ? k : n, transB ? n : k));
-    cublasCheck(cublasLtMatrixLayoutCreate(&layoutD, CUDA_R_16BF, m, n, m));
-    const cublasLtEpilogue_t epilogues[] = {CUBLASLT_EPILOGUE_DEFAULT, CUBLASLT_EPILOGUE_BIAS, CUBLASLT_EPILOGUE_GELU_AUX,
-                                            CUBLASLT_EPILOGUE_GELU_AUX_BIAS, CUBLASLT_EPILOGUE_DGELU};
-    cublasLtEpilogue_t epilogue = epilogues[epi];
-    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-    if (epi == EPI_GELU_AUX || epi == EPI_GELU_AUX_BIAS || epi == EPI_DGELU) {
+constexpr cublasLtEpilogue_t matmul_lt_epilogues[] = {CUBLASLT_EPILOGUE_DEFAULT, CUBLASLT_EPILOGUE_BIAS,
+                                                      CUBLASLT_EPILOGUE_GELU_AUX, CUBLASLT_EPILOGUE_GELU_AUX_BIAS,
+                                                      CUBLASLT_EPILOGUE_DGELU};
+inline bool matmul_epilogue_has_aux(MatmulEpilogue e) { return e == EPI_GELU_AUX || e == EPI_GELU_AUX_BIAS || e == EPI_DGELU; }
+inline bool matmul_epilogue_has_bias(MatmulEpilogue e) { return e == EPI_BIAS || e == EPI_GELU_AUX_BIAS; }
+
+// Builds plan for key: descriptor, layouts, preference (workspace, alignments), the heuristic's answer.
+inline void matmul_plan_build(MatmulPlan& plan, const MatmulPlanKey& key, cublasLtHandle_t handle) {
+    int m = key.m, n = key.n, k = key.k;
+    MatmulEpilogue epi = (MatmulEpilogue)key.epilogue;
+    plan.key = key;
+    cublasCheck(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t opA = key.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t opB = key.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasCheck(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA)));
+    cublasCheck(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB)));
+    cublasCheck(cublasLtMatrixLayoutCreate(&plan.layoutA, key.dtype, key.transA ? k : m, key.transA ? m : k,
+                                           key.transA ? k : m));
+    cublasCheck(cublasLtMatrixLayoutCreate(&plan.layoutB, key.dtype, key.transB ? n : k, key.transB ? k : n,
+                                           key.transB ? n : k));
+    cublasCheck(cublasLtMatrixLayoutCreate(&plan.layoutD, key.dtype, m, n, m));
+    cublasLtEpilogue_t epilogue = matmul_lt_epilogues[epi];
+    cublasCheck(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    if (matmul_epilogue_has_aux(epi)) {
         int64_t aux_ld = m;
-        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
-        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &pre_gelu,
-                                                   sizeof(pre_gelu)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld,
+                                                   sizeof(aux_ld)));
     }
-    if (epi == EPI_BIAS || epi == EPI_GELU_AUX_BIAS) {
-        cudaDataType_t bias_type = CUDA_R_16BF;
-        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+    if (matmul_epilogue_has_bias(epi)) {
+        cudaDataType_t bias_type = key.dtype;
+        cublasCheck(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
                                                    sizeof(bias_type)));
-        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     }
-    cublasLtMatmulPreference_t preference;
-    cublasCheck(cublasLtMatmulPreferenceCreate(&preference));
+    cublasCheck(cublasLtMatmulPreferenceCreate(&plan.preference));
     uint64_t workspace_bytes = cublaslt_workspace_size;
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(plan.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                      &workspace_bytes, sizeof(workspace_bytes)));
-    const void* operands[4] = {a, b, d, d};  // A, B, C (= D, read when accumulating), D
-    const cublasLtMatmulPreferenceAttributes_t align_attrs[4] = {
+    const cublasLtMatmulPreferenceAttributes_t align_attrs[4] = {  // A, B, C (= D), D
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    const uint32_t alignments[4] = {key.alignment[0], key.alignment[1], key.alignment[2], key.alignment[2]};
     for (int i = 0; i < 4; i++) {
-        uint32_t alignment = matmul_alignment(operands[i]);
-        cublasCheck(cublasLtMatmulPreferenceSetAttribute(preference, align_attrs[i], &alignment, sizeof(alignment)));
+        cublasCheck(cublasLtMatmulPreferenceSetAttribute(plan.preference, align_attrs[i], &alignments[i],
+                                                         sizeof(alignments[i])));
     }
-    cublasLtMatmulHeuristicResult_t heuristic;
     int returned = 0;
-    *heuristic_status = cublasLtMatmulAlgoGetHeuristic(lt.handle, desc, layoutA, layoutB, layoutD, layoutD, preference,
-                                                       1, &heuristic, &returned);
-    bool found = *heuristic_status == CUBLAS_STATUS_SUCCESS && returned > 0;
-    if (found) {
-        const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-        cublasCheck(cublasLtMatmul(lt.handle, desc, &alpha, a, layoutA, b, layoutB, &beta, d, layoutD, d, layoutD,
-                                   &heuristic.algo, lt.workspace, cublaslt_workspace_size, stream));
+    plan.heuristic_status = cublasLtMatmulAlgoGetHeuristic(handle, plan.desc, plan.layoutA, plan.layoutB, plan.layoutD,
+                                                           plan.layoutD, plan.preference, 1, &plan.heuristic, &returned);
+    plan.found = plan.heuristic_status == CUBLAS_STATUS_SUCCESS && returned > 0;
+}
+
+// d = epilogue(alpha * op(a) @ op(b) [+ d]) through cuBLASLt; false if its heuristic has no
+// algorithm for this problem (status and algorithm count), every other status is checked.
+// The descriptor, layouts and heuristic come from the device's plan cache (built on a miss).
+inline bool matmul_cublaslt_try(floatX* d, const floatX* a, const floatX* b, const floatX* bias, int m, int n,
+                                int k, cudaStream_t stream, bool transA, bool transB, bool accumulate,
+                                floatX* pre_gelu, MatmulEpilogue epi, cublasStatus_t* heuristic_status,
+                                float alpha = 1.0f) {
+    CublasLtDevice& lt = cublaslt_current();
+    MatmulPlanKey key;
+    key.m = m, key.n = n, key.k = k, key.transA = transA, key.transB = transB, key.epilogue = epi;
+    key.dtype = CUDA_R_16BF;
+    const void* operands[5] = {a, b, d, matmul_epilogue_has_bias(epi) ? bias : nullptr,
+                               matmul_epilogue_has_aux(epi) ? pre_gelu : nullptr};
+    for (int i = 0; i < 5; i++) key.alignment[i] = operands[i] ? matmul_alignment(operands[i]) : 0;
+    std::lock_guard<std::mutex> lock(lt.plan_mutex);
+    MatmulPlan* plan = matmul_plan_find(lt, key);
+    if (plan == nullptr) {
+        plan = &matmul_plan_slot(lt);
+        matmul_plan_build(*plan, key, lt.handle);
     }
-    cublasCheck(cublasLtMatmulPreferenceDestroy(preference));
-    cublasCheck(cublasLtMatmulDescDestroy(desc));
-    cublasCheck(cublasLtMatrixLayoutDestroy(layoutA));
-    cublasCheck(cublasLtMatrixLayoutDestroy(layoutB));
-    cublasCheck(cublasLtMatrixLayoutDestroy(layoutD));
-    return found;
+    *heuristic_status = plan->heuristic_status;
+    if (!plan->found) return false;
+    if (matmul_epilogue_has_aux(epi)) {
+        cublasCheck(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &pre_gelu,
+                                                   sizeof(pre_gelu)));
+    }
+    if (matmul_epilogue_has_bias(epi)) {
+        cublasCheck(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    }
+    const float beta = accumulate ? 1.0f : 0.0f;
+    cublasCheck(cublasLtMatmul(lt.handle, plan->desc, &alpha, a, plan->layoutA, b, plan->layoutB, &beta, d,
+                               plan->layoutD, d, plan->layoutD, &plan->heuristic.algo, lt.workspace,
+                               cublaslt_workspace_size, stream));
+    return true;
 }
 
 // d (m, n) column-major += bias (m) broadcast over the n columns (the BIAS epilogue's fallback)
@@ -97,7 +123,7 @@ __global__ void matmul_add_bias_kernel(floatX* d, const floatX* bias, int m, int
     if (i < (size_t)m * n) d[i] = (floatX)((float)d[i] + (float)bias[i % m]);
 }
 
-// d (m, n) column-major = epilogue(op(a) (m, k) @ op(b) (k, n) [+ d if accumulate] [+ bias (m)]).
+// d (m, n) column-major = epilogue(alpha * op(a) (m, k) @ op(b) (k, n) [+ d if accumulate] [+ bias (m)]).
 // a is (k, m) column-major when transA, else (m, k); b is (n, k) when transB, else (k, n).
 // pre_gelu (m, n): forward: written with the pre-GELU values (GELU_AUX[_BIAS]) while d gets GELU;
 //                  backward: read, d = (op(a) @ op(b)) * gelu'(pre_gelu) (DGELU).
@@ -105,7 +131,7 @@ __global__ void matmul_add_bias_kernel(floatX* d, const floatX* bias, int m, int
 // project's kernels apply the epilogue (printed once per epilogue); no algorithm even then is an error.
 void matmul_cublaslt(floatX* d, const floatX* a, const floatX* b, const floatX* bias, int m, int n, int k,
                      cudaStream_t stream, bool transA, bool transB, bool accumulate, floatX* pre_gelu,
-                     bool backward) {
+                     bool backward, float alpha = 1.0f) {
     if (backward && pre_gelu != nullptr && bias != nullptr) {
         fprintf(stderr, "[ERROR] matmul_cublaslt: the backward GELU epilogue takes no bias\n");
         exit(EXIT_FAILURE);
@@ -113,7 +139,8 @@ void matmul_cublaslt(floatX* d, const floatX* a, const floatX* b, const floatX* 
     MatmulEpilogue epi = pre_gelu != nullptr ? (backward ? EPI_DGELU : bias != nullptr ? EPI_GELU_AUX_BIAS : EPI_GELU_AUX)
                                              : bias != nullptr ? EPI_BIAS : EPI_NONE;
     cublasStatus_t status;
-    if (matmul_cublaslt_try(d, a, b, bias, m, n, k, stream, transA, transB, accumulate, pre_gelu, epi, &status)) return;
+    if (matmul_cublaslt_try(d, a, b, bias, m, n, k, stream, transA, transB, accumulate, pre_gelu, epi, &status,
+                           alpha)) return;
     static bool told[5] = {};
     if (!told[epi]) {
         told[epi] = true;
@@ -126,7 +153,8 @@ void matmul_cublaslt(floatX* d, const floatX* a, const floatX* b, const floatX* 
     // the fallback: the plain product (into pre_gelu for the forward GELU), then the epilogue
     floatX* product = (epi == EPI_GELU_AUX || epi == EPI_GELU_AUX_BIAS) ? pre_gelu : d;
     if (epi == EPI_NONE || !matmul_cublaslt_try(product, a, b, nullptr, m, n, k, stream, transA, transB,
-                                                accumulate && product == d, nullptr, EPI_NONE, &status)) {
+                                                accumulate && product == d, nullptr, EPI_NONE, &status,
+                                                alpha)) {
         fprintf(stderr, "[ERROR] matmul_cublaslt: no cuBLASLt algorithm for m=%d n=%d k=%d transA=%d transB=%d, "
                         "even without an epilogue (heuristic: %s; alignments A %u, B %u, D %u bytes; cuBLASLt "
                         "needs m, n, k multiples of 8 and 16-byte aligned rows for bf16)\n", m, n, k, transA, transB,
@@ -143,34 +171,6 @@ void matmul_cublaslt(floatX* d, const floatX* a, const floatX* b, const floatX* 
 }
 
 // ----------------------------------------------------------------------------
-// bias gradient kernels (deterministic: fixed split of the rows, fixed summation order)
-
-constexpr int MATMUL_BIAS_MAX_SPLITS = 128;
-
-// scratch (gridDim.y, OC) fp32: partial column sums of dout (N, OC) over this block's rows.
-// Block (32, 8): threadIdx.x picks an 8-column pack of the block's 256 columns, threadIdx.y one of
-// 8 row phases; shared (8, 256) holds the phases' sums, added in phase order.
-__global__ void matmul_backward_bias_kernel(float* scratch, const floatX* dout, int N, int OC) {
-    SHARED_ARRAY(float, phase_sums, 8 * 256);
-    int c = blockIdx.x * 256 + threadIdx.x * x128::size;
-    float acc[x128::size] = {};
-    if (c < OC) {
-        for (int row = blockIdx.y * 8 + threadIdx.y; row < N; row += gridDim.y * 8) {
-            x128 d = load128(dout + (size_t)row * OC + c);
-            for (int k = 0; k < x128::size; k++) { acc[k] += (float)d[k]; }
-        }
-    }
-    for (int k = 0; k < x128::size; k++) { phase_sums[threadIdx.y * 256 + threadIdx.x * x128::size + k] = acc[k]; }
-    __syncthreads();
-    int col = threadIdx.y * 32 + threadIdx.x;  // 0..255: one column of the block per thread
-    if ((int)blockIdx.x * 256 + col < OC) {
-        float sum = 0.0f;
-        for (int y = 0; y < 8; y++) { sum += phase_sums[y * 256 + col]; }
-        scratch[(size_t)blockIdx.y * OC + blockIdx.x * 256 + col] = sum;
-    }
-}
-
-// ----------------------------------------------------------------------------
 // launchers
 
 // out (N,OC) = inp (N,C) @ weight (OC,C)^T + bias (OC, or null).
@@ -184,28 +184,29 @@ void matmul_forward(floatX* out, const floatX* inp, const floatX* weight, const 
 }
 
 // Floats of fp32 scratch matmul_backward needs for the bias gradient of OC columns.
-inline size_t matmul_backward_scratch_floats(int OC) { return (size_t)MATMUL_BIAS_MAX_SPLITS * OC; }
+inline size_t matmul_backward_scratch_floats(int OC) { return (size_t)COLUMN_SUM_MAX_SPLITS * OC; }
 
-// dinp (N,C) = dout (N,OC) @ weight (OC,C)   (written =, not accumulated);
+// dinp (N,C) = alpha * dout (N,OC) @ weight (OC,C)   (written =, not accumulated);
 //   with pre_gelu (N,C) given (the pre-GELU activation that produced inp): dinp *= gelu'(pre_gelu), fused.
-// dweight (OC,C) += dout^T @ inp (N,C);  dbias (OC) += column sums of dout (dbias may be null).
+// dweight (OC,C) += alpha * dout^T @ inp (N,C);  dbias (OC) += column sums of dout (dbias may be
+// null; with a bias, alpha must be 1).
 // scratch: matmul_backward_scratch_floats(OC) floats on the device (used when dbias is given).
 void matmul_backward(floatX* dinp, floatX* dweight, floatX* dbias, float* scratch, const floatX* dout,
                      const floatX* inp, const floatX* weight, const floatX* pre_gelu, int N, int C, int OC,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, float alpha = 1.0f) {
     CHECK_MULTIPLE_OF(C, 8);
     CHECK_MULTIPLE_OF(OC, 8);
+    if (dbias != nullptr && alpha != 1.0f) {
+        fprintf(stderr, "[ERROR] matmul_backward: alpha = %g with a bias gradient (the bias kernel sums dout "
+                        "unscaled): scale dout instead\n", alpha);
+        exit(EXIT_FAILURE);
+    }
     if (dbias != nullptr) {
-        CHECK_ALIGNED16(dout);
-        int splits = ceil_div(N, 64);
-        splits = splits > MATMUL_BIAS_MAX_SPLITS ? MATMUL_BIAS_MAX_SPLITS : splits;
-        cuda_launch(matmul_backward_bias_kernel, dim3(ceil_div(OC, 256), splits), dim3(32, 8), 0, stream,
-                    scratch, dout, N, OC);
-        cudaCheck(cudaGetLastError());
-        column_sum_accumulate(dbias, scratch, splits, OC, OC, stream);  // dbias += splits' sums, in order
+        column_sums_accumulate_bf16(dbias, scratch, dout, N, OC, stream);  // deterministic
     }
     // column-major: dinp (C, N) = weight (C, OC) @ dout (OC, N)
-    matmul_cublaslt(dinp, weight, dout, nullptr, C, N, OC, stream, false, false, false, (floatX*)pre_gelu, true);
+    matmul_cublaslt(dinp, weight, dout, nullptr, C, N, OC, stream, false, false, false, (floatX*)pre_gelu, true,
+                    alpha);
     // column-major: dweight (C, OC) += inp (C, N) @ dout (OC, N)^T
-    matmul_cublaslt(dweight, inp, dout, nullptr, C, OC, N, stream, false, true, true, nullptr, true);
+    matmul_cublaslt(dweight, inp, dout, nullptr, C, OC, N, stream, false, true, true, nullptr, true, alpha);
 }

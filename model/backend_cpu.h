@@ -68,7 +68,10 @@ struct ModelCPU {
         if (bf16) bf16->weights_changed();
     }
 
-    float forward(const int* inputs, const int* targets, int B, int T) {
+    // backward_follows: the CUDA back end's hint that a backward comes next (this one keeps the
+    // logits either way)
+    float forward(const int* inputs, const int* targets, int B, int T, bool backward_follows = false) {
+        (void)backward_follows;
         return bf16 ? bf16->forward(inputs, targets, B, T) : gpt.forward(inputs, targets, B, T);
     }
 

@@ -15,7 +15,8 @@
 // rotates in place; its backward needs no input); the attention and MLP projections go to one
 // (B,T,C) scratch before the residual add fused with the next layernorm; the backward reuses
 // three gradient buffers across layers; the fused classifier turns the logits into dlogits in
-// place, so the logits of a forward are readable only until its backward.
+// place, so the logits of a forward are readable only until its backward (not at all after a
+// training forward, forward(..., backward_follows = true), whose one classifier pass writes them).
 #pragma once
 
 #include <algorithm>
@@ -134,7 +135,8 @@ struct GPT2Cuda : GPT2ParamLayout {
     std::vector<void*> act_allocations;
     std::vector<int> inputs_host;     // (B,T) of the last forward: the encoder backward sorts them on the host
     bool have_targets = false;
-    bool logits_intact = false;       // false once the backward has replaced them by dlogits
+    bool logits_intact = false;       // false once the classifier has replaced them by dlogits
+    bool dlogits_ready = false;       // the forward's classifier wrote dlogits (backward_follows)
     // if set, backward() calls it with l once layer l's parameter gradients are complete on
     // `stream` (data parallelism starts reducing them while the backward goes on)
     std::function<void(int)> on_layer_backward;
@@ -234,7 +236,10 @@ struct GPT2Cuda : GPT2ParamLayout {
 
     // Forward pass over inputs (B,T) on the host. With targets (B,T) it returns the mean loss;
     // without, -1. Token ids must be in [0, vocab_size).
-    float forward(const int* inputs, const int* targets, int B_, int T_) {
+    // backward_follows (with targets): the classifier's one pass over the logits also writes the
+    // dlogits the next backward() needs, in their place (logits_row is then unavailable); without
+    // it, the forward computes the losses only and backward() makes the dlogits.
+    float forward(const int* inputs, const int* targets, int B_, int T_, bool backward_follows = false) {
         const GPT2Config& c = config;
         int V = c.vocab_size, Vp = c.padded_vocab_size, L = c.num_layers, NH = c.num_heads, C = c.channels;
         int hd = C / NH;
@@ -292,11 +297,15 @@ struct GPT2Cuda : GPT2ParamLayout {
         // tied lm head: logits (B,T,Vp) = lnf @ wte^T
         matmul_forward(a.logits, a.lnf, param(P_WTE), nullptr, BT, C, Vp, nullptr, stream);
         logits_intact = true;
+        dlogits_ready = false;
         if (!have_targets) {
             cudaCheck(cudaDeviceSynchronize());
             return -1.0f;
         }
-        fused_classifier(a.logits, a.losses, a.targets, 0.0f, BT, V, Vp, false, stream);
+        // dlogits = (softmax - onehot) / BT: the backward's loss_scale enters as the lm head's alpha
+        fused_classifier(a.logits, a.losses, a.targets, 1.0f / (float)BT, BT, V, Vp, backward_follows, stream);
+        logits_intact = !backward_follows;
+        dlogits_ready = backward_follows;
         std::vector<float> losses_host(BT);
         cudaCheck(cudaMemcpy(losses_host.data(), a.losses, BT * sizeof(float), cudaMemcpyDeviceToHost));
         double sum = 0.0;
@@ -306,7 +315,8 @@ struct GPT2Cuda : GPT2ParamLayout {
 
     // out (Vp) = logits at (b, t) of the last forward (before its backward, which overwrites them)
     void logits_row(int b, int t, float* out) {
-        if (!logits_intact) throw std::logic_error("logits_row: no forward since the last backward");
+        if (!logits_intact) throw std::logic_error("logits_row: the logits were replaced by dlogits (a backward, or "
+                                                   "forward(..., backward_follows = true)): run forward again");
         if (b < 0 || b >= B || t < 0 || t >= T) {
             throw std::out_of_range("logits_row: (b, t) = (" + std::to_string(b) + ", " + std::to_string(t) +
                                     ") outside the last forward's (B, T) = (" + std::to_string(B) + ", " +
@@ -331,37 +341,42 @@ struct GPT2Cuda : GPT2ParamLayout {
     // Accumulates into the gradients (zero_grad() first, or not, to accumulate micro-steps).
     void backward(float loss_scale = 1.0f) {
         if (!have_targets) throw std::logic_error("backward: the last forward had no targets");
-        if (!logits_intact) throw std::logic_error("backward: called twice after one forward (run forward again)");
+        if (!logits_intact && !dlogits_ready)
+            throw std::logic_error("backward: called twice after one forward (run forward again)");
         const GPT2Config& c = config;
         int V = c.vocab_size, Vp = c.padded_vocab_size, L = c.num_layers, NH = c.num_heads, C = c.channels;
         int hd = C / NH;
         int BT = B * T;
         GPT2CudaActivations& a = acts;
-        // dlogits (B,T,Vp) in place of the logits; losses written again (the same values)
-        fused_classifier(a.logits, a.losses, a.targets, loss_scale / (float)BT, BT, V, Vp, true, stream);
+        // dlogits (B,T,Vp) = (softmax - onehot) / BT in place of the logits, unless the forward wrote
+        // them; losses written again (the same values)
+        if (!dlogits_ready) fused_classifier(a.logits, a.losses, a.targets, 1.0f / (float)BT, BT, V, Vp, true, stream);
         logits_intact = false;
+        dlogits_ready = false;
         matmul_backward(a.dbtc, grad(P_WTE), nullptr, a.scratch, a.logits, a.lnf, param(P_WTE), nullptr, BT, C, Vp,
-                        stream);
+                        stream, loss_scale);
         // the layernorm backward accumulates into dresidual: start the residual stream's gradient at 0
         cudaCheck(cudaMemsetAsync(a.dresidual, 0, (size_t)BT * C * sizeof(floatX), stream));
         if (c.learn_p) cudaCheck(cudaMemsetAsync(dp_heads, 0, param_sizes[P_PTHETA] * sizeof(float), stream));
         floatX* last = a.residual3 + (size_t)(L - 1) * BT * C;
+        // the layernorm backwards also sum the columns of the dresidual they write: the bias gradient of
+        // the projection (fcproj, attproj) whose output gradient it is, so those never re-read it
         layernorm_backward(a.dresidual, grad(P_LNFW), grad(P_LNFB), a.scratch, a.dbtc, last, param(P_LNFW),
-                           a.lnf_mean, a.lnf_rstd, BT, C, stream);
+                           a.lnf_mean, a.lnf_rstd, BT, C, stream, grad(P_FCPROJB) + (L - 1) * C);
         for (int l = L - 1; l >= 0; l--) {
             size_t o1 = (size_t)l * BT * C, o3 = 3 * o1, o4 = 4 * o1, ol = (size_t)l * BT;
             floatX* residual = l == 0 ? a.encoded : a.residual3 + o1 - (size_t)BT * C;
             // MLP: dresidual holds d residual3, which is also d fcproj
-            matmul_backward(a.dbt4c, grad(P_FCPROJW) + (size_t)l * C * 4 * C, grad(P_FCPROJB) + l * C, a.scratch,
+            matmul_backward(a.dbt4c, grad(P_FCPROJW) + (size_t)l * C * 4 * C, nullptr, a.scratch,
                             a.dresidual, a.fch_gelu + o4, param(P_FCPROJW) + (size_t)l * C * 4 * C, a.fch + o4, BT,
                             4 * C, C, stream);  // dbt4c = d fch (GELU backward fused)
             matmul_backward(a.dbtc, grad(P_FCW) + (size_t)l * 4 * C * C, grad(P_FCB) + l * 4 * C, a.scratch, a.dbt4c,
                             a.ln2 + o1, param(P_FCW) + (size_t)l * 4 * C * C, nullptr, BT, C, 4 * C, stream);
             layernorm_backward(a.dresidual, grad(P_LN2W) + l * C, grad(P_LN2B) + l * C, a.scratch, a.dbtc,
                                a.residual2 + o1, param(P_LN2W) + l * C, a.ln2_mean + ol, a.ln2_rstd + ol, BT, C,
-                               stream);  // dresidual = d residual2
+                               stream, grad(P_ATTPROJB) + l * C);  // dresidual = d residual2
             // attention
-            matmul_backward(a.dbtc, grad(P_ATTPROJW) + (size_t)l * C * C, grad(P_ATTPROJB) + l * C, a.scratch,
+            matmul_backward(a.dbtc, grad(P_ATTPROJW) + (size_t)l * C * C, nullptr, a.scratch,
                             a.dresidual, a.atty + o1, param(P_ATTPROJW) + (size_t)l * C * C, nullptr, BT, C, C,
                             stream);  // dbtc = d atty
             attention_backward_cuda(a.dbt4c, a.dbtc, a.qkvr + o3, a.atty + o1, a.attstats + ol * NH * 3,
@@ -371,13 +386,14 @@ struct GPT2Cuda : GPT2ParamLayout {
                 learned_p_backward(grad(P_PTHETA) + (size_t)l * NH, layer_dp(l), param(P_PTHETA) + (size_t)l * NH, NH,
                                    stream);
             }
-            rope_backward(a.dbt4c, a.dbt4c, freqs_cis, B, T, NH, hd, stream);         // dbt4c = d qkv
-            matmul_backward(a.dbtc, grad(P_QKVW) + (size_t)l * 3 * C * C, grad(P_QKVB) + l * 3 * C, a.scratch,
+            // dbt4c = d qkv, and the qkv bias gradient from the same pass
+            rope_backward_bias(a.dbt4c, grad(P_QKVB) + l * 3 * C, a.scratch, freqs_cis, B, T, NH, hd, stream);
+            matmul_backward(a.dbtc, grad(P_QKVW) + (size_t)l * 3 * C * C, nullptr, a.scratch,
                             a.dbt4c, a.ln1 + o1, param(P_QKVW) + (size_t)l * 3 * C * C, nullptr, BT, C, 3 * C,
                             stream);  // dbtc = d ln1
             layernorm_backward(a.dresidual, grad(P_LN1W) + l * C, grad(P_LN1B) + l * C, a.scratch, a.dbtc, residual,
-                               param(P_LN1W) + l * C, a.ln1_mean + ol, a.ln1_rstd + ol, BT, C,
-                               stream);  // dresidual = d (this layer's input)
+                               param(P_LN1W) + l * C, a.ln1_mean + ol, a.ln1_rstd + ol, BT, C, stream,
+                               l > 0 ? grad(P_FCPROJB) + (l - 1) * C : nullptr);  // dresidual = d (layer input)
             if (on_layer_backward) on_layer_backward(l);
         }
         encoder_backward(grad(P_WTE), a.encoder_workspace, a.dresidual, inputs_host.data(), B, T, C, stream);

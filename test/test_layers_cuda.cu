@@ -230,7 +230,56 @@ static void check_rope(int B, int T, int NH, int hd, unsigned seed) {
 }
 
 TEST_CASE("rope forward/backward, hd not a multiple of 8") { check_rope(2, 7, 2, 20, 3); }
-TEST_CASE("rope at long positions (angles of hundreds of radians)") { check_rope(1, 301, 1, 12, 4); }
+// RoPE's backward fused with the qkv bias gradient: the rotated-back gradient against the
+// reference, the bias gradient against the column sums of that output, and bit for bit what
+// rope_backward then matmul_backward's bias kernel give.
+static void check_rope_backward_bias(int B, int T, int NH, int hd, unsigned seed) {
+    cublaslt_setup();
+    const int C = NH * hd, BT = B * T;
+    const size_t n = (size_t)BT * 3 * C;
+    std::mt19937 gen(seed);
+    std::vector<float> dqkv = random_bf16(n, gen), db0 = random_bf16(3 * C, gen, 0.1f);
+    std::vector<float> freqs((size_t)T * hd);
+    rope_precompute_freqs(freqs.data(), T, hd, 10000.0);
+    DeviceBuffer<float> d_freqs(freqs.size()), d_scratch(matmul_backward_scratch_floats(3 * C));
+    DeviceBuffer<floatX> d_fused(n), d_plain(n), d_db_fused(3 * C), d_db_plain(3 * C);
+    upload(d_freqs.ptr, freqs);
+    upload_bf16(d_fused.ptr, dqkv); upload_bf16(d_plain.ptr, dqkv);
+    upload_bf16(d_db_fused.ptr, db0); upload_bf16(d_db_plain.ptr, db0);
+    rope_backward_bias(d_fused.ptr, d_db_fused.ptr, d_scratch.ptr, d_freqs.ptr, B, T, NH, hd, 0);
+    std::vector<float> got = download_bf16(d_fused.ptr, n), got_db = download_bf16(d_db_fused.ptr, 3 * C);
+    std::vector<double> ref(n), dqkv_d = to_double(dqkv), db_ref = to_double(db0);
+    rope_backward(ref.data(), dqkv_d.data(), B, T, NH, hd, 10000.0);
+    check_close("rope backward (fused with the bias)", got, ref, BF16_RTOL, CANCEL_ATOL * max_abs(dqkv_d));
+    // the bias gradient is that of the bf16 d qkv the kernel wrote (checked just above): its column
+    // sums in double, so the tolerance covers the fp32 sum and one bf16 rounding, not the summands'
+    for (int bt = 0; bt < BT; bt++) {
+        for (int c = 0; c < 3 * C; c++) db_ref[c] += got[(size_t)bt * 3 * C + c];
+    }
+    check_close("qkv dbias (fused with rope)", got_db, db_ref, BF16_RTOL, CANCEL_ATOL * max_abs(db_ref));
+    // the unfused path: rope_backward in place, then matmul_backward's bias kernel on its output
+    DeviceBuffer<floatX> d_inp((size_t)BT * 8), d_w((size_t)3 * C * 8), d_dinp((size_t)BT * 8), d_dw((size_t)3 * C * 8);
+    rope_backward(d_plain.ptr, d_plain.ptr, d_freqs.ptr, B, T, NH, hd, 0);
+    matmul_backward(d_dinp.ptr, d_dw.ptr, d_db_plain.ptr, d_scratch.ptr, d_plain.ptr, d_inp.ptr, d_w.ptr, nullptr, BT,
+                    8, 3 * C, 0);
+    CHECK(download_bf16(d_plain.ptr, n) == got);
+    CHECK(download_bf16(d_db_plain.ptr, 3 * C) == got_db);
+}
+
+TEST_CASE("rope backward fused with the qkv bias gradient") {
+    check_rope_backward_bias(2, 7, 2, 20, 8);     // packs straddling heads; 3C = 120: one column block
+    check_rope_backward_bias(3, 50, 6, 64, 9);    // 3C = 1152: several column blocks; 150 rows: 3 row splits
+}
+
+// NH * hd a multiple of 8 (what the packs and the model's matmuls need); packs of 8 elements over
+// heads of 12 and 20 (a pack straddles two heads), of 2 (four heads per pack), of 8 and 64 (whole
+// packs within a head, the table read by 16-byte loads)
+TEST_CASE("rope at long positions (angles of hundreds of radians)") { check_rope(1, 301, 2, 12, 4); }
+TEST_CASE("rope forward/backward, hd 2: one pack over four heads") { check_rope(2, 5, 4, 2, 5); }
+TEST_CASE("rope forward/backward, hd 8 and 64: packs within a head") {
+    check_rope(2, 9, 3, 8, 6);
+    check_rope(1, 33, 2, 64, 7);
+}
 
 // ----------------------------------------------------------------------------
 // layernorm
@@ -281,7 +330,9 @@ TEST_CASE("fused residual + layernorm forward") {
     check_close("fused rstd", download(d_rstd.ptr, N), rstd, 1e-5, 0.0);
 }
 
-static void check_layernorm_backward(int N, int C, unsigned seed) {
+// with_colsum: also dinp_colsum += the column sums of the updated dinp, checked against the column
+// sums (double) of the dinp the kernel wrote, itself checked against the reference
+static void check_layernorm_backward(int N, int C, unsigned seed, bool with_colsum = false) {
     std::mt19937 gen(seed);
     std::vector<float> inp = random_bf16((size_t)N * C, gen), dout = random_bf16((size_t)N * C, gen);
     std::vector<float> w = random_bf16(C, gen, 0.2f, 1.0f);
@@ -301,8 +352,12 @@ static void check_layernorm_backward(int N, int C, unsigned seed) {
     upload_bf16(d_inp.ptr, inp); upload_bf16(d_dout.ptr, dout); upload_bf16(d_w.ptr, w);
     upload_bf16(d_dinp.ptr, dinp0); upload_bf16(d_dw.ptr, dw0); upload_bf16(d_db.ptr, db0);
     upload(d_mean.ptr, mean); upload(d_rstd.ptr, rstd);
+    std::vector<float> cs0 = random_bf16(C, gen, 0.1f);
+    DeviceBuffer<floatX> d_cs(C);
+    upload_bf16(d_cs.ptr, cs0);
+    floatX* colsum = with_colsum ? d_cs.ptr : nullptr;
     layernorm_backward(d_dinp.ptr, d_dw.ptr, d_db.ptr, d_scratch.ptr, d_dout.ptr, d_inp.ptr, d_w.ptr, d_mean.ptr,
-                       d_rstd.ptr, N, C, 0);
+                       d_rstd.ptr, N, C, 0, colsum);
     std::vector<double> dinp = to_double(dinp0), dw = to_double(dw0), db = to_double(db0);
     layernorm_backward(dinp.data(), dw.data(), db.data(), dout_d.data(), inp_d.data(), w_d.data(), mean_d.data(),
                        rstd_d.data(), N, C);
@@ -312,10 +367,22 @@ static void check_layernorm_backward(int N, int C, unsigned seed) {
     std::vector<float> got_dw = download_bf16(d_dw.ptr, C), got_db = download_bf16(d_db.ptr, C);
     check_close("dweight", got_dw, dw, BF16_RTOL, CANCEL_ATOL * max_abs(dw));
     check_close("dbias", got_db, db, BF16_RTOL, CANCEL_ATOL * max_abs(db));
+    std::vector<float> got_cs = download_bf16(d_cs.ptr, C);
+    if (with_colsum) {
+        std::vector<double> cs = to_double(cs0);
+        for (int r = 0; r < N; r++) {
+            for (int c = 0; c < C; c++) cs[c] += got_dinp[(size_t)r * C + c];
+        }
+        check_close("dinp column sums", got_cs, cs, BF16_RTOL, CANCEL_ATOL * max_abs(cs));
+    } else {
+        CHECK(got_cs == cs0);  // untouched
+    }
     // determinism of the two-stage parameter reduction
     upload_bf16(d_dinp.ptr, dinp0); upload_bf16(d_dw.ptr, dw0); upload_bf16(d_db.ptr, db0);
+    upload_bf16(d_cs.ptr, cs0);
     layernorm_backward(d_dinp.ptr, d_dw.ptr, d_db.ptr, d_scratch.ptr, d_dout.ptr, d_inp.ptr, d_w.ptr, d_mean.ptr,
-                       d_rstd.ptr, N, C, 0);
+                       d_rstd.ptr, N, C, 0, colsum);
+    CHECK(download_bf16(d_cs.ptr, C) == got_cs);
     CHECK(download_bf16(d_dw.ptr, C) == got_dw);
     CHECK(download_bf16(d_db.ptr, C) == got_db);
     CHECK(download_bf16(d_dinp.ptr, dinp.size()) == got_dinp);
@@ -324,6 +391,11 @@ static void check_layernorm_backward(int N, int C, unsigned seed) {
 TEST_CASE("layernorm backward, several warps per block") { check_layernorm_backward(14, 40, 8); }
 TEST_CASE("layernorm backward, C above one warp of packs") { check_layernorm_backward(19, 264, 9); }
 TEST_CASE("layernorm backward, rows beyond the block cap (grid-stride)") { check_layernorm_backward(530, 6144, 10); }
+TEST_CASE("layernorm backward with the column sums of dinp (the next matmul's bias gradient)") {
+    check_layernorm_backward(14, 40, 11, true);
+    check_layernorm_backward(530, 768, 12, true);  // GPT-2's C: 5 warps per block, grid-stride rows
+    check_layernorm_backward(70, 6144, 13, true);  // three accumulators do not fit: summed after the pass
+}
 
 // ----------------------------------------------------------------------------
 // GELU and residual
@@ -438,6 +510,75 @@ TEST_CASE("matmul bias gradient is deterministic") {
     matmul_backward(d_dinp.ptr, d_dw.ptr, d_db1.ptr, d_scratch.ptr, d_dout.ptr, d_inp.ptr, d_w.ptr, nullptr, N, C, OC, 0);
     matmul_backward(d_dinp.ptr, d_dw.ptr, d_db2.ptr, d_scratch.ptr, d_dout.ptr, d_inp.ptr, d_w.ptr, nullptr, N, C, OC, 0);
     CHECK(download_bf16(d_db1.ptr, OC) == download_bf16(d_db2.ptr, OC));
+}
+
+// The plan cache: a miss builds descriptor, layouts and heuristic, a hit reuses them with this
+// call's pointers; the same problem gives the same bits either way, also after other shapes and
+// after its plan was replaced.
+TEST_CASE("matmul plan cache: hits and misses give identical results, pointers set per call") {
+    cublaslt_setup();
+    CublasLtDevice& lt = cublaslt_current();
+    const int N = 24, C = 16, OC = 40;
+    std::mt19937 gen(26);
+    std::vector<float> inp = random_bf16((size_t)N * C, gen), w = random_bf16((size_t)OC * C, gen, 0.2f);
+    std::vector<float> bias1 = random_bf16(OC, gen, 0.5f), bias2 = random_bf16(OC, gen, 0.5f);
+    DeviceBuffer<floatX> d_inp(inp.size()), d_w(w.size()), d_b1(OC), d_b2(OC), d_out((size_t)N * OC);
+    DeviceBuffer<floatX> d_other((size_t)N * N);
+    upload_bf16(d_inp.ptr, inp); upload_bf16(d_w.ptr, w); upload_bf16(d_b1.ptr, bias1); upload_bf16(d_b2.ptr, bias2);
+    auto forward = [&](const floatX* bias) {
+        matmul_forward(d_out.ptr, d_inp.ptr, d_w.ptr, bias, N, C, OC, nullptr, 0);
+        return download_bf16(d_out.ptr, (size_t)N * OC);
+    };
+    size_t misses0 = lt.plan_misses, hits0 = lt.plan_hits;
+    std::vector<float> first = forward(d_b1.ptr);
+    CHECK(lt.plan_misses == misses0 + 1);
+    std::vector<float> again = forward(d_b1.ptr);
+    CHECK(lt.plan_hits == hits0 + 1);
+    CHECK(lt.plan_misses == misses0 + 1);
+    CHECK(memcmp(first.data(), again.data(), first.size() * sizeof(float)) == 0);
+    // another problem in between, then a hit with another bias: the new pointer is used
+    matmul_forward(d_other.ptr, d_inp.ptr, d_inp.ptr, nullptr, N, C, N, nullptr, 0);
+    std::vector<float> with_b2 = forward(d_b2.ptr);
+    CHECK(lt.plan_hits == hits0 + 2);
+    std::vector<double> ref((size_t)N * OC), inp_d = to_double(inp), w_d = to_double(w), b2_d = to_double(bias2);
+    matmul_forward(ref.data(), inp_d.data(), w_d.data(), b2_d.data(), N, C, OC);
+    check_close("out with the second bias", with_b2, ref, BF16_RTOL, CANCEL_ATOL * max_abs(ref));
+    CHECK(forward(d_b1.ptr) == first);
+    // more problems than the table keeps: the oldest plans are replaced, the table stays bounded
+    DeviceBuffer<floatX> d_big_in((size_t)(8 + MATMUL_MAX_PLANS) * C), d_big((size_t)(8 + MATMUL_MAX_PLANS) * OC);
+    upload_bf16(d_big_in.ptr, random_bf16((size_t)(8 + MATMUL_MAX_PLANS) * C, gen));
+    for (int rows = 8; rows < 8 + (int)MATMUL_MAX_PLANS; rows++) {
+        matmul_forward(d_big.ptr, d_big_in.ptr, d_w.ptr, nullptr, rows, C, OC, nullptr, 0);
+    }
+    CHECK(lt.plans.size() == MATMUL_MAX_PLANS);
+    size_t misses1 = lt.plan_misses;
+    CHECK(forward(d_b1.ptr) == first);  // rebuilt after its replacement
+    CHECK(lt.plan_misses == misses1 + 1);
+}
+
+// alpha scales the backward's products: by 1/2, dinp exactly halves (a power of two commutes with
+// the rounding) and dweight accumulates half the product (against the reference)
+TEST_CASE("matmul backward with alpha") {
+    cublaslt_setup();
+    const int N = 16, C = 24, OC = 32;
+    std::mt19937 gen(27);
+    std::vector<float> inp = random_bf16((size_t)N * C, gen), w = random_bf16((size_t)OC * C, gen, 0.2f);
+    std::vector<float> dout = random_bf16((size_t)N * OC, gen), dw0 = random_bf16(w.size(), gen, 0.1f);
+    DeviceBuffer<floatX> d_inp(inp.size()), d_w(w.size()), d_dout(dout.size()), d_dinp(inp.size()), d_dw(w.size());
+    upload_bf16(d_inp.ptr, inp); upload_bf16(d_w.ptr, w); upload_bf16(d_dout.ptr, dout); upload_bf16(d_dw.ptr, dw0);
+    matmul_backward(d_dinp.ptr, d_dw.ptr, nullptr, nullptr, d_dout.ptr, d_inp.ptr, d_w.ptr, nullptr, N, C, OC, 0);
+    std::vector<float> dinp1 = download_bf16(d_dinp.ptr, inp.size());
+    upload_bf16(d_dw.ptr, dw0);
+    matmul_backward(d_dinp.ptr, d_dw.ptr, nullptr, nullptr, d_dout.ptr, d_inp.ptr, d_w.ptr, nullptr, N, C, OC, 0,
+                    0.5f);
+    std::vector<float> dinp_half = download_bf16(d_dinp.ptr, inp.size());
+    for (size_t i = 0; i < dinp1.size(); i++) REQUIRE(dinp_half[i] == 0.5f * dinp1[i]);
+    std::vector<double> dout_half = to_double(dout), dinp_ref(inp.size(), 0.0), dw_ref = to_double(dw0);
+    for (double& x : dout_half) x *= 0.5;
+    std::vector<double> inp_d = to_double(inp), w_d = to_double(w);
+    matmul_backward(dinp_ref.data(), dw_ref.data(), (double*)nullptr, dout_half.data(), inp_d.data(), w_d.data(), N, C, OC);
+    check_close("dweight, alpha 1/2", download_bf16(d_dw.ptr, w.size()), dw_ref, BF16_RTOL,
+                CANCEL_ATOL * max_abs(dw_ref));
 }
 
 // ----------------------------------------------------------------------------

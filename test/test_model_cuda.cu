@@ -257,6 +257,56 @@ TEST_CASE("first step: CUDA back end vs CPU back end, lssar p=3") {
     check_gradients(m, "lssar p=3, step 1");
 }
 
+// forward(..., backward_follows = true): the classifier's one pass writes the losses and the
+// dlogits; the gradients against the CPU reference, and bit for bit those of the path where the
+// backward makes the dlogits (the same kernel, the same dloss; loss_scale 1/2 through the lm
+// head's alpha in both). The logits are then gone. Bit for bit: lnf's gradients (before any
+// attention atomics) everywhere, every gradient with one emulator thread (a fixed atomics order).
+TEST_CASE("forward with backward_follows: one classifier pass, the same losses and gradients") {
+#if !defined(__CUDACC__)
+    simt::set_block_threads(1);
+#endif
+    GPT2Config c = tiny_config(ATTN_SOFTMAX, 0.0f);
+    const int B = 2, T = 24;
+    ThreeModels m(c, 1337);
+    TokenBatch batch = make_token_batch(B, T, c.vocab_size, 105);
+    m.cpu.forward(batch.inputs.data(), batch.targets.data(), B, T);
+    m.perturbed.forward(batch.inputs.data(), batch.targets.data(), B, T);
+    float loss_fused = m.gpu.forward(batch.inputs.data(), batch.targets.data(), B, T, true);
+    std::vector<float> losses_fused((size_t)B * T);
+    m.gpu.losses(losses_fused.data());
+    std::vector<float> row(c.padded_vocab_size);
+    CHECK_THROWS_AS(m.gpu.logits_row(0, 0, row.data()), std::logic_error);
+    for (auto* model : {&m.cpu, &m.perturbed}) {
+        model->zero_grad();
+        model->backward(0.5f);
+    }
+    m.gpu.zero_grad();
+    m.gpu.backward(0.5f);
+    check_gradients(m, "backward_follows, loss_scale 1/2");
+    CHECK_THROWS_AS(m.gpu.backward(0.5f), std::logic_error);
+    std::vector<float> g_fused = download_grads(m.gpu);
+
+    GPT2Cuda two_pass(c);
+    two_pass.init(1337);
+    float loss_two_pass = two_pass.forward(batch.inputs.data(), batch.targets.data(), B, T);
+    std::vector<float> losses_two_pass((size_t)B * T);
+    two_pass.losses(losses_two_pass.data());
+    two_pass.zero_grad();
+    two_pass.backward(0.5f);
+    std::vector<float> g_two_pass = download_grads(two_pass);
+    CHECK(loss_fused == loss_two_pass);
+    CHECK(losses_fused == losses_two_pass);
+    for (int i : {P_LNFW, P_LNFB}) {
+        size_t off = m.cpu.param_offsets[i], n = m.cpu.param_sizes[i];
+        CHECK(memcmp(g_fused.data() + off, g_two_pass.data() + off, n * sizeof(float)) == 0);
+    }
+#if !defined(__CUDACC__)
+    CHECK(memcmp(g_fused.data(), g_two_pass.data(), g_fused.size() * sizeof(float)) == 0);
+    simt::set_block_threads(0);
+#endif
+}
+
 // Two micro-batches of B with loss_scale 1/2 (CUDA) against one batch of 2B (CPU): the same
 // gradient, gradient norm and update. LSSA: well-conditioned (the floors apply), so a gradient
 // that missed a micro-batch (off by ~50%) stands out; LSSAR with learned p from 3: theta's
