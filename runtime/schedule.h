@@ -27,7 +27,7 @@ struct LrSchedule {
 };
 
 // -pw N: the re-weighting power of step `step` (1-based) rises linearly from 1 at step 1 to p at
-// step N + 1 and stays there (re-weighting starts out as LSSA's plain normalisation).
+// step N + 1 and stays there (re-weighting starts out without sharpening).
 inline float p_at_step(float p, int warmup, int step) {
     if (warmup <= 0 || step > warmup) return p;
     return (float)(1.0 + (p - 1.0) * (double)(step - 1) / warmup);
