@@ -78,5 +78,5 @@ for attn in softmax lssar; do
         "$(grep '^acc_norm ' "$f" | awk '{print $2, $6, $7}')" "$(grep '^chance ' "$f" | awk '{print $2}')"
 done
 echo "== passkey retrieval learned at the training length and tested at 1x-16x: a separate run of"
-echo "   4 models x 1,500 steps (46 minutes on the shared 2-core build machine): bash scripts/passkey_experiment.sh"
+echo "   5 models x 4,000 steps (91 minutes on the 2-core build machine): bash scripts/passkey_experiment.sh"
 echo "   the gap to softmax at the training length against steps, lr and warmup: bash scripts/gap_experiment.sh (CORPUS=fortunes for the second corpus)"

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Passkey retrieval learned inside the training length, then tested beyond it: trains softmax, LSSA,
-# LSSAR p=15 and LSSAR p=3 on the passkey training mix (build/passkey_mix: KJV windows of T tokens,
+# LSSAR p=15, LSSAR p=3 and LSSAR p=15 with p warming up from 1 over the first quarter of the steps
+# (the trainer's -pw) on the passkey training mix (build/passkey_mix: KJV windows of T tokens,
 # FRACTION of them holding eval/passkey.h's prompt with KJV text as filler, the evaluation's keys
 # held out), with the same budget, schedule and seed, then scores passkey retrieval at 1x-16x the
 # training length (TRIALS trials per length, the needle's depth recorded per trial).
-#   bash scripts/passkey_experiment.sh          4 x 1,500 steps: 46 minutes on the 2-core build machine
-#                                               while shared with other jobs (trainers at 1,300-1,800 tok/s)
+#   bash scripts/passkey_experiment.sh          5 x 4,000 steps, 3 at a time: 91 minutes on the 2-core
+#                                               build machine (trainers at 1,200-2,600 tok/s each)
+#   STEPS=1500 JOBS=2 RUNS="softmax:softmax:15 lssar_p15:lssar:15" bash scripts/passkey_experiment.sh
 #   STEPS=600 FRACTION=0.75 PROMPTS=1 bash scripts/passkey_experiment.sh   a shorter, sparser mix
 #   JOBS=1 THREADS=8 bash scripts/passkey_experiment.sh                    one model at a time, 8 threads
 #   PRECISION=fp32 bash scripts/passkey_experiment.sh   the CPU reference path (default: -pr auto, the fastest)
@@ -15,9 +17,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/attn_flags.sh
-STEPS=${STEPS:-1500}           # optimizer steps per model, B x T = 1,024 tokens each
+STEPS=${STEPS:-4000}           # optimizer steps per model, B x T = 1,024 tokens each
 THREADS=${THREADS:-2}          # cores in all
-JOBS=${JOBS:-2}                # models trained at once, THREADS / JOBS threads each
+JOBS=${JOBS:-3}                # models trained at once, THREADS / JOBS threads each (at least 1)
 OUT=${OUT:-out/passkey_exp}
 MODEL=${MODEL:-d2c128h2}       # 2 layers, 128 channels, 2 heads of 64
 T=${T:-128}                    # training length (the demo's 64 leaves 2 tokens of filler beside the prompt)
@@ -28,7 +30,7 @@ PROMPTS=${PROMPTS:-2}          # prompts per needle window: uniform in [1, PROMP
 SEED=${SEED:-1337}             # the mix, the initialisation and the data order
 TRIALS=${TRIALS:-100}          # passkey trials per length (held out from training: -hn below)
 LENGTHS=$T,$((2 * T)),$((4 * T)),$((8 * T)),$((16 * T))
-RUNS=${RUNS:-"softmax:softmax:15 lssar_p15:lssar:15 lssa:lssa:15 lssar_p3:lssar:3"}  # name:variant:p[:pw]
+RUNS=${RUNS:-"softmax:softmax:15 lssar_p15:lssar:15 lssa:lssa:15 lssar_p3:lssar:3 lssar_p15w:lssar:15:$((STEPS / 4))"}  # name:variant:p[:pw]
 # (pw: the trainer's -pw, p rising linearly from 1 to p over the first pw steps; e.g. lssar_p15w:lssar:15:1000)
 start_s=$(date +%s)
 
