@@ -104,7 +104,7 @@ attention_rowd_kernel(float* rowd, float* dp_head, const floatX* dout, const flo
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     attn_head_p(p_head, hp.h, &p, &p_int);
 
-    load_tile<ROWS, HD, LD>(sQ, q_base, 3 * C, q0, T, sc);
+    load_tile<ROWS, HD, LD, AttnTraits<K>::cos_len>(sQ, q_base, 3 * C, q0, T, sc);
     load_tile<ROWS, HD, LD>(sdO, do_base, C, q0, T);
     __syncthreads();
     FragA qf[Tile::KSTEPS], dof[Tile::KSTEPS];
@@ -247,7 +247,7 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
 
     // the block's keys K~ (also the B operand of dQ) and values, read as the warp's A fragments
     // on every query tile (fewer live registers than holding them)
-    load_tile<ROWS, HD, LD>(sK, k_base, 3 * C, k0, T, sc ? sc + 2 * T : nullptr);
+    load_tile<ROWS, HD, LD, AttnTraits<K>::cos_len>(sK, k_base, 3 * C, k0, T, sc ? sc + 2 * T : nullptr);
     load_tile<ROWS, HD, LD>(sV, v_base, 3 * C, k0, T);
     int key[2];
     float kfac[2];
@@ -269,10 +269,10 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
     auto tile = [&](int qt, auto masked) {
         int q0 = qt * ROWS;
         __syncthreads();  // sQ, sdO, sdS, row_info of the previous tile have been read
-        load_tile<ROWS, HD, LD>(sQ, q_base, 3 * C, q0, T, sc);
+        load_tile<ROWS, HD, LD, AttnTraits<K>::cos_len>(sQ, q_base, 3 * C, q0, T, sc);
         load_tile<ROWS, HD, LD>(sdO, do_base, C, q0, T);
-        for (int i = threadIdx.x; i < ROWS; i += blockDim.x) {
-            int t = min(q0 + i, T - 1);
+        if (threadIdx.x < ROWS) {  // one row per thread (THREADS = 2 ROWS)
+            int i = threadIdx.x, t = min(q0 + i, T - 1);
             row_info[i] = attn_row_info<K, HD>(q0 + i, T, stats + ((size_t)bh * T + t) * 3,
                                                rowd + ((size_t)bh * T + t) * 2, sc);
         }
