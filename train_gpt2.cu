@@ -339,7 +339,7 @@ struct Trainer {
     // The step line (loss, norm, lr, time, tokens/s, MFU on a known GPU, ETA) and its log record.
     void report_step(int step, const StepResult& r, double mfu, double eta_s) {
         double tok_s = opt.total_batch / (r.ms / 1000.0);
-        std::vector<double> p_values = model_learned_p(*model);  // empty unless -pl 1
+        std::vector<double> p_values = opt.p_warmup ? std::vector<double>{model->config.p} : model_learned_p(*model);
         print_step_line(step, max_steps, r, tok_s, mfu, eta_s, p_values.empty() ? "" : learned_p_summary(p_values));
         log.line(step_record(step, r, tok_s, p_values));
     }
@@ -355,14 +355,14 @@ struct Trainer {
 
     int run() {
         int start = (int)state.step;
-        int end = max_steps;
-        if (opt.steps_this_run > 0) end = std::min(end, start + opt.steps_this_run);
+        int end = opt.steps_this_run > 0 ? std::min(max_steps, start + opt.steps_this_run) : max_steps;
         double flops_per_step = training_flops_per_token(model->num_parameters, config, opt.T) * opt.total_batch;
         double peak = device_peak_flops() * world();  // every rank's GPU alike
         if (have_val && start == 0) validate_and_log(0);
         double time_sum = 0;
         int timed = 0;
         for (int step = start + 1; step <= end; step++) {
+            if (opt.p_warmup > 0) set_attention_p(*model, p_at_step(config.p, opt.p_warmup, step));  // -pw
             StepResult r = train_step(step);
             if (step > start + 1 || end - start == 1) { time_sum += r.ms; timed++; }  // the first step warms up
             double mfu = peak > 0 ? flops_per_step / (r.ms / 1000.0) / peak : 0;

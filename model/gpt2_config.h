@@ -206,12 +206,16 @@ template <class Model> std::vector<double> model_learned_p(Model& model) {
     return learned_p_values(model.config, params.data());
 }
 
-// "p mean 14.9 min 14.2 max 15.3" of learned p values.
+// "p mean 14.9 min 14.2 max 15.3" of learned p values; "p 7.5" of one (-pw's schedule).
 inline std::string learned_p_summary(const std::vector<double>& p) {
     if (p.empty()) return "";
+    char text[96];
+    if (p.size() == 1) {
+        snprintf(text, sizeof text, "p %.4g", p[0]);
+        return text;
+    }
     double sum = 0, lo = p[0], hi = p[0];
     for (double v : p) { sum += v; lo = std::min(lo, v); hi = std::max(hi, v); }
-    char text[96];
     snprintf(text, sizeof text, "p mean %.4g min %.4g max %.4g", sum / p.size(), lo, hi);
     return text;
 }

@@ -7,6 +7,7 @@
 //   select_precision(model, "fp32" | "bf16" | "auto")   the arithmetic (the CPU back end's two
 //                          paths, model/backend_cpu.h) and a line saying what runs; throws
 //                          std::invalid_argument if the back end has no such path
+//   set_attention_p(model, p)  the fixed re-weighting power of the next forward (-pw's schedule)
 //   set_p_lr_scale(model, s)  learned p's theta trains at s times the learning rate (-plr); the
 //                          CUDA back end takes s = 1 alone (train_options.h refuses another)
 #pragma once
@@ -21,6 +22,7 @@ typedef ModelCPU Model;
 #define BACKEND_BINARY_NAME "cpu"
 inline std::string select_precision(ModelCPU& model, const std::string& name) { return model.select_precision(name); }
 inline void set_p_lr_scale(ModelCPU& model, double s) { model.gpt.p_lr_scale = s; }
+inline void set_attention_p(ModelCPU& model, float p) { model.gpt.config.p = model.config.p = p; }
 #else
 #include "model/gpt2_cuda.cuh"
 typedef GPT2Cuda Model;
@@ -30,6 +32,7 @@ inline std::string select_precision(GPT2Cuda&, const std::string& name) {
     if (name == "fp32") throw std::invalid_argument("the CUDA back end trains in bf16 mixed precision only (bf16 or auto)");
     return "bf16 mixed precision (CUDA back end)";
 }
+inline void set_attention_p(GPT2Cuda& model, float p) { model.config.p = p; }
 inline void set_p_lr_scale(GPT2Cuda&, double s) {
     if (s != 1.0) throw std::invalid_argument("-plr: the CUDA back end trains learned p at the learning rate");
 }

@@ -1,5 +1,6 @@
 // The learning-rate schedule of a run: linear warmup from lr/warmup to lr over the first `warmup`
-// steps, then cosine or linear decay to lr * final_frac at the last step, or constant.
+// steps, then cosine or linear decay to lr * final_frac at the last step, or constant; and the
+// re-weighting power's warmup (-pw).
 #pragma once
 
 #include <cmath>
@@ -24,3 +25,10 @@ struct LrSchedule {
         return (float)(min_lr + (lr - min_lr) * decay);
     }
 };
+
+// -pw N: the re-weighting power of step `step` (1-based) rises linearly from 1 at step 1 to p at
+// step N + 1 and stays there (re-weighting starts out without sharpening).
+inline float p_at_step(float p, int warmup, int step) {
+    if (warmup <= 0 || step > warmup) return p;
+    return (float)(1.0 + (p - 1.0) * (double)(step - 1) / warmup);
+}

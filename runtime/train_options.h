@@ -32,6 +32,7 @@ struct TrainOptions {
     bool p_given = false;
     int learn_p = 0;                                         // -pl
     float p_lr_scale = 1.0f;                                 // -plr
+    int p_warmup = 0;                                        // -pw
     float rope_base = 10000.0f;                              // -rb
     bool rope_given = false;
     int max_skips = 5;                                       // -sk
@@ -62,6 +63,8 @@ inline void train_usage(const char*) {
         "  -plr <float> with -pl 1: theta's learning rate is this times -l (default %g; CPU back end). AdamW\n"
         "               moves theta, hence p, by about the learning rate per step: at -l 2e-3 p moves\n"
         "               < 0.5 in 200 steps\n"
+        "  -pw <int>    p warmup: p rises linearly from 1 at step 1 to -p at step N + 1 (fixed p only;\n"
+        "               checkpoints record the final p) (default 0: -p from the start)\n"
         "  -rb <float>  RoPE base (default %g)\n"
         "  -pr <name>   CPU back end's arithmetic: fp32 (the reference, default), bf16 (bf16 matmuls with\n"
         "               fp32 accumulation, fp32 master weights and AdamW, on AMX or AVX512-BF16 through\n"
@@ -128,7 +131,7 @@ inline TrainOptions train_parse_args(int argc, char** argv) {
     const char* v;
     std::string plr_text;  // -plr as given
     const char* known = "-i -j -o -e -b -t -d -l -k -u -q -c -gc -x -xi -v -m -s -g -gk -gt -gp -n -nk -y -ow -rs -p -rb "
-                        "-sk -sl -z -pl -plr";
+                        "-sk -sl -z -pl -plr -pw";
     for (int i = 1; cli_next_flag(argc, argv, &i, train_usage, &flag, &v, known);) {
         const char* f = flag.c_str();
         if (flag == "-i") o.train_pattern = v;
@@ -167,6 +170,7 @@ inline TrainOptions train_parse_args(int argc, char** argv) {
             o.p_lr_scale = cli_parse_float(f, v, 0, 1e6, "learned p's learning-rate multiplier");
             plr_text = v;
         }
+        else if (flag == "-pw") o.p_warmup = (int)cli_parse_int(f, v, 0, BIG, "p warmup steps");
         else if (flag == "-rb") { o.rope_base = cli_parse_float(f, v, 1.0001, 1e30, "RoPE base"); o.rope_given = true; }
         else if (flag == "-sk") o.max_skips = (int)cli_parse_int(f, v, 1, BIG, "consecutive skips");
         else if (flag == "-sl") o.guard.spike_z = cli_parse_float(f, v, 0, 1e30, "loss spike threshold");
@@ -193,6 +197,12 @@ inline TrainOptions train_parse_args(int argc, char** argv) {
     if (o.learn_p && !(o.p > 1))
         cli_fail("-pl 1 with -p " + std::to_string(o.p) + ": learned p = 1 + softplus(theta) starts at -p, which "
                  "must be > 1 (p = 1 would need theta = -inf)");
+    if (o.p_warmup > 0 && !attn_reweights(ATTN_BUILT))
+        cli_fail(std::string("-pw ") + std::to_string(o.p_warmup) + ": " + ATTN_NAME +
+                 " attention has no re-weighting, so there is no p to warm up");
+    if (o.p_warmup > 0 && o.learn_p)
+        cli_fail("-pw " + std::to_string(o.p_warmup) + " with -pl 1: learned p follows its gradient, not a "
+                 "schedule (use one of them)");
     if (o.p_given && !attn_reweights(ATTN_BUILT))
         cli_fail(std::string("-p: ") + ATTN_NAME + " attention has no re-weighting, so p does not apply (leave -p "
                  "out, or build a variant with re-weighting: lssar, softmax_rw, sigmoid_l1_rw, relu_l1_rw)");

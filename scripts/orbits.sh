@@ -3,8 +3,8 @@
 # shards, pre-train softmax and LSSAR GPTs with the project's trainer, fit a ridge force probe on
 # each model's frozen final hidden states, and run symbolic regression on the true and the
 # predicted forces.
-#   bash scripts/orbits.sh --quick     CPU, 4,000 systems, d2c64, 400 steps: ~10 minutes on 2 idle cores (estimated)
-#   bash scripts/orbits.sh             CPU, 8,000 systems, d4c128, 1,000 steps (see orbits/README.md)
+#   bash scripts/orbits.sh --quick     CPU, 4,000 systems, d2c64, 400 steps: 137 s on 2 idle cores
+#   bash scripts/orbits.sh             CPU, 8,000 systems, d4c128, 1,000 steps: 1,008 s on 2 idle cores
 #   bash scripts/orbits_gpu.sh         the reference's scale on GPUs (this script with BACKEND=cu)
 # Outputs under --out (default $OUT or out/orbits): simulator.csv, probe.csv, laws.csv,
 # expressions.csv, forces.png, the data (data/) and each model's run (<attn>_<model>/).

@@ -28,7 +28,8 @@ PROMPTS=${PROMPTS:-2}          # prompts per needle window: uniform in [1, PROMP
 SEED=${SEED:-1337}             # the mix, the initialisation and the data order
 TRIALS=${TRIALS:-100}          # passkey trials per length (held out from training: -hn below)
 LENGTHS=$T,$((2 * T)),$((4 * T)),$((8 * T)),$((16 * T))
-RUNS=${RUNS:-"softmax:softmax:15 lssar_p15:lssar:15 lssa:lssa:15 lssar_p3:lssar:3"}  # name:variant:p
+RUNS=${RUNS:-"softmax:softmax:15 lssar_p15:lssar:15 lssa:lssa:15 lssar_p3:lssar:3"}  # name:variant:p[:pw]
+# (pw: the trainer's -pw, p rising linearly from 1 to p over the first pw steps; e.g. lssar_p15w:lssar:15:1000)
 start_s=$(date +%s)
 
 bash scripts/install_deps.sh >/dev/null
@@ -51,10 +52,11 @@ export OMP_NUM_THREADS=$per_job OPENBLAS_NUM_THREADS=$per_job OMP_WAIT_POLICY=pa
 mkdir -p "$OUT"
 final=$(printf "ckpt_%08d.bin" "$STEPS")
 
-train_one() {  # name variant p: trains, prints every 100th step and the validation losses
-    local name=$1 attn=$2 p=$3
+train_one() {  # name variant p [pw]: trains, prints every 100th step and the validation losses
+    local name=$1 attn=$2 p=$3 pw=${4:-0}
     mkdir -p "$OUT/$name"
     ./train_gpt2cpu_$attn -i "${mix}_train_*.bin" -j "${mix}_val_*.bin" -o "$OUT/$name" -e "$MODEL" $(p_flag $attn "$p") \
+        $([ "$pw" -gt 0 ] && echo "-pw $pw") \
         -b "$B" -t "$T" -x "$STEPS" -l "$LR" -u 50 -k cosine -q 0.1 -c 0.1 -gc 1.0 -v 100 -m 20 -s 0 \
         -n 250 -nk 1 -y 1 -rs "$SEED" -pr "${PRECISION:-auto}" >"$OUT/$name/train.out" 2>&1 || { echo "[$name] training failed: $OUT/$name/train.out"; tail -3 "$OUT/$name/train.out"; return 1; }
     grep -E "^step +[0-9]*00/|^val loss" "$OUT/$name/train.out" | tail -2 | sed "s/^/[$name] /"
@@ -72,9 +74,9 @@ lane() {
     local j=$1 i=0 spec
     for spec in $RUNS; do
         if [ $((i % JOBS)) -eq "$j" ]; then
-            IFS=: read -r name attn p <<<"$spec"
-            echo "[$name] training $MODEL ($attn, p $p) for $STEPS steps of $B x $T tokens, $per_job thread(s)"
-            [ -s "$OUT/$name/$final" ] || train_one "$name" "$attn" "$p"
+            IFS=: read -r name attn p pw <<<"$spec"
+            echo "[$name] training $MODEL ($attn, p $p${pw:+ after $pw steps of p warmup}) for $STEPS steps of $B x $T tokens, $per_job thread(s)"
+            [ -s "$OUT/$name/$final" ] || train_one "$name" "$attn" "$p" "${pw:-0}"
             eval_one "$name" "$attn"
         fi
         i=$((i + 1))
@@ -88,8 +90,8 @@ for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
 echo "== passkey retrieval at $LENGTHS (trained at $T), $TRIALS trials per length"
 specs=() curves=()
 for spec in $RUNS; do
-    IFS=: read -r name attn p <<<"$spec"
-    label=$name; [ "$attn" = lssar ] && label="lssar p=$p"
+    IFS=: read -r name attn p pw <<<"$spec"
+    label=$name; [ "$attn" = lssar ] && label="lssar p=$p${pw:+ (p warmup $pw)}"
     if [ ! -s "$OUT/$name/passkey_trials.csv" ]; then echo "[$name] no passkey result: left out of the table"; continue; fi
     specs+=("$label=$OUT/$name/passkey_trials.csv")
     curves+=("$label=$OUT/$name/log.jsonl")

@@ -24,6 +24,7 @@
 #include "eval/passkey.h"
 #include "eval/sample.h"
 #include "runtime/checkpoint.h"
+#include "test/passkey_parts.h"
 
 // One source, three builds: the CPU back end (build/test_passkey, with build/passkey_cpu_lssar),
 // the CUDA back end under the SIMT emulator (build/test_passkey_cu_emu, with
@@ -45,21 +46,6 @@ static const char* TOOL = "./build/passkey_cpu_lssar";
 
 // ----------------------------------------------------------------------------
 // helpers
-
-static const GPT2Tokenizer& tokenizer() {
-    static GPT2Tokenizer tok;
-    static bool loaded = false;
-    if (!loaded) {
-        tok.load(GPT2Tokenizer::default_dir());
-        loaded = true;
-    }
-    return tok;
-}
-
-static const PasskeyParts& parts() {
-    static PasskeyParts p = passkey_parts(tokenizer());
-    return p;
-}
 
 static std::string decode(const std::vector<int>& ids) { return tokenizer().decode(ids.data(), ids.size()); }
 

@@ -18,21 +18,7 @@
 
 #include "dataloader/shard.h"
 #include "eval/passkey_mix.h"
-
-static const GPT2Tokenizer& tokenizer() {
-    static GPT2Tokenizer tok;
-    static bool loaded = false;
-    if (!loaded) {
-        tok.load(GPT2Tokenizer::default_dir());
-        loaded = true;
-    }
-    return tok;
-}
-
-static const PasskeyParts& parts() {
-    static PasskeyParts p = passkey_parts(tokenizer());
-    return p;
-}
+#include "test/passkey_parts.h"
 
 // A corpus of n random ids below 50000 (so no needle can occur in it by chance: checked below).
 static std::vector<uint16_t> random_corpus(int64_t n, uint64_t seed) {

@@ -39,6 +39,7 @@
 #include "runtime/checkpoint.h"
 #include "model/rand.h"
 #include "runtime/rendezvous.h"
+#include "runtime/schedule.h"
 #include "runtime/run_dir.h"
 
 static const char* TRAINER = "./train_gpt2cpu_lssar";
@@ -590,7 +591,7 @@ TEST_CASE("bad flags are refused, naming the flag and the value") {
     Result help = run(std::string(TRAINER) + " -h");
     CHECK(help.code == 0);
     for (const char* flag : {"-i", "-j", "-o", "-e", "-b", "-t", "-d", "-l", "-k", "-u", "-q", "-c", "-gc", "-x", "-xi",
-                             "-rs", "-sk", "-sl", "-v", "-m", "-s", "-g", "-gk", "-gt", "-gp", "-n", "-nk", "-y", "-ow", "-p", "-pl", "-plr", "-rb"})
+                             "-rs", "-sk", "-sl", "-v", "-m", "-s", "-g", "-gk", "-gt", "-gp", "-n", "-nk", "-y", "-ow", "-p", "-pl", "-plr", "-pw", "-rb"})
         CHECK_MESSAGE(help.output.find(std::string("\n  ") + flag + " ") != std::string::npos, "undocumented " << flag);
 }
 
@@ -669,6 +670,50 @@ static double logged_loss(const std::string& log_path, int step) {
         if (sscanf(rec.c_str(), "{\"step\":%d,\"loss\":%lf", &s, &loss) == 2 && s == step) return loss;
     }
     return NAN;
+}
+
+// the p logged at `step` (-pw or -pl 1: "p":[...]), NaN if absent
+static double logged_p(const std::string& log_path, int step) {
+    std::istringstream in(read_file(log_path));
+    std::string rec;
+    while (std::getline(in, rec)) {
+        int s;
+        size_t at = rec.find("\"p\":[");
+        if (sscanf(rec.c_str(), "{\"step\":%d,\"loss\"", &s) == 1 && s == step && at != std::string::npos)
+            return atof(rec.c_str() + at + 5);
+    }
+    return NAN;
+}
+
+TEST_CASE("p warmup (-pw): p rises from 1 to -p, step 1 trains at p = 1, the checkpoint records -p") {
+    // the schedule itself: 1 at step 1, linear, -p from step N + 1 on; -pw 0 is -p throughout
+    CHECK(p_at_step(15, 10, 1) == 1.0f);
+    CHECK(p_at_step(15, 10, 6) == 8.0f);
+    CHECK(p_at_step(15, 10, 11) == 15.0f);
+    CHECK(p_at_step(15, 10, 500) == 15.0f);
+    CHECK(p_at_step(15, 0, 1) == 15.0f);
+    TempDir work;
+    std::string warm = work.path + "/warm", p1 = work.path + "/p1", p3 = work.path + "/p3";
+    for (auto [dir, flags] : {std::pair<std::string, std::string>{warm, "-pw 2 -p 3"}, {p1, "-p 1"}, {p3, "-p 3"}}) {
+        Result r = run(tiny_run(dir, "-x 4 -n 4 " + flags));
+        INFO(r.output);
+        REQUIRE(r.code == 0);
+        if (dir == warm) CHECK(r.output.find("| p 2\n") != std::string::npos);  // step 2's line
+    }
+    for (int step = 1; step <= 4; step++) CHECK(logged_p(warm + "/log.jsonl", step) == (step < 3 ? step : 3));
+    // step 1's forward ran at p = 1: a fixed p = 1 run's loss to the bit, not a p = 3 run's (same
+    // initialisation and batch); step 2 is p = 2 on the weights a p = 1 step left, so neither run's
+    double w1 = logged_loss(warm + "/log.jsonl", 1), w2 = logged_loss(warm + "/log.jsonl", 2);
+    CHECK(w1 == logged_loss(p1 + "/log.jsonl", 1));
+    CHECK(w1 != logged_loss(p3 + "/log.jsonl", 1));
+    CHECK(w2 != logged_loss(p1 + "/log.jsonl", 2));
+    CHECK(w2 != logged_loss(p3 + "/log.jsonl", 2));
+    Checkpoint ck;
+    checkpoint_read(warm + "/ckpt_00000004.bin", ck);
+    CHECK(ck.config.p == 3.0f);
+    // refused: with learned p, and for a variant without re-weighting
+    check_refused(run(tiny_run(work.path + "/bad", "-x 1 -pw 2 -pl 1 -p 3")), {"-pw 2", "-pl 1"});
+    check_refused(run(tiny_run(work.path + "/bad", "-x 1 -pw -1")), {"-pw -1", "p warmup steps"});
 }
 
 TEST_CASE("2 trainer processes under scripts/launch.sh train like 1 process with the combined batch") {
