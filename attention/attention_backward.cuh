@@ -221,6 +221,11 @@ __device__ __forceinline__ void attn_element_grad(float sv, float dW, const Attn
 //   dV  += P^T dO,  dK~ += (scale ds)^T Q~   (registers)
 //   dQ~ += (dq_scale k_fac ds) K~  through shared memory and fp32 atomics into dqh
 // grid (ceil(T/ROWS), B*NH), block THREADS; dqh must be zero on entry. p_head: as the forward's.
+// 8 warps per SM (up to 255 registers). 12 warps (minBlocks 12 / WARPS: <= 168 registers) would
+// spill in every variant at hd 64; spill stores in bytes at hd 32 / 64 / 128, measured at sm_90 in
+// the trainer's build of each variant: softmax 24/52/352, lssa 64/4/316, lssar 0/76/480, sigmoid
+// 56/16/348, relu 32/48/284, softmax_rw 0/104/352, sigmoid_l1_rw 0/68/476, relu_l1_rw 120/68/484
+// (and the re-weighting variants' D1 pass, attention_rowd_kernel, 264-492 at hd 32 and 64).
 template <int HD, AttnKind K>
 __global__ void __launch_bounds__(AttnTile<HD>::THREADS)
 attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* dout, const floatX* qkv,
