@@ -276,8 +276,8 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
         __syncthreads();  // sQ, sdO, sdS, row_info of the previous tile have been read
         load_tile<ROWS, HD, LD, AttnTraits<K>::cos_len>(sQ, q_base, 3 * C, q0, T, sc);
         load_tile<ROWS, HD, LD>(sdO, do_base, C, q0, T);
-        if (threadIdx.x < ROWS) {  // one row per thread (THREADS = 2 ROWS)
-            int i = threadIdx.x, t = min(q0 + i, T - 1);
+        for (int i = threadIdx.x; i < ROWS; i += blockDim.x) {
+            int t = min(q0 + i, T - 1);
             row_info[i] = attn_row_info<K, HD>(q0 + i, T, stats + ((size_t)bh * T + t) * 3,
                                                rowd + ((size_t)bh * T + t) * 2, sc);
         }
