@@ -104,7 +104,7 @@ attention_rowd_kernel(float* rowd, float* dp_head, const floatX* dout, const flo
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     attn_head_p(p_head, hp.h, &p, &p_int);
 
-    load_tile<ROWS, HD, LD>(sQ, q_base, 3 * C, q0, T, sc);
+    load_tile<ROWS, HD, LD, AttnTraits<K>::cos_len>(sQ, q_base, 3 * C, q0, T, sc);
     load_tile<ROWS, HD, LD>(sdO, do_base, C, q0, T);
     __syncthreads();
     FragA qf[Tile::KSTEPS], dof[Tile::KSTEPS];
@@ -221,6 +221,11 @@ __device__ __forceinline__ void attn_element_grad(float sv, float dW, const Attn
 //   dV  += P^T dO,  dK~ += (scale ds)^T Q~   (registers)
 //   dQ~ += (dq_scale k_fac ds) K~  through shared memory and fp32 atomics into dqh
 // grid (ceil(T/ROWS), B*NH), block THREADS; dqh must be zero on entry. p_head: as the forward's.
+// 8 warps per SM (up to 255 registers). 12 warps (minBlocks 12 / WARPS: <= 168 registers) would
+// spill in every variant at hd 64; spill stores in bytes at hd 32 / 64 / 128, measured at sm_90 in
+// the trainer's build of each variant: softmax 24/52/352, lssa 64/4/316, lssar 0/76/480, sigmoid
+// 56/16/348, relu 32/48/284, softmax_rw 0/104/352, sigmoid_l1_rw 0/68/476, relu_l1_rw 120/68/484
+// (and the re-weighting variants' D1 pass, attention_rowd_kernel, 264-492 at hd 32 and 64).
 template <int HD, AttnKind K>
 __global__ void __launch_bounds__(AttnTile<HD>::THREADS)
 attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* dout, const floatX* qkv,
@@ -247,7 +252,7 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
 
     // the block's keys K~ (also the B operand of dQ) and values, read as the warp's A fragments
     // on every query tile (fewer live registers than holding them)
-    load_tile<ROWS, HD, LD>(sK, k_base, 3 * C, k0, T, sc ? sc + 2 * T : nullptr);
+    load_tile<ROWS, HD, LD, AttnTraits<K>::cos_len>(sK, k_base, 3 * C, k0, T, sc ? sc + 2 * T : nullptr);
     load_tile<ROWS, HD, LD>(sV, v_base, 3 * C, k0, T);
     int key[2];
     float kfac[2];
@@ -269,7 +274,7 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
     auto tile = [&](int qt, auto masked) {
         int q0 = qt * ROWS;
         __syncthreads();  // sQ, sdO, sdS, row_info of the previous tile have been read
-        load_tile<ROWS, HD, LD>(sQ, q_base, 3 * C, q0, T, sc);
+        load_tile<ROWS, HD, LD, AttnTraits<K>::cos_len>(sQ, q_base, 3 * C, q0, T, sc);
         load_tile<ROWS, HD, LD>(sdO, do_base, C, q0, T);
         for (int i = threadIdx.x; i < ROWS; i += blockDim.x) {
             int t = min(q0 + i, T - 1);

@@ -24,26 +24,49 @@ constexpr float LSSA_EPS = 1e-12f;  // eps of the q/k L2 normalisation (doc/atte
 
 constexpr float ATTN_LOG2E = 1.4426950408889634f, ATTN_LN2 = 0.6931471805599453f;
 
-// log1p(e) for e in [0, 1] as e P(e), P the degree-8 polynomial fitted to log1p(e)/e (relative
-// error <= 1.9e-7 in fp32, 3 ulp; measured on 2e6 points of [0, 1]): FMAs only, no MUFU, and
-// accurate for tiny e, where log(1 + e) would round 1 + e to 1.
+// log1p(e) for e in [0, 1] as e P(e), P the degree-7 polynomial with P(0) = 1 fitted to log1p(e)/e
+// (minimax in relative error, 1.9e-7 in exact arithmetic; evaluated in fp32 the relative error of
+// e P(e) is <= 3.9e-7, 7 ulp, measured on 2e6 points of [0, 1] and 1e5 from 1e-30 to 1, about
+// twice the rounding of the fp32 score it is taken of): FMAs only, no MUFU, and accurate for tiny
+// e, where log(1 + e) would round 1 + e to 1.
+// P's coefficients times f (highest degree first): f = 1 for P itself; LSSAR's pass 2 folds a row's
+// n / S1 into them once per row (attn_softplus_x).
+constexpr int LOG1P_TERMS = 8;
+__device__ __forceinline__ void log1p_coefs(float (&c)[LOG1P_TERMS], float f) {
+    c[0] = -0.008938519284129143f * f;
+    c[1] = 0.04552146792411804f * f;
+    c[2] = -0.10972010344266891f * f;
+    c[3] = 0.17891791462898254f * f;
+    c[4] = -0.24551348388195038f * f;
+    c[5] = 0.3328627645969391f * f;
+    c[6] = -0.499983012676239f * f;
+    c[7] = f;
+}
+// P(e) with coefficients c (Horner: one FMA per degree)
+__device__ __forceinline__ float log1p_poly(float e, const float (&c)[LOG1P_TERMS]) {
+    float q = c[0];
+    ATTN_UNROLL
+    for (int k = 1; k < LOG1P_TERMS; k++) { q = fmaf(q, e, c[k]); }
+    return q;
+}
 __device__ __forceinline__ float log1p_unit(float e) {
-    float q = 0.005384037736803293f;
-    q = q * e - 0.030110877007246017f;
-    q = q * e + 0.07921060919761658f;
-    q = q * e - 0.13746613264083862f;
-    q = q * e + 0.19145113229751587f;
-    q = q * e - 0.24852944910526276f;
-    q = q * e + 0.33320343494415283f;
-    q = q * e - 0.49999552965164185f;
-    q = q * e + 1.0f;
-    return q * e;
+    float c[LOG1P_TERMS];
+    log1p_coefs(c, 1.0f);
+    return log1p_poly(e, c) * e;
 }
 
 // e = exp(-|s|), one exp2 of a folded constant; softplus(s) and sigmoid(s) from it.
 __device__ __forceinline__ float exp_neg_abs(float s) { return exp2f(-fabsf(s) * ATTN_LOG2E); }
 __device__ __forceinline__ float softplus_from(float s, float e) { return fmaxf(s, 0.0f) + log1p_unit(e); }
 __device__ __forceinline__ float sigmoid_from(float s, float e) { return (s >= 0.0f ? 1.0f : e) / (1.0f + e); }
+
+// u = (max(x, 0) / m)^p as 2^(p log2 max(x, 0) - p log2 m), one log2 and one exp2 for any p >= 1:
+// neg_p_log2_m = -p log2 m for m > 0, -inf for a row with no x > 0 (then every u = 0); x <= 0
+// gives log2 0 = -inf and u = 0. On the largest key (x = m) u is 2^d with |d| at most half an ulp
+// of p log2 m (the rounding of neg_p_log2_m): within 2^-16 of 1 while p log2 m < 512.
+__device__ __forceinline__ float pow_rel_max(float x, float p, float neg_p_log2_m) {
+    return exp2f(fmaf(log2f(fmaxf(x, 0.0f)), p, neg_p_log2_m));
+}
 
 // x^p for x in [0, 1]: repeated squaring when p is an integer (p_int >= 0), else exp2(p log2 x).
 __device__ __forceinline__ float pow_p_dev(float x, float p, int p_int) {
@@ -220,12 +243,12 @@ __device__ __forceinline__ AttnHead attn_head(const floatX* qkv, const float* sc
 template <AttnKind K, int ROWS, int HD, int LD>
 __device__ __forceinline__ void load_key_tile(sptr<floatX> sK, sptr<float> key_fac, const floatX* k_base, int C,
                                               int kt, int T, const float* sc) {
-    load_tile<ROWS, HD, LD>(sK, k_base, 3 * C, kt * ROWS, T, AttnTraits<K>::cos_len ? sc + 2 * T : nullptr);
+    load_tile<ROWS, HD, LD, AttnTraits<K>::cos_len>(sK, k_base, 3 * C, kt * ROWS, T,
+                                                    AttnTraits<K>::cos_len ? sc + 2 * T : nullptr);
     if constexpr (AttnTraits<K>::cos_len) {
-        for (int j = threadIdx.x; j < ROWS; j += blockDim.x) {
-            int key = kt * ROWS + j;
-            key_fac[j] = key >= T ? 0.0f : sc[3 * T + key];
-        }
+        static_assert(AttnTile<HD>::THREADS >= ROWS, "one key per thread");
+        int j = threadIdx.x, key = kt * ROWS + j;
+        if (j < ROWS) { key_fac[j] = key >= T ? 0.0f : sc[3 * T + key]; }
     }
 }
 

@@ -15,7 +15,8 @@
 //   without re-weighting: one pass over the key tiles, acc += phi V (exp: the online softmax,
 //     running max and rescaled sum), y = acc / S1 (l1), acc (none) or acc / n (mean);
 //   with re-weighting: pass 1 gives S1 and the largest score s*, so m = n (phi(s*)/S1) - o;
-//     pass 2 gives u = (relu(n phi/S1 - o)/m)^p, Z += u, acc += u V; y = acc / Z. A degenerate
+//     pass 2 gives u = (relu(n phi/S1 - o)/m)^p, Z += u, acc += u V; y = acc / Z (LSSAR in terms
+//     of the unscaled score t: attn_fwd_softplus_t). A degenerate
 //     row (m <= 0, Z == 0, S1 == 0, or every phi equal with o = 1) gives y = 0, saved with Z = 0.
 #pragma once
 
@@ -28,13 +29,42 @@ struct AttnFwdRows {
     float n[2], o[2];         // visible keys, the re-weighting's bias
 };
 
+// LSSAR (softplus of the cos_len score, re-weighted) works in the forward with t = k_fac (q~ . k~),
+// the score before the row's factor rs = lam fac_q >= 0 (s = rs t; rs = 0 on row 0 and past T):
+//   softplus(s) = rs max(t, 0) + log1p(e),   e = exp(-|s|) = 2^(|t| (-rs log2 e)),
+// so pass 1 sums max(t, 0) and log1p(e) apart (S1 = rs sum max(t, 0) + sum log1p(e)), and pass 2
+// forms x = (n / S1) softplus(s) - o as c max(t, 0) + e P'(e) - o, c = (n / S1) rs and P' = (n / S1) P
+// (log1p(e) = e P(e)) folded once per row: no product rs t per element, one operation fewer for x.
+// Since rs >= 0, the largest and smallest t are those of s.
+template <AttnKind K> __host__ __device__ constexpr bool attn_fwd_softplus_t() {
+    return AttnTraits<K>::reweight && AttnTraits<K>::cos_len && AttnTraits<K>::phi == ATTN_PHI_SOFTPLUS;
+}
+struct SoftplusXRow {  // one row's constants of x(t)
+    float neg_rs_log2e, c, o;
+    float P[LOG1P_TERMS];
+};
+__device__ __forceinline__ float attn_softplus_x(float t, const SoftplusXRow& r) {
+    float e = exp2f(fabsf(t) * r.neg_rs_log2e);
+    return fmaf(e, log1p_poly(e, r.P), fmaf(fmaxf(t, 0.0f), r.c, -r.o));
+}
+// softplus(rs t) as pass 1 sums it
+__device__ __forceinline__ float attn_softplus_t(float t, float rs) {
+    float c[LOG1P_TERMS], e = exp2f(fabsf(t) * (-rs * ATTN_LOG2E));
+    log1p_coefs(c, 1.0f);
+    return fmaf(e, log1p_poly(e, c), fmaxf(t, 0.0f) * rs);
+}
+
 // Pass 1 of the re-weighting over one key tile's scores s (keys j0..): S1 (exp: of 2^(s - smax)),
 // the largest and the smallest score. Lanes hold their own running max (exp) and combine them at
 // the end. MASK: the diagonal tile, where keys past the row are masked.
+// attn_fwd_softplus_t: s holds t, S1 the sum of log1p(e) and S1_relu that of max(t, 0).
 template <AttnKind K, int RT, bool MASK>
-__device__ __forceinline__ void attn_pass1_tile(float (&S1)[2], float (&smax)[2], float (&smin)[2],
-                                                const FragC (&s)[RT], int j0, const int (&row)[2], int lane) {
+__device__ __forceinline__ void attn_pass1_tile(float (&S1)[2], float (&S1_relu)[2], float (&smax)[2], float (&smin)[2],
+                                                const FragC (&s)[RT], int j0, const int (&row)[2],
+                                                const float (&neg_rs_log2e)[2], int lane) {
     constexpr bool EXP = AttnTraits<K>::phi == ATTN_PHI_EXP;
+    float P[LOG1P_TERMS];
+    log1p_coefs(P, 1.0f);
     ATTN_UNROLL
     for (int nt = 0; nt < RT; nt++) {
         ATTN_UNROLL
@@ -42,9 +72,17 @@ __device__ __forceinline__ void attn_pass1_tile(float (&S1)[2], float (&smax)[2]
             int r = i / 2;
             if (MASK && j0 + nt * 8 + frag_col(lane, i) > row[r]) { continue; }
             float sv = s[nt].x[i];
-            if (EXP && sv > smax[r]) { S1[r] = S1[r] * exp2f(smax[r] - sv) + 1.0f; }  // rescale to the new max
-            else if (EXP) { S1[r] += exp2f(sv - smax[r]); }
-            else { S1[r] += attn_phi_dev<K>(sv, 0.0f); }
+            if constexpr (attn_fwd_softplus_t<K>()) {
+                float e = exp2f(fabsf(sv) * neg_rs_log2e[r]);
+                S1[r] = fmaf(e, log1p_poly(e, P), S1[r]);
+                S1_relu[r] += fmaxf(sv, 0.0f);
+            } else if (EXP && sv > smax[r]) {  // rescale to the new max
+                S1[r] = S1[r] * exp2f(smax[r] - sv) + 1.0f;
+            } else if (EXP) {
+                S1[r] += exp2f(sv - smax[r]);
+            } else {
+                S1[r] += attn_phi_dev<K>(sv, 0.0f);
+            }
             smax[r] = fmaxf(smax[r], sv);
             smin[r] = fminf(smin[r], sv);
         }
@@ -58,15 +96,24 @@ __device__ __forceinline__ void attn_pass1(float (&S1)[2], float (&smax)[2], flo
                                            int T, const float* sc, const AttnFwdRows& rows) {
     using Tile = AttnTile<HD>;
     constexpr bool EXP = AttnTraits<K>::phi == ATTN_PHI_EXP;
+    constexpr bool T_FORM = attn_fwd_softplus_t<K>();
     int lane = threadIdx.x % 32;
-    for (int r = 0; r < 2; r++) { S1[r] = 0.0f; smax[r] = -INFINITY; smin[r] = INFINITY; }
+    float S1_relu[2], neg_rs_log2e[2];
+    const float ones[2] = {1.0f, 1.0f}, (&score_scale)[2] = T_FORM ? ones : rows.scale;  // T_FORM: t
+    for (int r = 0; r < 2; r++) {
+        S1[r] = S1_relu[r] = 0.0f;
+        smax[r] = -INFINITY;
+        smin[r] = INFINITY;
+        neg_rs_log2e[r] = -rows.scale[r] * ATTN_LOG2E;
+    }
     auto tile = [&](int kt, auto masked) {
         __syncthreads();  // the previous key tile has been read
         load_key_tile<K, Tile::ROWS, HD, Tile::LD>(sK, key_fac, k_base, C, kt, T, sc);
         __syncthreads();
         FragC s[Tile::RTILES];
-        attn_scores<K, HD>(s, qf, sK, key_fac, rows.scale, rows.bias);
-        attn_pass1_tile<K, Tile::RTILES, decltype(masked)::value>(S1, smax, smin, s, kt * Tile::ROWS, rows.row, lane);
+        attn_scores<K, HD>(s, qf, sK, key_fac, score_scale, rows.bias);
+        attn_pass1_tile<K, Tile::RTILES, decltype(masked)::value>(S1, S1_relu, smax, smin, s, kt * Tile::ROWS, rows.row,
+                                                                  neg_rs_log2e, lane);
     };
     for (int kt = 0; kt < qt; kt++) { tile(kt, std::false_type{}); }  // below the diagonal: no mask
     tile(qt, std::true_type{});
@@ -77,17 +124,21 @@ __device__ __forceinline__ void attn_pass1(float (&S1)[2], float (&smax)[2], flo
         smin[r] = -quad_max(-smin[r]);
         // exp: every lane's sum to the row's max (a lane with no key: 0 * 2^-inf = 0)
         S1[r] = quad_sum(EXP ? S1[r] * exp2f(lane_max - smax[r]) : S1[r]);
+        if (T_FORM) { S1[r] = fmaf(rows.scale[r], quad_sum(S1_relu[r]), S1[r]); }
     }
 }
 
-// Forward. grid (ceil(T/ROWS), B*NH), block THREADS. p_int = p when p is a small integer, else -1.
-// Blocks per SM asked of ptxas: 3 (<= 168 registers) without re-weighting; 2 with it, whose two
-// passes spill at 168 registers at hd 64 (and, left alone, ptxas gives them 128 and spills too).
+// Forward. grid (ceil(T/ROWS), B*NH), block THREADS. p_int is unused (the launchers share one
+// signature): the power is 2^(p log2 (x/m)) for every p (pow_rel_max).
+// Blocks per SM asked of ptxas: 3 (<= 168 registers: 12 warps per SM at hd 32 and 64), but 2 for
+// sigmoid_l1_rw, whose two passes spill 8 bytes at 168 registers at hd 64 (measured, sm_90; LSSAR
+// fits in 168 at hd 64 with no spill, 204 registers at 2 blocks).
 // Scores are held in score units (attn_score_unit: log2 units for exp); the keys of tiles below
 // the diagonal are all visible, so only the diagonal tile (the last one) is masked.
 // p_head (NH): learned p per head in place of p, or null.
 template <int HD, AttnKind K>
-__global__ void __launch_bounds__(AttnTile<HD>::THREADS, AttnTraits<K>::reweight ? 2 : 3)
+__global__ void __launch_bounds__(AttnTile<HD>::THREADS,
+                                  AttnTraits<K>::reweight && AttnTraits<K>::phi == ATTN_PHI_SIGMOID ? 2 : 3)
 attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const float* scales, int T, int NH, float p,
                          int p_int, const float* p_head) {
     using Tile = AttnTile<HD>;
@@ -110,7 +161,7 @@ attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const flo
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     if constexpr (RW) { attn_head_p(p_head, hp.h, &p, &p_int); }
 
-    load_tile<ROWS, HD, LD>(sQ, q_base, 3 * C, q0, T, sc);
+    load_tile<ROWS, HD, LD, V::cos_len>(sQ, q_base, 3 * C, q0, T, sc);
     __syncthreads();
     FragA qf[Tile::KSTEPS];
     load_frags_a(qf, sQ, LD, warp * 16);
@@ -127,26 +178,38 @@ attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const flo
         rows.o[r] = t < 3 ? 0.0f : 1.0f;
     }
 
-    // re-weighting: n / S1, the largest x (m) and 1/m from pass 1
-    float S1[2] = {0.0f, 0.0f}, nS1[2] = {0.0f, 0.0f}, m[2] = {0.0f, 0.0f}, inv_m[2] = {0.0f, 0.0f};
+    // re-weighting: n / S1, the largest x (m) and -p log2 m (pow_rel_max) from pass 1
+    float S1[2] = {0.0f, 0.0f}, nS1[2] = {0.0f, 0.0f}, m[2] = {0.0f, 0.0f}, neg_p_log2_m[2] = {0.0f, 0.0f};
     float shift[2] = {0.0f, 0.0f};  // exp: the row's max (re-weighting) or the running max (online)
     bool uniform[2] = {false, false};  // every phi of the row equal: A is exactly uniform
+    constexpr bool T_FORM = attn_fwd_softplus_t<K>();  // LSSAR: s holds t, x = attn_softplus_x(t)
+    SoftplusXRow xrow[2];
     if constexpr (RW) {
         float smax[2], smin[2];
         attn_pass1<K, HD>(S1, smax, smin, qf, sK, key_fac, k_base, C, qt, T, sc, rows);
         ATTN_UNROLL
         for (int r = 0; r < 2; r++) {
             shift[r] = EXP ? smax[r] : 0.0f;
-            // phi is non-decreasing: every phi of the row equal as computed iff phi(min) = phi(max)
-            uniform[r] = attn_phi_dev<K>(smin[r], shift[r]) == attn_phi_dev<K>(smax[r], shift[r]);
-            // the same operations as x = phi (n / S1) - o, on the largest phi: m is the largest x
             nS1[r] = S1[r] > 0.0f ? rows.n[r] / S1[r] : 0.0f;
-            m[r] = attn_phi_dev<K>(smax[r], shift[r]) * nS1[r] - rows.o[r];
-            inv_m[r] = m[r] > 0.0f ? 1.0f / m[r] : 0.0f;
+            if constexpr (T_FORM) {
+                xrow[r].neg_rs_log2e = -rows.scale[r] * ATTN_LOG2E;
+                xrow[r].c = nS1[r] * rows.scale[r];
+                xrow[r].o = rows.o[r];
+                log1p_coefs(xrow[r].P, nS1[r]);
+                uniform[r] = attn_softplus_t(smin[r], rows.scale[r]) == attn_softplus_t(smax[r], rows.scale[r]);
+                m[r] = attn_softplus_x(smax[r], xrow[r]);  // the operations of every x: m is the largest x
+            } else {
+                // phi is non-decreasing: every phi of the row equal as computed iff phi(min) = phi(max)
+                uniform[r] = attn_phi_dev<K>(smin[r], shift[r]) == attn_phi_dev<K>(smax[r], shift[r]);
+                // the same operations as x = phi (n / S1) - o, on the largest phi: m is the largest x
+                m[r] = attn_phi_dev<K>(smax[r], shift[r]) * nS1[r] - rows.o[r];
+            }
+            neg_p_log2_m[r] = m[r] > 0.0f ? -p * log2f(m[r]) : -INFINITY;
         }
     }
 
     // the only pass (pass 2 under re-weighting): weights w, their sum, acc += w V
+    const float ones[2] = {1.0f, 1.0f}, (&score_scale)[2] = T_FORM ? ones : static_cast<const float(&)[2]>(rows.scale);
     float wsum[2] = {0.0f, 0.0f}, row_max[2] = {-INFINITY, -INFINITY};
     FragC acc[Tile::HTILES];
     ATTN_UNROLL
@@ -159,7 +222,7 @@ attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const flo
         load_tile<ROWS, HD, LD>(sV, v_base, 3 * C, j0, T);
         __syncthreads();
         FragC s[RT];
-        attn_scores<K, HD>(s, qf, sK, key_fac, rows.scale, rows.bias);
+        attn_scores<K, HD>(s, qf, sK, key_fac, score_scale, rows.bias);
         if constexpr (ONLINE) {  // softmax: the new running max, and the rescaling of what came before
             float tile_max[2] = {-INFINITY, -INFINITY};
             ATTN_UNROLL
@@ -190,20 +253,19 @@ attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const flo
             ATTN_UNROLL
             for (int i = 0; i < 4; i++) {
                 int r = i / 2;
-                float w = 0.0f;  // without re-weighting the weight; with it x/m, raised to p below
+                float w = 0.0f;  // the weight: a without re-weighting, u = (relu(x)/m)^p with it
                 if (!MASK || j0 + nt * 8 + frag_col(lane, i) <= rows.row[r]) {
-                    float a = attn_phi_dev<K>(s[nt].x[i], shift[r]);
-                    if (!RW) {
-                        w = a;
-                    } else {  // m <= 0: inv_m = 0 and no x > 0 (m is the largest x)
-                        float x = a * nS1[r] - rows.o[r];
-                        w = x > 0.0f ? fminf(x * inv_m[r], 1.0f) : 0.0f;
+                    // m <= 0: no x > 0 (m is the largest x) and neg_p_log2_m = -inf, so u = 0
+                    if constexpr (T_FORM) {
+                        w = pow_rel_max(attn_softplus_x(s[nt].x[i], xrow[r]), p, neg_p_log2_m[r]);
+                    } else {
+                        float a = attn_phi_dev<K>(s[nt].x[i], shift[r]);
+                        w = RW ? pow_rel_max(a * nS1[r] - rows.o[r], p, neg_p_log2_m[r]) : a;
                     }
                 }
                 s[nt].x[i] = w;
             }
         }
-        if constexpr (RW) { pow_p_frags(s, p, p_int); }  // u = (x/m)^p, 0 where x <= 0 (p >= 1)
         ATTN_UNROLL
         for (int nt = 0; nt < RT; nt++) {
             ATTN_UNROLL

@@ -257,26 +257,35 @@ __device__ __forceinline__ float quad_max(float v) {
 
 // Copies rows row0..row0+ROWS-1 of a strided (rows, HD) bf16 matrix into a shared tile of
 // pitch LD, 16 bytes per thread and step; rows >= num_rows are filled with zeros.
-// With row_mul, row r is multiplied by row_mul[r] (a power of two: exact in bf16).
+// SCALED: row r is multiplied by row_mul[r] (a power of two: exact in bf16, one bf16x2 multiply
+// per pair, unless a product falls below bf16's smallest normal).
 // src + r*stride must be 16-byte aligned. Every thread of the block must call it.
-template <int ROWS, int HD, int LD>
+// (The stride is blockDim.x: with the block size as a compile-time trip count, nvcc keeps every
+// step's addresses live and the backward kernels grow from ~190 to 255 registers and spill.)
+template <int ROWS, int HD, int LD, bool SCALED = false>
 __device__ __forceinline__ void load_tile(sptr<floatX> dst, const floatX* src, size_t stride, int row0,
                                           int num_rows, const float* row_mul = nullptr) {
     constexpr int CHUNKS = HD / 8;  // 16-byte chunks per row
     for (int idx = threadIdx.x; idx < ROWS * CHUNKS; idx += blockDim.x) {
         int r = idx / CHUNKS, c = (idx % CHUNKS) * 8;
         int row = row0 + r;
-        x128 v = x128::zeros();
+        int4 bits = make_int4(0, 0, 0, 0);
         if (row < num_rows) {
-            v = load128(src + (size_t)row * stride + c);
-            if (row_mul != nullptr) {
-                float mul = row_mul[row];
+            x128 v = load128(src + (size_t)row * stride + c);
+            memcpy(&bits, &v, sizeof(bits));
+            if constexpr (SCALED) {
+                __nv_bfloat162 mul = __float2bfloat162_rn(row_mul[row]);
+                uint32_t pairs[4] = {(uint32_t)bits.x, (uint32_t)bits.y, (uint32_t)bits.z, (uint32_t)bits.w};
                 ATTN_UNROLL
-                for (int e = 0; e < 8; e++) { v[e] = (floatX)((float)v[e] * mul); }
+                for (int e = 0; e < 4; e++) {
+                    __nv_bfloat162 pair;
+                    memcpy(&pair, &pairs[e], 4);
+                    pair = __hmul2(pair, mul);
+                    memcpy(&pairs[e], &pair, 4);
+                }
+                bits = make_int4((int)pairs[0], (int)pairs[1], (int)pairs[2], (int)pairs[3]);
             }
         }
-        int4 bits;
-        memcpy(&bits, &v, sizeof(bits));
         *sptr_cast<int4>(dst + (size_t)r * LD + c) = bits;
     }
 }
