@@ -88,6 +88,18 @@ struct ThreeModels {
         for (float& x : perturbed.params) x = round_bf16(x);
         gpu.init(seed);
     }
+    struct Losses { float cpu, perturbed, gpu; };
+    // one batch through the three models
+    Losses forward(const TokenBatch& b, int B, int T) {
+        return {cpu.forward(b.inputs.data(), b.targets.data(), B, T),
+                perturbed.forward(b.inputs.data(), b.targets.data(), B, T),
+                gpu.forward(b.inputs.data(), b.targets.data(), B, T)};
+    }
+    // the three models' gradients of their last forward, zeroed first
+    void backward() {
+        cpu.zero_grad(), perturbed.zero_grad(), gpu.zero_grad();
+        cpu.backward(1.0f), perturbed.backward(1.0f), gpu.backward(1.0f);
+    }
 };
 
 // every gradient tensor of the CUDA model against the CPU model's
@@ -195,16 +207,9 @@ static void compare_training(AttnKind kind, float p) {
     float first_loss = 0, last_loss = 0;
     for (int step = 1; step <= STEPS; step++) {
         TokenBatch batch = make_token_batch(B, T, c.vocab_size, 100 + step);
-        float loss_cpu = m.cpu.forward(batch.inputs.data(), batch.targets.data(), B, T);
-        float loss_pert = m.perturbed.forward(batch.inputs.data(), batch.targets.data(), B, T);
-        float loss_gpu = m.gpu.forward(batch.inputs.data(), batch.targets.data(), B, T);
+        auto [loss_cpu, loss_pert, loss_gpu] = m.forward(batch, B, T);
         if (step == 1) check_logits_and_losses(m, B, T);
-        m.cpu.zero_grad();
-        m.perturbed.zero_grad();
-        m.gpu.zero_grad();
-        m.cpu.backward(1.0f);
-        m.perturbed.backward(1.0f);
-        m.gpu.backward(1.0f);
+        m.backward();
         std::vector<float> g_gpu;
         if (step == 1) {
             check_gradients(m, "step 1");
@@ -244,16 +249,9 @@ TEST_CASE("first step: CUDA back end vs CPU back end, lssar p=3") {
     const int B = 2, T = 24;
     ThreeModels m(c, 1337);
     TokenBatch batch = make_token_batch(B, T, c.vocab_size, 101);
-    m.cpu.forward(batch.inputs.data(), batch.targets.data(), B, T);
-    m.perturbed.forward(batch.inputs.data(), batch.targets.data(), B, T);
-    m.gpu.forward(batch.inputs.data(), batch.targets.data(), B, T);
+    m.forward(batch, B, T);
     check_logits_and_losses(m, B, T);
-    m.cpu.zero_grad();
-    m.perturbed.zero_grad();
-    m.gpu.zero_grad();
-    m.cpu.backward(1.0f);
-    m.perturbed.backward(1.0f);
-    m.gpu.backward(1.0f);
+    m.backward();
     check_gradients(m, "lssar p=3, step 1");
 }
 
@@ -372,15 +370,8 @@ static void compare_learned_p(AttnKind kind, float p0) {
     std::vector<double> envelope(start.size(), 0.0);
     for (int step = 1; step <= STEPS; step++) {
         TokenBatch batch = make_token_batch(B, T, c.vocab_size, 301);
-        m.cpu.forward(batch.inputs.data(), batch.targets.data(), B, T);
-        m.perturbed.forward(batch.inputs.data(), batch.targets.data(), B, T);
-        m.gpu.forward(batch.inputs.data(), batch.targets.data(), B, T);
-        m.cpu.zero_grad();
-        m.perturbed.zero_grad();
-        m.gpu.zero_grad();
-        m.cpu.backward(1.0f);
-        m.perturbed.backward(1.0f);
-        m.gpu.backward(1.0f);
+        m.forward(batch, B, T);
+        m.backward();
         if (step == 1) {
             check_gradients(m, "learned p, step 1");
             std::vector<float> g = download_grads(m.gpu);
