@@ -32,6 +32,13 @@ TRIALS=${TRIALS:-100}          # passkey trials per length (held out from traini
 LENGTHS=$T,$((2 * T)),$((4 * T)),$((8 * T)),$((16 * T))
 RUNS=${RUNS:-"softmax:softmax:15 lssar_p15:lssar:15 lssa:lssa:15 lssar_p3:lssar:3 lssar_p15w:lssar:15:$((STEPS / 4))"}  # name:variant:p[:pw]
 # (pw: the trainer's -pw, p rising linearly from 1 to p over the first pw steps; e.g. lssar_p15w:lssar:15:1000)
+for spec in $RUNS; do  # refused before anything is built or trained
+    IFS=: read -r name attn p pw <<<"$spec"
+    if [ -z "$name" ] || [ -z "$attn" ] || [ -z "$p" ] || { [ -n "$pw" ] && ! [[ "$pw" =~ ^[0-9]+$ ]]; }; then
+        echo "error: RUNS entry '$spec': expected name:variant:p[:pw], pw a whole number of steps" >&2
+        exit 1
+    fi
+done
 start_s=$(date +%s)
 
 bash scripts/install_deps.sh >/dev/null
