@@ -317,6 +317,12 @@ unsigned activemask();
 void warp_mma_m16n8k16_bf16(float* d, const uint32_t* a, const uint32_t* b, const float* c);
 void warp_ldmatrix(uint32_t* r, int count, bool trans, const void* row_addr);
 
+// asynchronous copies global -> shared (cp.async, simt/cp_async.cuh): queued per thread, performed
+// at the cp_async_wait that completes their group
+void cp_async(void* dst, const void* src, int bytes, int src_bytes);  // dst: shared, bounds checked
+void cp_async_commit();
+void cp_async_wait(int newest_pending);
+
 // host launch
 struct FnRef {  // non-owning reference to a callable
     void* obj;

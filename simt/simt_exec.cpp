@@ -53,11 +53,20 @@ struct Shadow {
 
 enum State : int { kIdle, kRunnable, kWaitBar, kWaitWarp, kDone };
 
+struct AsyncCopy {  // one cp.async not yet performed
+    unsigned char* dst;
+    const unsigned char* src;
+    int bytes, src_bytes;  // bytes past src_bytes are zero-filled
+};
+
 struct Slot {
     ThreadView view;
     ctx::fiber fib;    // the suspended fiber (held by the scheduler)
     ctx::fiber sched;  // the scheduler (held by the running fiber)
     int state = kIdle;
+    // the thread's cp.async copies in issue order; group_end[g] = copies in groups 0..g (committed)
+    std::vector<AsyncCopy> copies;
+    std::vector<size_t> group_end;
 };
 
 enum CollKind { kSync, kShfl, kVote, kMma, kLdmatrix, kReduce };
@@ -225,6 +234,8 @@ struct Executor {
         }
         for (int i = 0; i < n; i++) {
             Slot& s = slot(i);
+            s.copies.clear();  // copies a block left pending at its exit are never performed
+            s.group_end.clear();
             s.state = kRunnable;
             s.view.linear = i;
             s.view.thread_idx = tid3(i);
@@ -331,6 +342,50 @@ struct Executor {
         char buf[16];
         snprintf(buf, sizeof buf, "0x%08x", v);
         return buf;
+    }
+
+    // ---- asynchronous copies (PTX cp.async): a copy is performed only when cp.async.wait_group
+    // completes its group, so shared memory read before the wait holds what was there before
+    // (0xff bytes in a fresh block). __syncthreads does not complete copies (nor does the hardware's
+    // barrier wait for them), and copies still pending when the thread exits are dropped.
+
+    void cp_async(void* dst, const void* src, int bytes, int src_bytes) {
+        Slot& s = *slots[cur];
+        if ((uintptr_t)src % bytes != 0) {
+            char buf[96];
+            snprintf(buf, sizeof buf, "misaligned %d-byte cp.async source %p", bytes, src);
+            fail(cudaErrorMisalignedAddress, std::string(buf) + " by thread " + thread_str(cur) + where());
+            throw KernelAbort{};
+        }
+        // the destination counts as written from the issue on: a reader that is not ordered
+        // before the issue races with the copy, wherever it lands
+        check_access(dst, bytes, bytes, kWrite, cur);
+        if (aborted) throw KernelAbort{};
+        s.copies.push_back(AsyncCopy{(unsigned char*)dst, (const unsigned char*)src, bytes, src_bytes});
+    }
+
+    void cp_async_commit() {  // closes a group, empty if no copy was issued since the last one
+        Slot& s = *slots[cur];
+        s.group_end.push_back(s.copies.size());
+    }
+
+    // completes every committed group but the newest `pending` ones (cp.async.wait_group N);
+    // uncommitted copies stay queued
+    void cp_async_wait(int pending) {
+        Slot& s = *slots[cur];
+        int groups = (int)s.group_end.size();
+        if (groups <= pending) return;
+        size_t upto = s.group_end[groups - pending - 1];
+        for (size_t k = 0; k < upto; k++) {
+            const AsyncCopy& c = s.copies[k];
+            check_access(c.dst, c.bytes, c.bytes, kWrite, cur);  // the write lands now
+            if (aborted) throw KernelAbort{};
+            if (c.src_bytes > 0) memcpy(c.dst, c.src, c.src_bytes);
+            memset(c.dst + c.src_bytes, 0, c.bytes - c.src_bytes);
+        }
+        s.copies.erase(s.copies.begin(), s.copies.begin() + upto);
+        s.group_end.erase(s.group_end.begin(), s.group_end.begin() + (groups - pending));
+        for (size_t& e : s.group_end) e -= upto;
     }
 
     // ---- barriers
@@ -853,6 +908,10 @@ void warp_ldmatrix(uint32_t* r, int count, bool trans, const void* row_addr) {
     e.warp_collective(kLdmatrix, 0xffffffffu);
     for (int i = 0; i < count; i++) r[i] = io.out[i];
 }
+
+void cp_async(void* dst, const void* src, int bytes, int src_bytes) { running("cp.async").cp_async(dst, src, bytes, src_bytes); }
+void cp_async_commit() { running("cp.async.commit_group").cp_async_commit(); }
+void cp_async_wait(int newest_pending) { running("cp.async.wait_group").cp_async_wait(newest_pending); }
 
 // ----------------------------------------------------------------------------
 // running the blocks of a launch

@@ -1,10 +1,12 @@
-// Tests of the SIMT emulator (simt/) and the tensor-core wrappers (simt/mma.cuh).
+// Tests of the SIMT emulator (simt/), the tensor-core wrappers (simt/mma.cuh) and cp.async
+// (simt/cp_async.cuh).
 // The same file builds with nvcc and runs unchanged on a GPU, except the checks of
 // what only the emulator reports (races, deadlocks, bad shared accesses), which are
 // skipped under __CUDACC__.
 #include <doctest/doctest.h>
 
 #include "layers/cuda_common.cuh"
+#include "simt/cp_async.cuh"
 #include "simt/mma.cuh"
 
 #include <cmath>
@@ -1507,6 +1509,140 @@ TEST_CASE("ldmatrix takes part in race detection") {
     // row 0 (bytes 0..15) written by lane 7, read through the address of lane 0
     CHECK(r.find("byte offset 0 ") != std::string::npos);
     CHECK(r.find("written by thread (7,0,0) and then read by thread (0,0,0)") != std::string::npos);
+}
+#endif
+
+// ----------------------------------------------------------------------------
+// cp.async: per-thread groups, completed by cp.async.wait_group
+
+// One warp; lane l copies 16 bytes (in[4l..4l+3]) per group into its slot of a shared buffer and
+// records, as bit patterns, what its slots hold at each point (out: 6 snapshots of 4 words):
+//   0: A, B issued and committed, no wait     1: A after wait_group 1 (B the newest, pending)
+//   2: B after wait_group 1                   3: B after wait_group 0, 4: C (zero-filled) then
+//   5: D issued but not committed, after wait_group 0 and a __syncthreads, 6: D after commit + wait
+__global__ void cp_async_groups(uint32_t* out, const uint32_t* in) {
+    SHARED_ARRAY(uint4, buf, 4 * 32);  // slots A, B, C, D of the 32 lanes
+    int lane = threadIdx.x;
+    auto slot = [&](int g) { return buf + g * 32 + lane; };
+    auto snap = [&](int k, int g) {
+        uint4 v = slot(g)[0];
+        uint32_t* o = out + (k * 32 + lane) * 4;
+        o[0] = v.x, o[1] = v.y, o[2] = v.z, o[3] = v.w;
+    };
+    const uint4* src = reinterpret_cast<const uint4*>(in);
+    cp_async_16(slot(0), src + lane, true);
+    cp_async_commit();
+    cp_async_16(slot(1), src + 32 + lane, true);
+    cp_async_commit();
+    snap(0, 0);
+    cp_async_wait<1>();
+    snap(1, 0);
+    snap(2, 1);
+    cp_async_wait<0>();
+    snap(3, 1);
+    cp_async_16(slot(2), src + 64 + lane, false);  // zero-fill: nothing read
+    cp_async_commit();
+    cp_async_wait<0>();
+    snap(4, 2);
+    cp_async_16(slot(3), src + 96 + lane, true);
+    cp_async_wait<0>();  // D is in no group yet
+    __syncthreads();     // nor does a barrier complete it
+    snap(5, 3);
+    cp_async_commit();
+    cp_async_wait<0>();
+    snap(6, 3);
+}
+
+TEST_CASE("cp.async: copies land at the wait_group that completes their group; zero-fill") {
+    std::vector<uint32_t> h(4 * 32 * 4);
+    for (size_t i = 0; i < h.size(); i++) h[i] = 0x01000000u * (uint32_t)(i / 128 + 1) + (uint32_t)i;
+    DeviceBuffer<uint32_t> in(h), out(7 * 32 * 4);
+    cuda_launch(cp_async_groups, 1, 32, 0, 0, out.ptr, in.ptr);
+    cudaCheck(cudaGetLastError());
+    std::vector<uint32_t> got = out.download();
+    auto word = [&](int k, int lane, int e) { return got[(k * 32 + lane) * 4 + e]; };
+    auto want = [&](int g, int lane, int e) { return h[g * 128 + lane * 4 + e]; };
+    for (int lane = 0; lane < 32; lane++) {
+        for (int e = 0; e < 4; e++) {
+            CHECK(word(1, lane, e) == want(0, lane, e));  // A complete after wait_group 1
+            CHECK(word(3, lane, e) == want(1, lane, e));  // B after wait_group 0
+            CHECK(word(4, lane, e) == 0u);                // zero-filled
+            CHECK(word(6, lane, e) == want(3, lane, e));  // D once committed and waited for
+#if EMULATED
+            // the model performs a copy only at the wait that completes its group (a GPU may
+            // land it any time before): before it, the slot holds fresh shared memory's 0xff bytes
+            CHECK(word(0, lane, e) == 0xffffffffu);  // no wait yet
+            CHECK(word(2, lane, e) == 0xffffffffu);  // B, the newest group, left pending by wait_group 1
+            CHECK(word(5, lane, e) == 0xffffffffu);  // uncommitted: neither wait_group 0 nor __syncthreads
+#endif
+        }
+    }
+}
+
+#if EMULATED
+// Lane l reads lane (l+1)'s slot after its own wait: without a __syncthreads the copy of the
+// other lane is not ordered before the read (a race); with one (sync = 1) it is.
+__global__ void cp_async_neighbour(uint32_t* out, const uint32_t* in, int sync) {
+    SHARED_ARRAY(uint32_t, buf, 32);
+    int lane = threadIdx.x;
+    cp_async_4(buf + lane, in + lane, true);
+    cp_async_commit();
+    cp_async_wait<0>();
+    if (sync) __syncthreads();
+    out[lane] = buf[(lane + 1) % 32];
+}
+
+// a copy whose destination another thread may still be reading: lane 0 reads buf[1], lane 1 issues
+// its copy into buf[1] with no barrier between, and waits for it only after one. The copy may land
+// any time after its issue, so the race is with the issue, not the wait.
+__global__ void cp_async_overwrite(uint32_t* out, const uint32_t* in) {
+    SHARED_ARRAY(uint32_t, buf, 32);
+    int lane = threadIdx.x;
+    buf[lane] = 7u;
+    __syncthreads();
+    if (lane == 0) out[0] = buf[1];
+    cp_async_4(buf + lane, in + lane, true);  // no barrier between lane 0's read and lane 1's copy
+    cp_async_commit();
+    __syncthreads();
+    cp_async_wait<0>();
+}
+
+__global__ void cp_async_misaligned(uint32_t* out, const uint32_t* in) {
+    SHARED_ARRAY(uint4, buf, 1);
+    cp_async_16(buf + 0, reinterpret_cast<const uint4*>(in + 1), true);  // 4-byte aligned source
+    cp_async_commit();
+    cp_async_wait<0>();
+    out[0] = 0;
+}
+
+TEST_CASE("cp.async takes part in race detection and checks alignment") {
+    QuietReports quiet;
+    std::vector<uint32_t> h(32);
+    for (int i = 0; i < 32; i++) h[i] = 100u + i;
+    DeviceBuffer<uint32_t> in(h), out(32);
+    cuda_launch(cp_async_neighbour, 1, 32, 0, 0, out.ptr, in.ptr, 1);
+    CHECK(cudaGetLastError() == cudaSuccess);
+    std::vector<uint32_t> got = out.download();
+    for (int i = 0; i < 32; i++) CHECK(got[i] == h[(i + 1) % 32]);
+
+    cuda_launch(cp_async_neighbour, 1, 32, 0, 0, out.ptr, in.ptr, 0);
+    CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+    std::string r = simt::last_race_report();
+    INFO(r);
+    // lane 0 reads buf[1] (byte 4), which lane 1's copy writes (threads run in order here: lane 0
+    // reads before lane 1 issues)
+    CHECK(r.find("byte offset 4 ") != std::string::npos);
+    CHECK(r.find("read by thread (0,0,0) and then written by thread (1,0,0)") != std::string::npos);
+
+    cuda_launch(cp_async_overwrite, 1, 32, 0, 0, out.ptr, in.ptr);
+    CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+    r = simt::last_race_report();
+    INFO(r);
+    CHECK(r.find("read by thread (0,0,0) and then written by thread (1,0,0)") != std::string::npos);
+
+    cuda_launch(cp_async_misaligned, 1, 1, 0, 0, out.ptr, in.ptr);
+    CHECK(cudaGetLastError() == cudaErrorMisalignedAddress);
+    CHECK(simt::last_error_report().find("misaligned 16-byte cp.async source") != std::string::npos);
 }
 #endif
 
