@@ -89,11 +89,80 @@ __device__ __forceinline__ void attn_pass1_tile(float (&S1)[2], float (&S1_relu)
     }
 }
 
-// Pass 1 of the re-weighting, for the lane's two rows: S1, the largest and the smallest score.
+// Key tile kt into one of the forward's two buffers, asynchronously (it lands at the wait of
+// attn_fwd_tiles). cos_len: the keys are copied as they are, with their k_fac and k_mul (a power
+// of two), which attn_fwd_key_tile_ready multiplies into key_fac. Scaling the score by k_fac k_mul
+// instead of the key rows by k_mul (load_key_tile) gives the same scores bit for bit: products by
+// a power of two are exact, in bf16 and in the fp32 accumulation of the mma alike, unless they
+// leave the normal range (below 2^-126 or overflowing).
+// key_fac (2 ROWS for cos_len): k_fac, then k_mul, of the tile's keys; zeros past T.
 template <AttnKind K, int HD>
+__device__ __forceinline__ void attn_fwd_issue_key_tile(sptr<floatX> sK, sptr<float> key_fac, const floatX* k_base,
+                                                        int C, int kt, int T, const float* sc) {
+    using Tile = AttnTile<HD>;
+    load_tile_async<Tile::ROWS, HD, Tile::LD, Tile::THREADS>(sK, k_base, 3 * C, kt * Tile::ROWS, T);
+    if constexpr (AttnTraits<K>::cos_len) {
+        static_assert(Tile::THREADS >= Tile::ROWS, "one key per thread");
+        int j = threadIdx.x, key = kt * Tile::ROWS + j;
+        if (j < Tile::ROWS) {
+            bool in = key < T;
+            cp_async_4(key_fac + j, sc + 3 * T + (in ? key : 0), in);
+            cp_async_4(key_fac + Tile::ROWS + j, sc + 2 * T + (in ? key : 0), in);
+        }
+    }
+}
+// After the thread's own copies have landed, before the barrier that shows them to the block:
+// key_fac[j] = k_fac k_mul of the key this thread copied.
+template <AttnKind K, int HD>
+__device__ __forceinline__ void attn_fwd_key_tile_ready(sptr<float> key_fac) {
+    if constexpr (AttnTraits<K>::cos_len) {
+        int j = threadIdx.x;
+        if (j < AttnTile<HD>::ROWS) {
+            float fac = key_fac[j], mul = key_fac[AttnTile<HD>::ROWS + j];
+            key_fac[j] = fac * mul;
+        }
+    }
+}
+
+// A loop of the forward over the key tiles 0..qt (the last, diagonal one masked), double-buffered:
+// tile kt+1's copies are in flight while tile kt is computed. stage counts the tiles loaded so far
+// by both passes; a tile sits in buffer stage % 2. load(kt, buf) issues a tile's copies; ready(buf)
+// runs once the thread's own copies have landed; step(kt, buf, masked) computes a tile;
+// load_after(buf) issues the tile that follows tile qt (the next pass's first) or nothing.
+// The caller has issued and committed tile 0 into buffer stage % 2. One barrier per tile.
+template <class Load, class Ready, class Step, class After>
+__device__ __forceinline__ void attn_fwd_tiles(int qt, int& stage, Load load, Ready ready, Step step,
+                                               After load_after) {
+    auto next = [&]() {
+        cp_async_wait<0>();  // this thread's copies of tile kt: the only group in flight
+        int buf = stage % 2;
+        ready(buf);
+        // every thread's copies of tile kt have landed, and every thread is done with tile kt-1,
+        // whose buffer the next copies overwrite
+        __syncthreads();
+        stage++;
+        return buf;
+    };
+    for (int kt = 0; kt < qt; kt++) {  // below the diagonal: no mask
+        int buf = next();
+        load(kt + 1, stage % 2);
+        cp_async_commit();
+        step(kt, buf, std::false_type{});
+    }
+    int buf = next();
+    load_after(stage % 2);
+    cp_async_commit();
+    step(qt, buf, std::true_type{});
+}
+
+// Pass 1 of the re-weighting, for the lane's two rows: S1, the largest and the smallest score.
+// sK, key_fac: the two buffers (a buffer's offsets tile and kfac); load_k, ready: those of
+// attn_fwd_tiles; load_next issues pass 2's first tile during pass 1's last.
+template <AttnKind K, int HD, class LoadK, class Ready, class LoadNext>
 __device__ __forceinline__ void attn_pass1(float (&S1)[2], float (&smax)[2], float (&smin)[2], const FragA (&qf)[AttnTile<HD>::KSTEPS],
-                                           sptr<floatX> sK, sptr<float> key_fac, const floatX* k_base, int C, int qt,
-                                           int T, const float* sc, const AttnFwdRows& rows) {
+                                           sptr<floatX> sK, int tile, sptr<float> key_fac, int kfac, int qt,
+                                           int& stage, LoadK load_k, Ready ready, LoadNext load_next,
+                                           const AttnFwdRows& rows) {
     using Tile = AttnTile<HD>;
     constexpr bool EXP = AttnTraits<K>::phi == ATTN_PHI_EXP;
     constexpr bool T_FORM = attn_fwd_softplus_t<K>();
@@ -106,17 +175,13 @@ __device__ __forceinline__ void attn_pass1(float (&S1)[2], float (&smax)[2], flo
         smin[r] = INFINITY;
         neg_rs_log2e[r] = -rows.scale[r] * ATTN_LOG2E;
     }
-    auto tile = [&](int kt, auto masked) {
-        __syncthreads();  // the previous key tile has been read
-        load_key_tile<K, Tile::ROWS, HD, Tile::LD>(sK, key_fac, k_base, C, kt, T, sc);
-        __syncthreads();
+    auto step = [&](int kt, int buf, auto masked) {
         FragC s[Tile::RTILES];
-        attn_scores<K, HD>(s, qf, sK, key_fac, score_scale, rows.bias);
+        attn_scores<K, HD>(s, qf, sK + buf * tile, key_fac + buf * kfac, score_scale, rows.bias);
         attn_pass1_tile<K, Tile::RTILES, decltype(masked)::value>(S1, S1_relu, smax, smin, s, kt * Tile::ROWS, rows.row,
                                                                   neg_rs_log2e, lane);
     };
-    for (int kt = 0; kt < qt; kt++) { tile(kt, std::false_type{}); }  // below the diagonal: no mask
-    tile(qt, std::true_type{});
+    attn_fwd_tiles(qt, stage, load_k, ready, step, load_next);
     ATTN_UNROLL
     for (int r = 0; r < 2; r++) {
         float lane_max = smax[r];
@@ -147,10 +212,11 @@ attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const flo
     static_assert(!EXP || V::norm == ATTN_NORM_L1, "exp needs l1");
     static_assert(!RW || V::norm == ATTN_NORM_L1, "the kernels re-weight l1-normalised rows");
     constexpr int ROWS = Tile::ROWS, LD = Tile::LD, RT = Tile::RTILES;
+    constexpr int TILE = ROWS * LD, KFAC = V::cos_len ? 2 * ROWS : 0;  // one buffer of sK/sV, key_fac
     SHARED_TILE(sQ, ROWS * LD);
-    SHARED_TILE(sK, ROWS * LD);
-    SHARED_TILE(sV, ROWS * LD);
-    SHARED_ARRAY(float, key_fac, ROWS);
+    SHARED_TILE(sK, 2 * TILE);  // two buffers: tile kt+1 lands while tile kt is read
+    SHARED_TILE(sV, 2 * TILE);
+    SHARED_ARRAY(float, key_fac, V::cos_len ? 2 * KFAC : 4);
 
     const AttnHead hp = attn_head<K, HD>(qkv, scales, T, NH);
     const int C = hp.C, bh = hp.bh;
@@ -161,6 +227,18 @@ attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const flo
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     if constexpr (RW) { attn_head_p(p_head, hp.h, &p, &p_int); }
 
+    auto load_k = [&](int kt, int buf) {
+        attn_fwd_issue_key_tile<K, HD>(sK + buf * TILE, key_fac + buf * KFAC, k_base, C, kt, T, sc);
+    };
+    auto load_kv = [&](int kt, int buf) {
+        load_k(kt, buf);
+        load_tile_async<ROWS, HD, LD, Tile::THREADS>(sV + buf * TILE, v_base, 3 * C, kt * ROWS, T);
+    };
+    auto ready = [&](int buf) { attn_fwd_key_tile_ready<K, HD>(key_fac + buf * KFAC); };
+    int stage = 0;  // key tiles loaded so far (attn_fwd_tiles)
+    if constexpr (RW) { load_k(0, 0); }  // the first tile is in flight while Q loads
+    else { load_kv(0, 0); }
+    cp_async_commit();
     load_tile<ROWS, HD, LD, V::cos_len>(sQ, q_base, 3 * C, q0, T, sc);
     __syncthreads();
     FragA qf[Tile::KSTEPS];
@@ -186,7 +264,8 @@ attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const flo
     SoftplusXRow xrow[2];
     if constexpr (RW) {
         float smax[2], smin[2];
-        attn_pass1<K, HD>(S1, smax, smin, qf, sK, key_fac, k_base, C, qt, T, sc, rows);
+        attn_pass1<K, HD>(S1, smax, smin, qf, sK, TILE, key_fac, KFAC, qt, stage, load_k, ready,
+                          [&](int buf) { load_kv(0, buf); }, rows);
         ATTN_UNROLL
         for (int r = 0; r < 2; r++) {
             shift[r] = EXP ? smax[r] : 0.0f;
@@ -214,15 +293,11 @@ attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const flo
     FragC acc[Tile::HTILES];
     ATTN_UNROLL
     for (int nt = 0; nt < Tile::HTILES; nt++) { frag_zero(acc[nt]); }
-    auto tile = [&](int kt, auto masked) {
+    auto step = [&](int kt, int buf, auto masked) {
         constexpr bool MASK = decltype(masked)::value;
         int j0 = kt * ROWS;
-        __syncthreads();
-        load_key_tile<K, ROWS, HD, LD>(sK, key_fac, k_base, C, kt, T, sc);
-        load_tile<ROWS, HD, LD>(sV, v_base, 3 * C, j0, T);
-        __syncthreads();
         FragC s[RT];
-        attn_scores<K, HD>(s, qf, sK, key_fac, score_scale, rows.bias);
+        attn_scores<K, HD>(s, qf, sK + buf * TILE, key_fac + buf * KFAC, score_scale, rows.bias);
         if constexpr (ONLINE) {  // softmax: the new running max, and the rescaling of what came before
             float tile_max[2] = {-INFINITY, -INFINITY};
             ATTN_UNROLL
@@ -273,10 +348,9 @@ attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const flo
         }
         FragA wf[RT / 2];
         frags_a_from_acc<RT>(wf, s);
-        warp_mma_ab(acc, wf, sV, LD);
+        warp_mma_ab(acc, wf, sV + buf * TILE, LD);
     };
-    for (int kt = 0; kt < qt; kt++) { tile(kt, std::false_type{}); }  // below the diagonal: no mask
-    tile(qt, std::true_type{});
+    attn_fwd_tiles(qt, stage, load_kv, ready, step, [](int) {});
 
     // y = acc / S1 (l1), acc / Z (re-weighting), acc (none), acc / n (mean)
     float inv[2], st0[2];

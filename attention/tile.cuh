@@ -16,6 +16,7 @@
 
 #include "layers/cuda_common.cuh"
 #include "layers/floatx.cuh"
+#include "simt/cp_async.cuh"
 #include "simt/mma.cuh"
 
 // Geometry of the attention tiles for head size HD: query and key tiles have ROWS rows each
@@ -288,4 +289,26 @@ __device__ __forceinline__ void load_tile(sptr<floatX> dst, const floatX* src, s
         }
         *sptr_cast<int4>(dst + (size_t)r * LD + c) = bits;
     }
+}
+
+// The asynchronous twin of load_tile (without SCALED), for the forward's double-buffered key and
+// value tiles: issues the copies (cp.async) and returns; they land at the cp_async_wait that
+// completes the group the caller commits them into. Rows >= num_rows are zero-filled.
+// THREADS (the block size) / ROWS threads share a row, each copying every (THREADS/ROWS)-th
+// 16-byte chunk of it, neighbours side by side: a warp's step covers whole 32-byte sectors, its
+// shared stores meet each bank group equally often (rows 16 bytes apart, LD), and a thread's
+// copies differ only by constant offsets from one address, so nothing is held per step (the
+// backward's reason for load_tile's strided loop does not arise). Every thread must call it.
+template <int ROWS, int HD, int LD, int THREADS>
+__device__ __forceinline__ void load_tile_async(sptr<floatX> dst, const floatX* src, size_t stride, int row0,
+                                                int num_rows) {
+    constexpr int CHUNKS = HD / 8, PER_ROW = THREADS / ROWS;  // 16-byte chunks of a row, threads on it
+    static_assert(THREADS % ROWS == 0 && CHUNKS % PER_ROW == 0, "whole rows per thread group");
+    int r = threadIdx.x / PER_ROW, c = (threadIdx.x % PER_ROW) * 8;
+    int row = row0 + r;
+    bool in = row < num_rows;  // a row past the end reads nothing: any valid address will do
+    sptr<floatX> d = dst + (size_t)r * LD + c;
+    const floatX* g = src + (size_t)(in ? row : 0) * stride + c;
+    ATTN_UNROLL
+    for (int step = 0; step < CHUNKS / PER_ROW; step++) { cp_async_16(d + step * PER_ROW * 8, g + step * PER_ROW * 8, in); }
 }
