@@ -18,6 +18,8 @@
 //     pass 2 gives u = (relu(n phi/S1 - o)/m)^p, Z += u, acc += u V; y = acc / Z (LSSAR in terms
 //     of the unscaled score t: attn_fwd_softplus_t). A degenerate
 //     row (m <= 0, Z == 0, S1 == 0, or every phi equal with o = 1) gives y = 0, saved with Z = 0.
+// Key and value tiles are double-buffered and copied asynchronously (cp.async, attn_fwd_tiles):
+// tile kt+1 is in flight while tile kt is computed, in both passes; one barrier per tile.
 #pragma once
 
 #include "attention/attention_common.cuh"
