@@ -194,15 +194,17 @@ __device__ __forceinline__ void attn_pass1(float (&S1)[2], float (&smax)[2], flo
 
 // Forward. grid (ceil(T/ROWS), B*NH), block THREADS. The power is 2^(p log2 (x/m)) for every p
 // (pow_rel_max), as in the backward kernels.
-// Blocks per SM asked of ptxas: 3 (<= 168 registers: 12 warps per SM at hd 32 and 64), but 2 for
-// sigmoid_l1_rw, whose two passes spill 8 bytes at 168 registers at hd 64 (measured, sm_90; LSSAR
-// fits in 168 at hd 64 with no spill, 204 registers at 2 blocks).
+// Blocks per SM asked of ptxas (attn_fwd_min_blocks): 3 (<= 168 registers: 12 warps per SM), 4 at
+// hd 32 (<= 128: 16 warps; not LSSAR, whose two passes need 168), 2 for sigmoid_l1_rw, whose two
+// passes spill 8 bytes at 168 registers at hd 64 (measured, sm_90).
 // Scores are held in score units (attn_score_unit: log2 units for exp); the keys of tiles below
 // the diagonal are all visible, so only the diagonal tile (the last one) is masked.
 // p_head (NH): learned p per head in place of p, or null.
+template <int HD, AttnKind K> constexpr int attn_fwd_min_blocks() {
+    return AttnTraits<K>::reweight && AttnTraits<K>::phi == ATTN_PHI_SIGMOID ? 2 : HD == 32 && K != ATTN_LSSAR ? 4 : 3;
+}
 template <int HD, AttnKind K>
-__global__ void __launch_bounds__(AttnTile<HD>::THREADS,
-                                  AttnTraits<K>::reweight && AttnTraits<K>::phi == ATTN_PHI_SIGMOID ? 2 : 3)
+__global__ void __launch_bounds__(AttnTile<HD>::THREADS, (attn_fwd_min_blocks<HD, K>()))
 attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const float* scales, int T, int NH, float p,
                          const float* p_head) {
     using Tile = AttnTile<HD>;
