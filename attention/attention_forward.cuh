@@ -194,14 +194,20 @@ __device__ __forceinline__ void attn_pass1(float (&S1)[2], float (&smax)[2], flo
 
 // Forward. grid (ceil(T/ROWS), B*NH), block THREADS. The power is 2^(p log2 (x/m)) for every p
 // (pow_rel_max), as in the backward kernels.
-// Blocks per SM asked of ptxas (attn_fwd_min_blocks): 3 (<= 168 registers: 12 warps per SM), 4 at
-// hd 32 (<= 128: 16 warps; not LSSAR, whose two passes need 168), 2 for sigmoid_l1_rw, whose two
-// passes spill 8 bytes at 168 registers at hd 64 (measured, sm_90).
+// Blocks per SM asked of ptxas (attn_fwd_min_blocks), chosen from measurements at sm_90 so that
+// nothing spills: 3 (<= 168 registers: 12 warps per SM); 4 at hd 32 (<= 128: 16 warps), but 3 for
+// LSSAR and relu_l1_rw (4 bytes of spill at 128); 6 at hd 128 (64 threads: <= 168 registers, 12
+// warps), but 3 for softmax (4 bytes of spill at 168) and LSSAR; 2 for sigmoid_l1_rw, whose two
+// passes spill 8 bytes at 168 registers at hd 64. (Registers are allocated per SM sub-partition:
+// more than 168 give 8 warps per SM.)
 // Scores are held in score units (attn_score_unit: log2 units for exp); the keys of tiles below
 // the diagonal are all visible, so only the diagonal tile (the last one) is masked.
 // p_head (NH): learned p per head in place of p, or null.
 template <int HD, AttnKind K> constexpr int attn_fwd_min_blocks() {
-    return AttnTraits<K>::reweight && AttnTraits<K>::phi == ATTN_PHI_SIGMOID ? 2 : HD == 32 && K != ATTN_LSSAR ? 4 : 3;
+    if (AttnTraits<K>::reweight && AttnTraits<K>::phi == ATTN_PHI_SIGMOID) { return 2; }
+    if (K == ATTN_LSSAR) { return 3; }
+    if (HD == 32) { return K == ATTN_RELU_L1_RW ? 3 : 4; }
+    return HD == 128 && K != ATTN_SOFTMAX ? 6 : 3;
 }
 template <int HD, AttnKind K>
 __global__ void __launch_bounds__(AttnTile<HD>::THREADS, (attn_fwd_min_blocks<HD, K>()))
@@ -214,9 +220,11 @@ attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const flo
     static_assert(!RW || V::norm == ATTN_NORM_L1, "the kernels re-weight l1-normalised rows");
     constexpr int ROWS = Tile::ROWS, LD = Tile::LD, RT = Tile::RTILES;
     constexpr int TILE = ROWS * LD, KFAC = V::cos_len ? 2 * ROWS : 0;  // one buffer of sK/sV, key_fac
-    SHARED_TILE(sQ, ROWS * LD);
     SHARED_TILE(sK, 2 * TILE);  // two buffers: tile kt+1 lands while tile kt is read
     SHARED_TILE(sV, 2 * TILE);
+    // Q is read only into the warps' fragments, before the first barrier of attn_fwd_tiles, and
+    // V's second buffer is first written after it
+    const sptr<floatX> sQ = sV + TILE;
     SHARED_ARRAY(float, key_fac, V::cos_len ? 2 * KFAC : 4);
 
     const AttnHead hp = attn_head<K, HD>(qkv, scales, T, NH);

@@ -22,7 +22,7 @@ import subprocess
 import sys
 
 REGS_PER_SM, SMEM_PER_SM, SMEM_RESERVED_PER_BLOCK = 65536, 228 * 1024, 1024
-MAX_WARPS_PER_SM, MAX_BLOCKS_PER_SM = 64, 32
+MAX_WARPS_PER_SM, MAX_BLOCKS_PER_SM, SUBPARTITIONS = 64, 32, 4
 REG_UNIT, SMEM_UNIT = 256, 128
 
 # instruction classes of the mix: column -> opcodes (the part before the first '.')
@@ -125,7 +125,10 @@ def occupancy(regs, smem_static, smem_dyn, threads):
     warps_per_block = (threads + 31) // 32
     limits = {"blocks": MAX_BLOCKS_PER_SM, "warps": MAX_WARPS_PER_SM // warps_per_block}
     regs_per_warp = -(-max(regs, 1) * 32 // REG_UNIT) * REG_UNIT
-    limits["registers"] = (REGS_PER_SM // regs_per_warp) // warps_per_block
+    # registers are allocated per SM sub-partition (4 of REGS_PER_SM / 4), whole warps in each
+    # (cudaOccMaxBlocksPerSMRegsLimit in cuda_occupancy.h): 197 registers give 2 warps per
+    # sub-partition, 8 warps per SM, not 65536 / (197 * 32) = 10
+    limits["registers"] = (REGS_PER_SM // SUBPARTITIONS // regs_per_warp) * SUBPARTITIONS // warps_per_block
     smem_block = -(-(smem_static + smem_dyn + SMEM_RESERVED_PER_BLOCK) // SMEM_UNIT) * SMEM_UNIT
     limits["shared memory"] = SMEM_PER_SM // smem_block
     blocks = min(limits.values())
