@@ -107,7 +107,8 @@ def mix(insns):
 def mma_loops(insns):
     """The main loop(s): every backward-branch range that holds tensor-core MMAs and no smaller such
     range, as (first address, last address, instructions, MMAs); a kernel with two passes over the
-    keys (LSSAR's forward) has two."""
+    keys (LSSAR's forward) has two. The count is static: an inner loop without MMA (the backward's
+    strided tile loads) counts once, though it runs several times per tile."""
     loops = []
     for addr, op, args in insns:
         m = re.match(r"\s*(0x[0-9a-f]+)", args)
