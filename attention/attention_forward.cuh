@@ -155,7 +155,7 @@ __device__ __forceinline__ void attn_fwd_tiles(int qt, int& stage, Load load, Re
 }
 
 // Pass 1 of the re-weighting, for the lane's two rows: S1, the largest and the smallest score.
-// sK, key_fac: the two buffers (a buffer's offsets tile and kfac); load_k, ready: those of
+// sK, key_fac: the two buffers, tile and kfac elements apart; load_k, ready: those of
 // attn_fwd_tiles; load_next issues pass 2's first tile during pass 1's last.
 template <AttnKind K, int HD, class LoadK, class Ready, class LoadNext>
 __device__ __forceinline__ void attn_pass1(float (&S1)[2], float (&smax)[2], float (&smin)[2], const FragA (&qf)[AttnTile<HD>::KSTEPS],
