@@ -1,7 +1,9 @@
 // Matmul forward/backward through cuBLASLt with fused epilogues, and the bias-gradient kernels.
 //   ./matmul [version]
-//   1: product (layers/matmul.cuh): forward GELU_AUX_BIAS in one call; backward DGELU fused into dinp
-//   2: unfused: forward with BIAS then gelu_forward; backward plain dinp then gelu_backward_inplace
+//   1: product (layers/matmul.cuh): forward GELU_AUX_BIAS in one call; backward DGELU fused into dinp,
+//      the bias gradient from the dweight GEMM's BGRADB epilogue
+//   2: unfused: forward with BIAS then gelu_forward; backward plain dinp then gelu_backward_inplace,
+//      the bias gradient from the column-sum kernels
 #include "dev/dev_common.h"
 #include "layers/gelu.cuh"
 #include "layers/gelu_cpu.h"
@@ -32,6 +34,7 @@ void run_backward(int version, floatX* dpre, floatX* dw, floatX* db, float* scra
 int main(int argc, char** argv) {
     int version = dev_version(argc, argv, 2);
     cublaslt_setup();
+    matmul_set_bgrad_epilogues(version == 1);
     // GPT-2 124M fc (C -> 4C) and fcproj (4C -> C); emulated: small, N not a multiple of 8
     int N = DEV_EMULATED ? 14 : 8 * 1024, C = DEV_EMULATED ? 40 : 768, OC = 4 * C;
     std::vector<float> inp = dev_random((size_t)N * C, 1), w = dev_random((size_t)OC * C, 2, 0.05f);

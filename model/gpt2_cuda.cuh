@@ -369,8 +369,8 @@ struct GPT2Cuda : GPT2ParamLayout {
             // MLP: dresidual holds d residual3, which is also d fcproj
             matmul_backward(a.dbt4c, grad(P_FCPROJW) + (size_t)l * C * 4 * C, nullptr, a.scratch,
                             a.dresidual, a.fch_gelu + o4, param(P_FCPROJW) + (size_t)l * C * 4 * C, a.fch + o4, BT,
-                            4 * C, C, stream);  // dbt4c = d fch (GELU backward fused)
-            matmul_backward(a.dbtc, grad(P_FCW) + (size_t)l * 4 * C * C, grad(P_FCB) + l * 4 * C, a.scratch, a.dbt4c,
+                            4 * C, C, stream, 1.0f, grad(P_FCB) + l * 4 * C);  // dbt4c = d fch, its column sums d fcb
+            matmul_backward(a.dbtc, grad(P_FCW) + (size_t)l * 4 * C * C, nullptr, a.scratch, a.dbt4c,
                             a.ln2 + o1, param(P_FCW) + (size_t)l * 4 * C * C, nullptr, BT, C, 4 * C, stream);
             layernorm_backward(a.dresidual, grad(P_LN2W) + l * C, grad(P_LN2B) + l * C, a.scratch, a.dbtc,
                                a.residual2 + o1, param(P_LN2W) + l * C, a.ln2_mean + ol, a.ln2_rstd + ol, BT, C,
