@@ -243,9 +243,9 @@ inline void matmul_bias_grad_add(floatX* dbias, const floatX* grad, int n, cudaS
 // dbias, C for dinp_colsum): the column sums' partials, or the epilogues' bf16 vector.
 inline size_t matmul_backward_scratch_floats(int cols) { return (size_t)COLUMN_SUM_MAX_SPLITS * cols; }
 
-// dinp (C, N) column-major = alpha * weight (C, OC) @ dout (OC, N) [* gelu'(pre_gelu)];
-// dinp_colsum (C) += its row sums (DGELU_BGRAD with alpha 1: whether cuBLASLt's bias gradient
-// includes alpha is not documented, the column sums of dinp do), or null.
+// dinp (N, C) = alpha * dout (N, OC) @ weight (OC, C) [* gelu'(pre_gelu)]  (column-major: (C, N) =
+// weight (C, OC) @ dout (OC, N)); dinp_colsum (C) += column sums of dinp, or null (DGELU_BGRAD
+// only with alpha 1: whether its bias gradient includes alpha is not documented; the column sums do).
 inline void matmul_backward_dinp(floatX* dinp, floatX* dinp_colsum, float* scratch, const floatX* dout,
                                  const floatX* weight, const floatX* pre_gelu, int N, int C, int OC,
                                  cudaStream_t stream, float alpha) {
@@ -265,8 +265,8 @@ inline void matmul_backward_dinp(floatX* dinp, floatX* dinp_colsum, float* scrat
     if (dinp_colsum != nullptr) column_sums_accumulate_bf16(dinp_colsum, scratch, dinp, N, C, stream);
 }
 
-// dweight (C, OC) column-major += alpha * inp (C, N) @ dout (OC, N)^T; dbias (OC) += dout's row
-// sums (BGRADB: the GEMM sums the operand it reads; alpha 1), or null.
+// dweight (OC, C) += alpha * dout^T @ inp (column-major: (C, OC) += inp (C, N) @ dout (OC, N)^T);
+// dbias (OC) += column sums of dout, or null (alpha 1; BGRADB: the sums over k of the B operand).
 inline void matmul_backward_dweight(floatX* dweight, floatX* dbias, float* scratch, const floatX* dout,
                                     const floatX* inp, int N, int C, int OC, cudaStream_t stream, float alpha) {
     if (dbias != nullptr && matmul_bgrad_epilogues()) {

@@ -360,7 +360,8 @@ struct GPT2Cuda : GPT2ParamLayout {
         if (c.learn_p) cudaCheck(cudaMemsetAsync(dp_heads, 0, param_sizes[P_PTHETA] * sizeof(float), stream));
         floatX* last = a.residual3 + (size_t)(L - 1) * BT * C;
         // the layernorm backwards also sum the columns of the dresidual they write: the bias gradient of
-        // the projection (fcproj, attproj) whose output gradient it is, so those never re-read it
+        // the projection (fcproj, attproj) whose output gradient it is, so those never re-read it (fc's
+        // comes out of fcproj's dinp GEMM, qkv's out of the RoPE backward)
         layernorm_backward(a.dresidual, grad(P_LNFW), grad(P_LNFB), a.scratch, a.dbtc, last, param(P_LNFW),
                            a.lnf_mean, a.lnf_rstd, BT, C, stream, grad(P_FCPROJB) + (L - 1) * C);
         for (int l = L - 1; l >= 0; l--) {
