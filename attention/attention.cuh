@@ -47,11 +47,6 @@ inline AttentionScratch attention_scratch_split(void* scratch, int B, int T, int
     return AttentionScratch{f, f + 4 * rows, f + 6 * rows, f + 6 * rows + rows * hd};
 }
 
-// Integer p (up to ATTN_P_INT_MAX) takes the repeated-squaring path.
-inline int attention_p_int(float p) {
-    return (p == floorf(p) && p >= 1.0f && p <= (float)ATTN_P_INT_MAX) ? (int)p : -1;
-}
-
 inline void attention_check_args(int B, int T, int NH, int hd, AttnKind kind, float p, const char* who) {
     if (hd != 32 && hd != 64 && hd != 128) {
         fprintf(stderr, "[ERROR] %s: head size hd = %d is not supported; the attention kernels "
@@ -99,7 +94,7 @@ void attention_forward_hd(floatX* out, float* stats, const floatX* qkv, void* sc
         cuda_launch(lssa_scales_kernel<HD>, ceil_div(rows, 8), 256, 0, stream, s.scales, qkv, B, T, NH);
     }
     cuda_launch((attention_forward_kernel<HD, K>), grid, Tile::THREADS, 0, stream, out, stats, qkv,
-                (const float*)s.scales, T, NH, p, attention_p_int(p), p_head);
+                (const float*)s.scales, T, NH, p, p_head);
 }
 
 template <int HD, AttnKind K>
@@ -110,24 +105,24 @@ void attention_backward_hd(floatX* dqkv, const floatX* dout, const floatX* qkv, 
     using V = AttnTraits<K>;
     dim3 grid(ceil_div(T, Tile::ROWS), B * NH);
     AttentionScratch s = attention_scratch_split(scratch, B, T, NH, HD);
-    int rows = B * T * NH, p_int = attention_p_int(p);
+    int rows = B * T * NH;
     cudaCheck(cudaMemsetAsync(s.dqh, 0, sizeof(float) * rows * HD, stream));
     if (AttnTraits<K>::cos_len) {
         cuda_launch(lssa_scales_kernel<HD>, ceil_div(rows, 8), 256, 0, stream, s.scales, qkv, B, T, NH);
     }
     if (V::reweight && dp_head != nullptr) {  // D2, D1 and learned p's dL/dp
         cuda_launch((attention_rowd_kernel<HD, K, true>), grid, Tile::THREADS, 0, stream, s.rowd, dp_head, dout, qkv,
-                    stats, (const float*)s.scales, T, NH, p, p_int, p_head);
+                    stats, (const float*)s.scales, T, NH, p, p_head);
     } else if (V::reweight) {  // D2 and D1 from the unrounded weights
         cuda_launch((attention_rowd_kernel<HD, K, false>), grid, Tile::THREADS, 0, stream, s.rowd, (float*)nullptr,
-                    dout, qkv, stats, (const float*)s.scales, T, NH, p, p_int, p_head);
+                    dout, qkv, stats, (const float*)s.scales, T, NH, p, p_head);
     } else if (V::norm == ATTN_NORM_L1) {  // D2 = D1 = dy . y
         cuda_launch(attention_rowdot_kernel<HD>, ceil_div(rows, 8), 256, 0, stream, s.rowd, dout, out, B, T, NH);
     } else {  // none, mean: no row sum to differentiate
         cudaCheck(cudaMemsetAsync(s.rowd, 0, sizeof(float) * rows * 2, stream));
     }
     cuda_launch((attention_backward_kernel<HD, K>), grid, Tile::THREADS, 0, stream, dqkv, s.dqh, s.dkh, dout, qkv,
-                stats, (const float*)s.rowd, (const float*)s.scales, T, NH, p, p_int, p_head);
+                stats, (const float*)s.rowd, (const float*)s.scales, T, NH, p, p_head);
     cuda_launch((lssa_normgrad_kernel<HD, AttnTraits<K>::cos_len>), ceil_div(rows, 8), 256, 0, stream, dqkv,
                 (const float*)s.dqh, (const float*)s.dkh, qkv, (const float*)s.scales, B, T, NH);
 }

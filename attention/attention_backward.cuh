@@ -85,7 +85,7 @@ __device__ __forceinline__ AttnRowInfo attn_row_info(int t, int T, const float* 
 template <int HD, AttnKind K, bool LEARN_P>
 __global__ void __launch_bounds__(AttnTile<HD>::THREADS)
 attention_rowd_kernel(float* rowd, float* dp_head, const floatX* dout, const floatX* qkv, const float* stats,
-                      const float* scales, int T, int NH, float p, int p_int, const float* p_head) {
+                      const float* scales, int T, int NH, float p, const float* p_head) {
     using Tile = AttnTile<HD>;
     constexpr int ROWS = Tile::ROWS, LD = Tile::LD, RT = Tile::RTILES;
     SHARED_TILE(sQ, ROWS * LD);
@@ -102,7 +102,7 @@ attention_rowd_kernel(float* rowd, float* dp_head, const floatX* dout, const flo
     int qt = gridDim.x - 1 - blockIdx.x;
     int q0 = qt * ROWS;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    attn_head_p(p_head, hp.h, &p, &p_int);
+    attn_head_p(p_head, hp.h, &p);
 
     load_tile<ROWS, HD, LD, AttnTraits<K>::cos_len>(sQ, q_base, 3 * C, q0, T, sc);
     load_tile<ROWS, HD, LD>(sdO, do_base, C, q0, T);
@@ -134,7 +134,7 @@ attention_rowd_kernel(float* rowd, float* dp_head, const floatX* dout, const flo
         FragC s[RT], dw[RT];
         attn_scores<K, HD>(s, qf, sK, key_fac, row_scale, row_bias);
         warp_mma_abt(dw, dof, sV, LD);  // dW = dy . v
-        FragC xm[RT], A[RT];  // x/m and A where x > 0 (else 0), then (x/m)^(p-1) for the whole tile
+        FragC xm[RT], A[RT];  // x/m and A where x > 0 (else 0)
         ATTN_UNROLL
         for (int nt = 0; nt < RT; nt++) {
             ATTN_UNROLL
@@ -151,21 +151,20 @@ attention_rowd_kernel(float* rowd, float* dp_head, const floatX* dout, const flo
                 }
             }
         }
-        FragC rp1[RT];  // (x/m)^(p-1); the elements with x <= 0 have xm = A = 0 and add nothing
-        ATTN_UNROLL
-        for (int nt = 0; nt < RT; nt++) { rp1[nt] = xm[nt]; }
-        pow_p_frags(rp1, p - 1.0f, p_int - 1);
         ATTN_UNROLL
         for (int nt = 0; nt < RT; nt++) {
             ATTN_UNROLL
             for (int i = 0; i < 4; i++) {
                 int r = i / 2;
-                sum_udw[r] += rp1[nt].x[i] * xm[nt].x[i] * dw[nt].x[i];
-                sum_acdw[r] += A[nt].x[i] * rp1[nt].x[i] * dw[nt].x[i];
-                sum_ac[r] += A[nt].x[i] * rp1[nt].x[i];
-                if constexpr (LEARN_P) {  // u ln r (the log2 of pow_p_dev's path); 0 where x <= 0
-                    float xv = xm[nt].x[i];
-                    float ul = xv > 0.0f ? rp1[nt].x[i] * xv * (log2f(xv) * 0.69314718f) : 0.0f;
+                // (x/m)^(p-1) = 2^((p-1) log2 (x/m)); the elements with x <= 0 have xm = A = 0 (log2 0 =
+                // -inf: rp1 = 0 for p > 1, NaN at p = 1, hence the select) and add nothing
+                float xv = xm[nt].x[i], log2_xm = log2f(xv);
+                float rp1 = xv > 0.0f ? exp2f((p - 1.0f) * log2_xm) : 0.0f;
+                sum_udw[r] += rp1 * xv * dw[nt].x[i];
+                sum_acdw[r] += A[nt].x[i] * rp1 * dw[nt].x[i];
+                sum_ac[r] += A[nt].x[i] * rp1;
+                if constexpr (LEARN_P) {  // u ln r; 0 where x <= 0
+                    float ul = xv > 0.0f ? rp1 * xv * (log2_xm * ATTN_LN2) : 0.0f;
                     sum_uldw[r] += ul * dw[nt].x[i];
                     sum_ul[r] += ul;
                 }
@@ -195,7 +194,7 @@ attention_rowd_kernel(float* rowd, float* dp_head, const floatX* dout, const flo
 // The final weight P and the score gradient ds of one (query, key) element, from the score sv
 // (score units) and the upstream dW = dy . v_j.
 template <AttnKind K>
-__device__ __forceinline__ void attn_element_grad(float sv, float dW, const AttnRowInfo& ri, float p, int p_int,
+__device__ __forceinline__ void attn_element_grad(float sv, float dW, const AttnRowInfo& ri, float p,
                                                   float* P, float* ds) {
     using V = AttnTraits<K>;
     float g, A = attn_A_dev<K>(sv, ri.norm, ri.n, &g);  // g = dA/ds: phi'/S1 (exp: A), phi', phi'/n
@@ -207,7 +206,7 @@ __device__ __forceinline__ void attn_element_grad(float sv, float dW, const Attn
         dA = 0.0f;
         if (x > 0.0f && ri.inv_m > 0.0f) {
             float xm = fminf(x * ri.inv_m, 1.0f);
-            float xp1 = pow_p_dev(xm, p - 1.0f, p_int - 1);  // (x/m)^(p-1)
+            float xp1 = exp2f((p - 1.0f) * log2f(xm));  // (x/m)^(p-1), xm in (0, 1] (pow_rel_max's error)
             *P = xp1 * xm * ri.inv_Z;                         // W = u / Z
             dA = ri.n * p * xp1 * (dW - ri.D2) * ri.inv_m * ri.inv_Z;
         }
@@ -230,7 +229,7 @@ template <int HD, AttnKind K>
 __global__ void __launch_bounds__(AttnTile<HD>::THREADS)
 attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* dout, const floatX* qkv,
                           const float* stats, const float* rowd, const float* scales, int T, int NH, float p,
-                          int p_int, const float* p_head) {
+                          const float* p_head) {
     using Tile = AttnTile<HD>;
     constexpr int ROWS = Tile::ROWS, LD = Tile::LD, LDS = Tile::LDS, RT = Tile::RTILES;
     SHARED_TILE(sK, ROWS * LD);
@@ -248,7 +247,7 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
     int kt = blockIdx.x;
     int k0 = kt * ROWS;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    if constexpr (AttnTraits<K>::reweight) { attn_head_p(p_head, hp.h, &p, &p_int); }
+    if constexpr (AttnTraits<K>::reweight) { attn_head_p(p_head, hp.h, &p); }
 
     // the block's keys K~ (also the B operand of dQ) and values, read as the warp's A fragments
     // on every query tile (fewer live registers than holding them)
@@ -308,7 +307,7 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
                     float sv = s[nt].x[i] * ri.score_scale;
                     if constexpr (AttnTraits<K>::cos_len) { sv *= kfac[r]; }
                     if constexpr (AttnTraits<K>::score == ATTN_SCORE_DOT_LOGN) { sv += ri.bias; }
-                    attn_element_grad<K>(sv, dw[nt].x[i], ri, p, p_int, &P, &ds);
+                    attn_element_grad<K>(sv, dw[nt].x[i], ri, p, &P, &ds);
                 }
                 s[nt].x[i] = P;
                 dsk[nt].x[i] = ds * ri.scale;

@@ -33,25 +33,24 @@ struct AttnFwdRows {
 // the score before the row's factor rs = lam fac_q >= 0 (s = rs t; rs = 0 on row 0 and past T):
 //   softplus(s) = rs max(t, 0) + log1p(e),   e = exp(-|s|) = 2^(|t| (-rs log2 e)),
 // so pass 1 sums max(t, 0) and log1p(e) apart (S1 = rs sum max(t, 0) + sum log1p(e)), and pass 2
-// forms x = (n / S1) softplus(s) - o as c max(t, 0) + e P'(e) - o, c = (n / S1) rs and P' = (n / S1) P
-// (log1p(e) = e P(e)) folded once per row: no product rs t per element, one operation fewer for x.
+// forms x' = x S1 / n = softplus(s) - o S1 / n as rs max(t, 0) + e P(e) - o': no product rs t per
+// element, and P keeps its constant coefficients (no per-row copy in registers). Since
+// (x / m)^p = (x' / m')^p with m' = m S1 / n, the power is taken of x' (pow_rel_max with m').
 // Since rs >= 0, the largest and smallest t are those of s.
 template <AttnKind K> __host__ __device__ constexpr bool attn_fwd_softplus_t() {
     return AttnTraits<K>::reweight && AttnTraits<K>::cos_len && AttnTraits<K>::phi == ATTN_PHI_SOFTPLUS;
 }
-struct SoftplusXRow {  // one row's constants of x(t)
-    float neg_rs_log2e, c, o;
-    float P[LOG1P_TERMS];
+struct SoftplusXRow {  // one row's constants of x'(t)
+    float neg_rs_log2e, rs, o_scaled;  // -rs log2 e, rs, o S1 / n
 };
 __device__ __forceinline__ float attn_softplus_x(float t, const SoftplusXRow& r) {
     float e = exp2f(fabsf(t) * r.neg_rs_log2e);
-    return fmaf(e, log1p_poly(e, r.P), fmaf(fmaxf(t, 0.0f), r.c, -r.o));
+    return fmaf(e, log1p_poly(e), fmaf(fmaxf(t, 0.0f), r.rs, -r.o_scaled));
 }
 // softplus(rs t) as pass 1 sums it
 __device__ __forceinline__ float attn_softplus_t(float t, float rs) {
-    float c[LOG1P_TERMS], e = exp2f(fabsf(t) * (-rs * ATTN_LOG2E));
-    log1p_coefs(c, 1.0f);
-    return fmaf(e, log1p_poly(e, c), fmaxf(t, 0.0f) * rs);
+    float e = exp2f(fabsf(t) * (-rs * ATTN_LOG2E));
+    return fmaf(e, log1p_poly(e), fmaxf(t, 0.0f) * rs);
 }
 
 // Pass 1 of the re-weighting over one key tile's scores s (keys j0..): S1 (exp: of 2^(s - smax)),
@@ -63,8 +62,6 @@ __device__ __forceinline__ void attn_pass1_tile(float (&S1)[2], float (&S1_relu)
                                                 const FragC (&s)[RT], int j0, const int (&row)[2],
                                                 const float (&neg_rs_log2e)[2], int lane) {
     constexpr bool EXP = AttnTraits<K>::phi == ATTN_PHI_EXP;
-    float P[LOG1P_TERMS];
-    log1p_coefs(P, 1.0f);
     ATTN_UNROLL
     for (int nt = 0; nt < RT; nt++) {
         ATTN_UNROLL
@@ -74,7 +71,7 @@ __device__ __forceinline__ void attn_pass1_tile(float (&S1)[2], float (&S1_relu)
             float sv = s[nt].x[i];
             if constexpr (attn_fwd_softplus_t<K>()) {
                 float e = exp2f(fabsf(sv) * neg_rs_log2e[r]);
-                S1[r] = fmaf(e, log1p_poly(e, P), S1[r]);
+                S1[r] = fmaf(e, log1p_poly(e), S1[r]);
                 S1_relu[r] += fmaxf(sv, 0.0f);
             } else if (EXP && sv > smax[r]) {  // rescale to the new max
                 S1[r] = S1[r] * exp2f(smax[r] - sv) + 1.0f;
@@ -128,8 +125,8 @@ __device__ __forceinline__ void attn_pass1(float (&S1)[2], float (&smax)[2], flo
     }
 }
 
-// Forward. grid (ceil(T/ROWS), B*NH), block THREADS. p_int is unused (the launchers share one
-// signature): the power is 2^(p log2 (x/m)) for every p (pow_rel_max).
+// Forward. grid (ceil(T/ROWS), B*NH), block THREADS. The power is 2^(p log2 (x/m)) for every p
+// (pow_rel_max), as in the backward kernels.
 // Blocks per SM asked of ptxas: 3 (<= 168 registers: 12 warps per SM at hd 32 and 64), but 2 for
 // sigmoid_l1_rw, whose two passes spill 8 bytes at 168 registers at hd 64 (measured, sm_90; LSSAR
 // fits in 168 at hd 64 with no spill, 204 registers at 2 blocks).
@@ -140,7 +137,7 @@ template <int HD, AttnKind K>
 __global__ void __launch_bounds__(AttnTile<HD>::THREADS,
                                   AttnTraits<K>::reweight && AttnTraits<K>::phi == ATTN_PHI_SIGMOID ? 2 : 3)
 attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const float* scales, int T, int NH, float p,
-                         int p_int, const float* p_head) {
+                         const float* p_head) {
     using Tile = AttnTile<HD>;
     using V = AttnTraits<K>;
     constexpr bool RW = V::reweight, EXP = V::phi == ATTN_PHI_EXP, ONLINE = EXP && !RW;
@@ -159,7 +156,7 @@ attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const flo
     int qt = gridDim.x - 1 - blockIdx.x;  // longest rows first
     int q0 = qt * ROWS;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    if constexpr (RW) { attn_head_p(p_head, hp.h, &p, &p_int); }
+    if constexpr (RW) { attn_head_p(p_head, hp.h, &p); }
 
     load_tile<ROWS, HD, LD, V::cos_len>(sQ, q_base, 3 * C, q0, T, sc);
     __syncthreads();
@@ -178,11 +175,11 @@ attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const flo
         rows.o[r] = t < 3 ? 0.0f : 1.0f;
     }
 
-    // re-weighting: n / S1, the largest x (m) and -p log2 m (pow_rel_max) from pass 1
+    // re-weighting: n / S1, the largest x (m) and -p log2 m (pow_rel_max; LSSAR: -p log2 m') from pass 1
     float S1[2] = {0.0f, 0.0f}, nS1[2] = {0.0f, 0.0f}, m[2] = {0.0f, 0.0f}, neg_p_log2_m[2] = {0.0f, 0.0f};
     float shift[2] = {0.0f, 0.0f};  // exp: the row's max (re-weighting) or the running max (online)
     bool uniform[2] = {false, false};  // every phi of the row equal: A is exactly uniform
-    constexpr bool T_FORM = attn_fwd_softplus_t<K>();  // LSSAR: s holds t, x = attn_softplus_x(t)
+    constexpr bool T_FORM = attn_fwd_softplus_t<K>();  // LSSAR: s holds t, x' = attn_softplus_x(t)
     SoftplusXRow xrow[2];
     if constexpr (RW) {
         float smax[2], smin[2];
@@ -193,18 +190,20 @@ attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const flo
             nS1[r] = S1[r] > 0.0f ? rows.n[r] / S1[r] : 0.0f;
             if constexpr (T_FORM) {
                 xrow[r].neg_rs_log2e = -rows.scale[r] * ATTN_LOG2E;
-                xrow[r].c = nS1[r] * rows.scale[r];
-                xrow[r].o = rows.o[r];
-                log1p_coefs(xrow[r].P, nS1[r]);
+                xrow[r].rs = rows.scale[r];
+                xrow[r].o_scaled = nS1[r] > 0.0f ? rows.o[r] / nS1[r] : 0.0f;
                 uniform[r] = attn_softplus_t(smin[r], rows.scale[r]) == attn_softplus_t(smax[r], rows.scale[r]);
-                m[r] = attn_softplus_x(smax[r], xrow[r]);  // the operations of every x: m is the largest x
+                // the operations of every x': m' is the largest x' (S1 = 0 leaves no weight: m' = 0)
+                float m_scaled = nS1[r] > 0.0f ? attn_softplus_x(smax[r], xrow[r]) : 0.0f;
+                neg_p_log2_m[r] = m_scaled > 0.0f ? -p * log2f(m_scaled) : -INFINITY;
+                m[r] = m_scaled * nS1[r];  // m itself, for the degenerate-row test and the backward
             } else {
                 // phi is non-decreasing: every phi of the row equal as computed iff phi(min) = phi(max)
                 uniform[r] = attn_phi_dev<K>(smin[r], shift[r]) == attn_phi_dev<K>(smax[r], shift[r]);
                 // the same operations as x = phi (n / S1) - o, on the largest phi: m is the largest x
                 m[r] = attn_phi_dev<K>(smax[r], shift[r]) * nS1[r] - rows.o[r];
+                neg_p_log2_m[r] = m[r] > 0.0f ? -p * log2f(m[r]) : -INFINITY;
             }
-            neg_p_log2_m[r] = m[r] > 0.0f ? -p * log2f(m[r]) : -INFINITY;
         }
     }
 

@@ -103,7 +103,8 @@ constexpr AttnKind attn_kind_named(const char* name, int i = 0) {
                                                                  : attn_kind_named(name, i + 1);
 }
 
-// Integer p up to this takes the repeated-squaring path (CPU reference and kernels alike).
+// Integer p up to this takes the CPU reference's repeated-squaring path (the CUDA kernels take
+// the general power for every p).
 constexpr int ATTN_P_INT_MAX = 64;
 
 // The variant a program is built for: make ATTN=<name> passes -DATTN_NAME='"<name>"'.

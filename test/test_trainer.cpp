@@ -716,6 +716,25 @@ TEST_CASE("p warmup (-pw): p rises from 1 to -p, step 1 trains at p = 1, the che
     check_refused(run(tiny_run(work.path + "/bad", "-x 1 -pw -1")), {"-pw -1", "p warmup steps"});
 }
 
+TEST_CASE("p warmup (-pw) on the CUDA back end (emulated): p logged per step, step 1 trains at p = 1") {
+    TempDir work;
+    std::string warm = work.path + "/warm", p1 = work.path + "/p1";
+    for (auto [dir, flags] : {std::pair<std::string, std::string>{warm, "-pw 2 -p 3"}, {p1, "-p 1"}}) {
+        Result r = run(emu_run(dir, "-b 2 -x 3 -n 3 " + flags));
+        INFO(r.output);
+        REQUIRE(r.code == 0);
+        if (dir == warm) CHECK(r.output.find("| p 2\n") != std::string::npos);  // step 2's line
+    }
+    for (int step = 1; step <= 3; step++) CHECK(logged_p(warm + "/log.jsonl", step) == step);
+    // step 1 at p = 1: the loss of a fixed p = 1 run to the bit (same initialisation and batch);
+    // step 2 (p = 2) differs from it
+    CHECK(logged_loss(warm + "/log.jsonl", 1) == logged_loss(p1 + "/log.jsonl", 1));
+    CHECK(logged_loss(warm + "/log.jsonl", 2) != logged_loss(p1 + "/log.jsonl", 2));
+    Checkpoint ck;
+    checkpoint_read(warm + "/ckpt_00000003.bin", ck);
+    CHECK(ck.config.p == 3.0f);
+}
+
 TEST_CASE("2 trainer processes under scripts/launch.sh train like 1 process with the combined batch") {
     // Rank r reads rows [2r, 2r+2) of the 1-process run's 4 (dataloader.h), so the two runs differ
     // only in where bf16 roundings of the gradient sums fall (test_distributed.cu derives this):
