@@ -209,7 +209,8 @@ inline void column_sum_accumulate(floatX* out, const float* partials, int rows, 
 }
 
 // ----------------------------------------------------------------------------
-// Column sums of a bf16 matrix, both stages (the bias gradients no other pass computes).
+// Column sums of a bf16 matrix, both stages: the bias gradients no other pass computes (matmul_backward's
+// path where cuBLASLt's bias-gradient epilogues are unavailable or switched off).
 
 // partials (gridDim.y, cols) fp32: column sums of x (rows, cols) over this block's rows.
 // Block (32, 8): threadIdx.x picks an 8-column pack of the block's 256 columns, threadIdx.y one of

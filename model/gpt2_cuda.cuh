@@ -360,7 +360,8 @@ struct GPT2Cuda : GPT2ParamLayout {
         if (c.learn_p) cudaCheck(cudaMemsetAsync(dp_heads, 0, param_sizes[P_PTHETA] * sizeof(float), stream));
         floatX* last = a.residual3 + (size_t)(L - 1) * BT * C;
         // the layernorm backwards also sum the columns of the dresidual they write: the bias gradient of
-        // the projection (fcproj, attproj) whose output gradient it is, so those never re-read it
+        // the projection (fcproj, attproj) whose output gradient it is, so those never re-read it (fc's
+        // comes out of fcproj's dinp GEMM, qkv's out of the RoPE backward)
         layernorm_backward(a.dresidual, grad(P_LNFW), grad(P_LNFB), a.scratch, a.dbtc, last, param(P_LNFW),
                            a.lnf_mean, a.lnf_rstd, BT, C, stream, grad(P_FCPROJB) + (L - 1) * C);
         for (int l = L - 1; l >= 0; l--) {
@@ -369,8 +370,8 @@ struct GPT2Cuda : GPT2ParamLayout {
             // MLP: dresidual holds d residual3, which is also d fcproj
             matmul_backward(a.dbt4c, grad(P_FCPROJW) + (size_t)l * C * 4 * C, nullptr, a.scratch,
                             a.dresidual, a.fch_gelu + o4, param(P_FCPROJW) + (size_t)l * C * 4 * C, a.fch + o4, BT,
-                            4 * C, C, stream);  // dbt4c = d fch (GELU backward fused)
-            matmul_backward(a.dbtc, grad(P_FCW) + (size_t)l * 4 * C * C, grad(P_FCB) + l * 4 * C, a.scratch, a.dbt4c,
+                            4 * C, C, stream, 1.0f, grad(P_FCB) + l * 4 * C);  // dbt4c = d fch, its column sums d fcb
+            matmul_backward(a.dbtc, grad(P_FCW) + (size_t)l * 4 * C * C, nullptr, a.scratch, a.dbt4c,
                             a.ln2 + o1, param(P_FCW) + (size_t)l * 4 * C * C, nullptr, BT, C, 4 * C, stream);
             layernorm_backward(a.dresidual, grad(P_LN2W) + l * C, grad(P_LN2B) + l * C, a.scratch, a.dbtc,
                                a.residual2 + o1, param(P_LN2W) + l * C, a.ln2_mean + ol, a.ln2_rstd + ol, BT, C,

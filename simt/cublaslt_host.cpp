@@ -100,6 +100,13 @@ struct cublasLtMatmulPreferenceHost {
     uint32_t min_alignment[4];  // A, B, C, D bytes; 256 unless set (cuBLASLt's documented default)
 };
 
+// The largest power of two up to 256 that divides p's address (256 for NULL, which every alignment divides).
+static uint32_t pointer_alignment(const void* p) {
+    uint32_t a = 256;
+    while (a > 1 && (uintptr_t)p % a != 0) a /= 2;
+    return a;
+}
+
 static void report(const char* func, cublasStatus_t status, const char* why) {
     fprintf(stderr, "[cublasLt host] %s: %s: %s\n", func, cublasLtGetStatusName(status), why);
 }
@@ -412,6 +419,9 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHandle, cubl
     r.algo.data[0] = ALGO_MAGIC;
     // the algorithm assumes the alignments the preference promised (256 bytes where it promised none)
     for (int i = 0; i < 4; i++) r.algo.data[1] |= (uint64_t)(preference ? preference->min_alignment[i] : 256) << (16 * i);
+    // and those of the bias and aux pointers on the descriptor now: cuBLASLt documents that the
+    // heuristic, which does not dereference them, depends on their values for the alignment
+    r.algo.data[2] = pointer_alignment(operationDesc->bias) | (uint64_t)pointer_alignment(operationDesc->aux) << 16;
     r.workspaceSize = 0;  // the host matmul needs no workspace
     r.state = CUBLAS_STATUS_SUCCESS;
     r.wavesCount = 1.0f;
@@ -597,6 +607,21 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
             }
         }
     }
+    bool uses_bias = p.add_bias || p.bgrad_d || p.bgrad_a || p.bgrad_b;
+    bool uses_aux = p.store_aux || p.apply_dgelu;
+    if (algo) {
+        const void* ptrs[2] = {uses_bias ? computeDesc->bias : nullptr, uses_aux ? computeDesc->aux : nullptr};
+        const char* names[2] = {"BIAS_POINTER", "EPILOGUE_AUX_POINTER"};
+        for (int i = 0; i < 2; i++) {
+            uint64_t need = (algo->data[2] >> (16 * i)) & 0xFFFF;
+            if (ptrs[i] && need > 1 && (uintptr_t)ptrs[i] % need != 0) {
+                snprintf(why, sizeof why, "%s = %p is not %llu-byte aligned, as the algorithm assumes (the heuristic "
+                         "takes the alignment from the pointer set then: set it before the heuristic)", names[i],
+                         ptrs[i], (unsigned long long)need);
+                FAIL(CUBLAS_STATUS_EXECUTION_FAILED, why);
+            }
+        }
+    }
     Operands o{};
     o.alpha = *(const float*)alpha;
     o.beta = *(const float*)beta;
@@ -605,8 +630,6 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
     if (o.beta != 0.0f && !C) FAIL(CUBLAS_STATUS_INVALID_VALUE, "beta is nonzero but C is NULL");
     if (C == D && (Cdesc->ld != Ddesc->ld || Cdesc->batch_stride != Ddesc->batch_stride))
         FAIL(CUBLAS_STATUS_INVALID_VALUE, "in-place (C == D) needs identical C and D layouts");
-    bool uses_bias = p.add_bias || p.bgrad_d || p.bgrad_a || p.bgrad_b;
-    bool uses_aux = p.store_aux || p.apply_dgelu;
     if (uses_bias && !computeDesc->bias) FAIL(CUBLAS_STATUS_INVALID_VALUE, "the epilogue needs BIAS_POINTER");
     if (uses_aux && !computeDesc->aux) FAIL(CUBLAS_STATUS_INVALID_VALUE, "the epilogue needs EPILOGUE_AUX_POINTER");
     // Whether cuBLASLt scales BGRADA/BGRADB by alpha is not documented: refuse rather than guess.

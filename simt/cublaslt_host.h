@@ -22,6 +22,9 @@
 // Every matrix and vector must lie inside one cudaMalloc allocation of the
 // emulator (INVALID_VALUE otherwise), so host pointers and lds, strides or batch
 // counts that reach past a buffer fail here as they would fault on a GPU.
+// The heuristic's algorithm assumes the alignments of the BIAS_POINTER and EPILOGUE_AUX_POINTER set
+// on the descriptor when it ran (cuBLASLt documents that it depends on their values; NULL: 256
+// bytes): a call with a pointer aligned to less fails, as it could on a GPU.
 // Restrictions beyond cuBLASLt's own: bias and aux have D's type; batched calls
 // take only the DEFAULT and BIAS epilogues; BGRADA/BGRADB need alpha == 1.
 // The call is synchronous: it is done when it returns (stream order holds

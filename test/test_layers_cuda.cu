@@ -5,6 +5,7 @@
 // Shapes are deliberately not multiples of block or tile sizes.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -38,6 +39,12 @@
 // the largest reference value.
 constexpr double BF16_RTOL = 1e-2;
 constexpr double CANCEL_ATOL = 1e-3;  // times max |reference|
+
+#if defined(__CUDACC__)
+static const bool ON_GPU = true;
+#else
+static const bool ON_GPU = false;
+#endif
 
 // ----------------------------------------------------------------------------
 // helpers
@@ -232,7 +239,7 @@ static void check_rope(int B, int T, int NH, int hd, unsigned seed) {
 TEST_CASE("rope forward/backward, hd not a multiple of 8") { check_rope(2, 7, 2, 20, 3); }
 // RoPE's backward fused with the qkv bias gradient: the rotated-back gradient against the
 // reference, the bias gradient against the column sums of that output, and bit for bit what
-// rope_backward then matmul_backward's bias kernel give.
+// rope_backward then matmul_backward's column-sum kernel (the path without epilogues) give.
 static void check_rope_backward_bias(int B, int T, int NH, int hd, unsigned seed) {
     cublaslt_setup();
     const int C = NH * hd, BT = B * T;
@@ -257,11 +264,13 @@ static void check_rope_backward_bias(int B, int T, int NH, int hd, unsigned seed
         for (int c = 0; c < 3 * C; c++) db_ref[c] += got[(size_t)bt * 3 * C + c];
     }
     check_close("qkv dbias (fused with rope)", got_db, db_ref, BF16_RTOL, CANCEL_ATOL * max_abs(db_ref));
-    // the unfused path: rope_backward in place, then matmul_backward's bias kernel on its output
+    // the unfused path: rope_backward in place, then matmul_backward's column-sum kernel on its output
     DeviceBuffer<floatX> d_inp((size_t)BT * 8), d_w((size_t)3 * C * 8), d_dinp((size_t)BT * 8), d_dw((size_t)3 * C * 8);
     rope_backward(d_plain.ptr, d_plain.ptr, d_freqs.ptr, B, T, NH, hd, 0);
+    matmul_set_bgrad_epilogues(false);
     matmul_backward(d_dinp.ptr, d_dw.ptr, d_db_plain.ptr, d_scratch.ptr, d_plain.ptr, d_inp.ptr, d_w.ptr, nullptr, BT,
                     8, 3 * C, 0);
+    matmul_set_bgrad_epilogues(true);
     CHECK(download_bf16(d_plain.ptr, n) == got);
     CHECK(download_bf16(d_db_plain.ptr, 3 * C) == got_db);
 }
@@ -434,8 +443,107 @@ TEST_CASE("residual forward with a scalar tail") {
 // ----------------------------------------------------------------------------
 // matmul (cuBLASLt with fused epilogues)
 
-// forward with or without bias, with or without the GELU epilogue; then the backward
-// (plain, or with the DGELU epilogue when the input came out of a GELU)
+// Whether the device's plan table holds a plan for epilogue e for which cuBLASLt found an algorithm.
+static bool have_found_plan(MatmulEpilogue e) {
+    for (const MatmulPlan& p : cublaslt_current().plans) {
+        if (p.key.epilogue == e && p.found) return true;
+    }
+    return false;
+}
+
+// Runs f with the bias gradients from cuBLASLt's epilogues (bgrad) or from the column sums, on a
+// fresh plan table, and checks that the epilogues f asks for (dbias: BGRADB, dinp_colsum:
+// DGELU_BGRAD) ran exactly when bgrad is set (a silent fallback would leave that path untested).
+// On a GPU, cuBLASLt may have no algorithm for them (matmul.cuh then falls back and says so): there
+// the check is that no epilogue ran without being asked for, and a fallback is reported.
+template <class F>
+static void with_bias_grad_path(bool bgrad, bool dbias, bool dinp_colsum, F f) {
+    cublaslt_teardown();
+    cublaslt_setup();
+    matmul_set_bgrad_epilogues(bgrad);
+    f();
+    matmul_set_bgrad_epilogues(true);
+    const MatmulEpilogue epilogues[2] = {EPI_BGRADB, EPI_DGELU_BGRAD};
+    const bool asked[2] = {bgrad && dbias, bgrad && dinp_colsum};
+    for (int i = 0; i < 2; i++) {
+        bool ran = have_found_plan(epilogues[i]);
+        CAPTURE(matmul_epilogue_name(epilogues[i]));
+        if (ON_GPU && asked[i] && !ran) {
+            MESSAGE("cuBLASLt has no algorithm for " << matmul_epilogue_name(epilogues[i])
+                    << " here: the column sums gave this bias gradient");
+            continue;
+        }
+        CHECK(ran == asked[i]);
+    }
+}
+
+// Backward (plain, or with the DGELU epilogue when the input came out of a GELU) of the bias
+// gradient path asked for, twice onto the same gradients (dweight, dbias and dinp_colsum accumulate
+// (+=), so they must hold their start plus twice the product; dinp is written (=)).
+static void check_matmul_backward(int N, int C, int OC, bool with_bias, bool gelu, bool bgrad, std::mt19937& gen,
+                                  const std::vector<float>& inp, const std::vector<float>& w) {
+    CAPTURE(bgrad);
+    std::vector<float> dout = random_bf16((size_t)N * OC, gen);
+    std::vector<float> dw0 = random_bf16(w.size(), gen, 0.1f), db0 = random_bf16(OC, gen, 0.1f);
+    std::vector<float> dpb0 = random_bf16(C, gen, 0.1f);      // the pre-GELU layer's bias gradient so far
+    std::vector<float> inp_pre = random_bf16((size_t)N * C, gen);  // for DGELU: inp taken as gelu(inp_pre)
+    DeviceBuffer<floatX> d_dout(dout.size()), d_dinp(inp.size()), d_dw(w.size()), d_db(OC), d_inp_pre(inp.size());
+    DeviceBuffer<floatX> d_inp(inp.size()), d_w(w.size()), d_dpb(C);
+    DeviceBuffer<float> d_scratch(matmul_backward_scratch_floats(std::max(OC, C)));
+    upload_bf16(d_inp.ptr, inp); upload_bf16(d_w.ptr, w);
+    upload_bf16(d_dout.ptr, dout); upload_bf16(d_dw.ptr, dw0); upload_bf16(d_db.ptr, db0); upload_bf16(d_dpb.ptr, dpb0);
+    upload_bf16(d_inp_pre.ptr, inp_pre);
+    upload_bf16(d_dinp.ptr, random_bf16(inp.size(), gen));  // garbage: must be overwritten
+    with_bias_grad_path(bgrad, with_bias, gelu, [&] {
+        for (int pass = 0; pass < 2; pass++) {
+            matmul_backward(d_dinp.ptr, d_dw.ptr, with_bias ? d_db.ptr : nullptr, d_scratch.ptr, d_dout.ptr,
+                            d_inp.ptr, d_w.ptr, gelu ? d_inp_pre.ptr : nullptr, N, C, OC, 0, 1.0f,
+                            gelu ? d_dpb.ptr : nullptr);
+        }
+    });
+    std::vector<double> dout_d = to_double(dout), dinp(inp.size(), 0.0), dw = to_double(dw0), db = to_double(db0);
+    std::vector<double> inp_d = to_double(inp), w_d = to_double(w);
+    for (int pass = 0; pass < 2; pass++) {
+        std::fill(dinp.begin(), dinp.end(), 0.0);
+        matmul_backward(dinp.data(), dw.data(), with_bias ? db.data() : nullptr, dout_d.data(), inp_d.data(),
+                        w_d.data(), N, C, OC);
+    }
+    std::vector<double> dinp_gelu_tol;
+    if (gelu) {  // dinp_pre = gelu'(inp_pre) * (dout @ w)
+        std::vector<double> dpre(inp.size(), 0.0), inp_pre_d = to_double(inp_pre);
+        gelu_backward(dpre.data(), inp_pre_d.data(), dinp.data(), N * C);
+        dinp_gelu_tol = gelu_backward_tolerance(inp_pre_d, dinp);
+        dinp = dpre;
+    }
+    std::vector<float> got_dinp = download_bf16(d_dinp.ptr, dinp.size());
+    check_close("dinp", got_dinp, dinp, BF16_RTOL, CANCEL_ATOL * max_abs(dinp), dinp_gelu_tol);
+    check_close("dweight", download_bf16(d_dw.ptr, dw.size()), dw, BF16_RTOL, CANCEL_ATOL * max_abs(dw));
+    std::vector<float> got_db = download_bf16(d_db.ptr, OC), got_dpb = download_bf16(d_dpb.ptr, C);
+    if (with_bias) {
+        check_close("dbias (start + 2 x column sums of dout)", got_db, db, BF16_RTOL, CANCEL_ATOL * max_abs(db));
+    } else {
+        CHECK(got_db == db0);  // untouched
+    }
+    if (gelu) {
+        // start + twice the column sums of the dinp checked above. The column sums add its bf16
+        // values; DGELU_BGRAD adds the fp32 values before their rounding, each within 2^-9 of the
+        // bf16 one: 2^-8 * sum |dinp| per pass covers that and the fp32 sum's order (N 2^-24).
+        std::vector<double> dpb = to_double(dpb0), rounding(C, 0.0);
+        for (int n = 0; n < N; n++) {
+            for (int c = 0; c < C; c++) {
+                dpb[c] += 2.0 * got_dinp[(size_t)n * C + c];
+                rounding[c] += 2.0 * std::ldexp(std::fabs(got_dinp[(size_t)n * C + c]), -8);
+            }
+        }
+        check_close("dinp_colsum (start + 2 x column sums of dinp)", got_dpb, dpb, BF16_RTOL,
+                    CANCEL_ATOL * max_abs(dpb), rounding);
+    } else {
+        CHECK(got_dpb == dpb0);  // untouched
+    }
+}
+
+// forward with or without bias, with or without the GELU epilogue; then the backward with the bias
+// gradients from cuBLASLt's epilogues and from the column sums
 static void check_matmul(int N, int C, int OC, bool with_bias, bool gelu, unsigned seed) {
     cublaslt_setup();  // once per process
     std::mt19937 gen(seed);
@@ -458,37 +566,7 @@ static void check_matmul(int N, int C, int OC, bool with_bias, bool gelu, unsign
     } else {
         check_close("out", download_bf16(d_out.ptr, pre.size()), pre, BF16_RTOL, atol);
     }
-
-    // backward. dinp is written (=); dweight and dbias accumulate (+=) onto what is there.
-    std::vector<float> dout = random_bf16((size_t)N * OC, gen);
-    std::vector<float> dw0 = random_bf16(w.size(), gen, 0.1f), db0 = random_bf16(OC, gen, 0.1f);
-    std::vector<float> inp_pre = random_bf16((size_t)N * C, gen);  // for DGELU: inp taken as gelu(inp_pre)
-    DeviceBuffer<floatX> d_dout(dout.size()), d_dinp(inp.size()), d_dw(w.size()), d_db(OC), d_inp_pre(inp.size());
-    DeviceBuffer<float> d_scratch(matmul_backward_scratch_floats(OC));
-    upload_bf16(d_dout.ptr, dout); upload_bf16(d_dw.ptr, dw0); upload_bf16(d_db.ptr, db0);
-    upload_bf16(d_inp_pre.ptr, inp_pre);
-    upload_bf16(d_dinp.ptr, random_bf16(inp.size(), gen));  // garbage: must be overwritten
-    matmul_backward(d_dinp.ptr, d_dw.ptr, with_bias ? d_db.ptr : nullptr, d_scratch.ptr, d_dout.ptr, d_inp.ptr,
-                    d_w.ptr, gelu ? d_inp_pre.ptr : nullptr, N, C, OC, 0);
-    std::vector<double> dout_d = to_double(dout), dinp(inp.size(), 0.0), dw = to_double(dw0), db = to_double(db0);
-    matmul_backward(dinp.data(), dw.data(), with_bias ? db.data() : nullptr, dout_d.data(), inp_d.data(), w_d.data(),
-                    N, C, OC);
-    std::vector<double> dinp_gelu_tol;
-    if (gelu) {  // dinp_pre = gelu'(inp_pre) * (dout @ w)
-        std::vector<double> dpre(inp.size(), 0.0), inp_pre_d = to_double(inp_pre);
-        gelu_backward(dpre.data(), inp_pre_d.data(), dinp.data(), N * C);
-        dinp_gelu_tol = gelu_backward_tolerance(inp_pre_d, dinp);
-        dinp = dpre;
-    }
-    check_close("dinp", download_bf16(d_dinp.ptr, dinp.size()), dinp, BF16_RTOL, CANCEL_ATOL * max_abs(dinp),
-                dinp_gelu_tol);
-    check_close("dweight", download_bf16(d_dw.ptr, dw.size()), dw, BF16_RTOL, CANCEL_ATOL * max_abs(dw));
-    std::vector<float> got_db = download_bf16(d_db.ptr, OC);
-    if (with_bias) {
-        check_close("dbias", got_db, db, BF16_RTOL, CANCEL_ATOL * max_abs(db));
-    } else {
-        CHECK(got_db == db0);  // untouched
-    }
+    for (bool bgrad : {true, false}) check_matmul_backward(N, C, OC, with_bias, gelu, bgrad, gen, inp, w);
 }
 
 TEST_CASE("matmul with bias") { check_matmul(14, 40, 72, true, false, 21); }
@@ -496,7 +574,10 @@ TEST_CASE("matmul without bias, N not a multiple of 8") {
     check_matmul(130, 72, 264, false, false, 22);
 }
 TEST_CASE("matmul bias gradient over several splits and column blocks") { check_matmul(130, 72, 264, true, false, 23); }
-TEST_CASE("matmul with fused GELU (forward GELU_AUX_BIAS, backward DGELU)") { check_matmul(14, 40, 160, true, true, 24); }
+TEST_CASE("matmul with fused GELU (forward GELU_AUX_BIAS, backward DGELU_BGRAD)") {
+    check_matmul(14, 40, 160, true, true, 24);
+    check_matmul(72, 48, 16, false, true, 28);  // C > OC: the pre-GELU bias gradient is the wider one
+}
 
 TEST_CASE("matmul bias gradient is deterministic") {
     cublaslt_setup();  // once per process
@@ -507,9 +588,18 @@ TEST_CASE("matmul bias gradient is deterministic") {
     DeviceBuffer<floatX> d_dw((size_t)OC * C), d_db1(OC), d_db2(OC);
     DeviceBuffer<float> d_scratch(matmul_backward_scratch_floats(OC));
     upload_bf16(d_dout.ptr, dout);
-    matmul_backward(d_dinp.ptr, d_dw.ptr, d_db1.ptr, d_scratch.ptr, d_dout.ptr, d_inp.ptr, d_w.ptr, nullptr, N, C, OC, 0);
-    matmul_backward(d_dinp.ptr, d_dw.ptr, d_db2.ptr, d_scratch.ptr, d_dout.ptr, d_inp.ptr, d_w.ptr, nullptr, N, C, OC, 0);
-    CHECK(download_bf16(d_db1.ptr, OC) == download_bf16(d_db2.ptr, OC));
+    for (bool bgrad : {true, false}) {
+        CAPTURE(bgrad);
+        cudaCheck(cudaMemset(d_db1.ptr, 0, OC * sizeof(floatX)));
+        cudaCheck(cudaMemset(d_db2.ptr, 0, OC * sizeof(floatX)));
+        with_bias_grad_path(bgrad, true, false, [&] {
+            matmul_backward(d_dinp.ptr, d_dw.ptr, d_db1.ptr, d_scratch.ptr, d_dout.ptr, d_inp.ptr, d_w.ptr, nullptr, N,
+                            C, OC, 0);
+            matmul_backward(d_dinp.ptr, d_dw.ptr, d_db2.ptr, d_scratch.ptr, d_dout.ptr, d_inp.ptr, d_w.ptr, nullptr, N,
+                            C, OC, 0);
+        });
+        CHECK(download_bf16(d_db1.ptr, OC) == download_bf16(d_db2.ptr, OC));
+    }
 }
 
 // The plan cache: a miss builds descriptor, layouts and heuristic, a hit reuses them with this
@@ -544,6 +634,12 @@ TEST_CASE("matmul plan cache: hits and misses give identical results, pointers s
     matmul_forward(ref.data(), inp_d.data(), w_d.data(), b2_d.data(), N, C, OC);
     check_close("out with the second bias", with_b2, ref, BF16_RTOL, CANCEL_ATOL * max_abs(ref));
     CHECK(forward(d_b1.ptr) == first);
+    // a bias aligned to 16 bytes only (a layer's slice of the parameters): the heuristic of its plan
+    // saw that pointer, so its algorithm does not assume 256 (the emulated cuBLASLt fails it if so)
+    DeviceBuffer<floatX> d_b_16(OC + 8);
+    upload_bf16(d_b_16.ptr + 8, bias1);
+    REQUIRE(matmul_alignment(d_b_16.ptr + 8) == 16);
+    CHECK(forward(d_b_16.ptr + 8) == first);
     // more problems than the table keeps: the oldest plans are replaced, the table stays bounded
     DeviceBuffer<floatX> d_big_in((size_t)(8 + MATMUL_MAX_PLANS) * C), d_big((size_t)(8 + MATMUL_MAX_PLANS) * OC);
     upload_bf16(d_big_in.ptr, random_bf16((size_t)(8 + MATMUL_MAX_PLANS) * C, gen));

@@ -401,14 +401,21 @@ static double store_tol(cudaDataType t, double value, double err) {
     return t == CUDA_R_16BF ? UBF * (std::fabs(value) + err) : U32 * (std::fabs(value) + err);
 }
 
-// What layers/matmul.cuh calls: bf16, the epilogues DEFAULT, BIAS, GELU_AUX(_BIAS), DGELU, m, n, k
-// multiples of 8, leading dimensions = rows (aux too), one batch.
+// What layers/matmul.cuh calls: bf16, the epilogues DEFAULT, BIAS, GELU_AUX(_BIAS), DGELU and the
+// bias-gradient ones BGRADB, DGELU_BGRAD, m, n, k multiples of 8, leading dimensions = rows (aux
+// too), one batch.
 static bool project_uses(const Case& c) {
     const cublasLtEpilogue_t e = c.epilogue;
     bool epilogue = e == CUBLASLT_EPILOGUE_DEFAULT || e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX ||
-                    e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU;
+                    e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU ||
+                    e == CUBLASLT_EPILOGUE_BGRADB || e == CUBLASLT_EPILOGUE_DGELU_BGRAD;
     return epilogue && c.ab == CUDA_R_16BF && c.cd == CUDA_R_16BF && c.m % 8 == 0 && c.n % 8 == 0 && c.k % 8 == 0 &&
            c.lda_pad == 0 && c.ldb_pad == 0 && c.ldc_pad == 0 && c.aux_ld_pad == 0 && c.batch == 1;
+}
+// The bias-gradient epilogues: matmul_backward uses them where cuBLASLt has an algorithm, its own
+// column sums where not, so a GPU without them is a slower path, not a failure.
+static bool project_falls_back(const Case& c) {
+    return c.epilogue == CUBLASLT_EPILOGUE_BGRADB || c.epilogue == CUBLASLT_EPILOGUE_DGELU_BGRAD;
 }
 
 static void check_epilogue(const Case& c, uint32_t seed) {
@@ -417,6 +424,7 @@ static void check_epilogue(const Case& c, uint32_t seed) {
     Mat A = make_A(c, rng), B = make_B(c, rng);
     Mat C(c.cd, c.m, c.n, c.m + c.ldc_pad, c.batch), D(c.cd, c.m, c.n, c.m + c.ldc_pad, c.batch);
     if (c.beta != 0.0f) C.fill_random(rng);
+    if (c.in_place) D = C;  // accumulated in place; C keeps the values before
     const int64_t aux_ld = (c.m + 7) / 8 * 8 + c.aux_ld_pad;
     Mat aux(c.cd, c.m, c.n, aux_ld);
     if (has_dgelu(e)) aux.fill_random(rng, -3.0, 3.0);  // pre-GELU values, where gelu' varies most
@@ -442,11 +450,13 @@ static void check_epilogue(const Case& c, uint32_t seed) {
     // there, with the reason. The emulated library takes them all.
     bool refused = run.heuristic_status != CUBLAS_STATUS_SUCCESS || run.returned == 0 ||
                    run.matmul_status != CUBLAS_STATUS_SUCCESS;
-    if (ON_GPU && refused && !project_uses(c)) {
+    if (ON_GPU && refused && (!project_uses(c) || project_falls_back(c))) {
         MESSAGE("SKIPPED on this GPU: cuBLASLt has no algorithm for epilogue " << (int)e << ", type " << (int)c.cd
                 << ", m " << c.m << " n " << c.n << " k " << c.k << ", ld pads " << c.lda_pad << "/" << c.ldb_pad << "/"
                 << c.ldc_pad << " (heuristic " << cublasLtGetStatusName(run.heuristic_status) << ", matmul "
-                << cublasLtGetStatusName(run.matmul_status) << "): a combination layers/matmul.cuh never uses");
+                << cublasLtGetStatusName(run.matmul_status) << "): "
+                << (project_uses(c) ? "layers/matmul.cuh computes this bias gradient with its column sums instead"
+                                    : "a combination layers/matmul.cuh never uses"));
         return;
     }
     REQUIRE(run.heuristic_status == CUBLAS_STATUS_SUCCESS);
@@ -537,15 +547,21 @@ TEST_CASE("cublasLt: epilogues bias, gelu, gelu_aux (pre-activation kept), dgelu
 }
 
 TEST_CASE("cublasLt: the epilogues layers/matmul.cuh uses, at its shapes, pass everywhere") {
-    // forward: transA (weights (OC, C) row-major), BIAS / GELU_AUX_BIAS / GELU_AUX; backward: DGELU
-    struct Use { cublasLtEpilogue_t e; bool transa; };
-    const Use uses[] = {{CUBLASLT_EPILOGUE_BIAS, true}, {CUBLASLT_EPILOGUE_GELU_AUX_BIAS, true},
-                        {CUBLASLT_EPILOGUE_GELU_AUX, true}, {CUBLASLT_EPILOGUE_DGELU, false}};
+    // forward: transA (weights (OC, C) row-major), BIAS / GELU_AUX_BIAS / GELU_AUX; backward: dinp
+    // with DGELU / DGELU_BGRAD, dweight (transB, accumulated in place) with BGRADB
+    struct Use { cublasLtEpilogue_t e; bool transa, transb, accumulate; };
+    const Use uses[] = {{CUBLASLT_EPILOGUE_BIAS, true, false, false}, {CUBLASLT_EPILOGUE_GELU_AUX_BIAS, true, false, false},
+                        {CUBLASLT_EPILOGUE_GELU_AUX, true, false, false}, {CUBLASLT_EPILOGUE_DGELU, false, false, false},
+                        {CUBLASLT_EPILOGUE_DGELU_BGRAD, false, false, false},
+                        {CUBLASLT_EPILOGUE_BGRADB, false, true, true}};
     uint32_t seed = 400;
     for (const Use& u : uses) {
         Case c;
         c.m = 24; c.n = 16; c.k = 32;
         c.transa = u.transa;
+        c.transb = u.transb;
+        c.beta = u.accumulate ? 1.0f : 0.0f;
+        c.in_place = u.accumulate;
         c.ab = c.cd = CUDA_R_16BF;
         c.aux_ld_pad = 0;
         c.epilogue = u.e;
@@ -998,6 +1014,67 @@ TEST_CASE("nccl: a missing rank makes the others fail within the timeout, naming
         ncclCommDestroy(comms[1]);
     }
     unsetenv("SIMT_NCCL_TIMEOUT_S");
+}
+
+// The BIAS_POINTER and EPILOGUE_AUX_POINTER on the descriptor when the heuristic runs set the alignment
+// its algorithm assumes (cuBLASLt documents that the heuristic depends on their values): a call with
+// a pointer aligned to less than that fails without writing D, one with the same alignment runs.
+// heuristic_offset / call_offset: bf16 elements past a 256-byte aligned buffer (-1: NULL).
+static cublasStatus_t run_with_epilogue_pointer(cublasLtEpilogue_t e, int heuristic_offset, int call_offset) {
+    const int m = 16, n = 8, k = 8;
+    Case c;
+    c.m = m; c.n = n; c.k = k;
+    c.ab = c.cd = CUDA_R_16BF;
+    std::mt19937 rng(500);
+    Mat A = make_A(c, rng), B = make_B(c, rng), D(CUDA_R_16BF, m, n, m);
+    Mat vec(CUDA_R_16BF, (int64_t)m * n + 16, 1, (int64_t)m * n + 16);  // the bias, or the aux matrix
+    vec.fill_random(rng);
+    auto at = [&](int offset) { return offset < 0 ? nullptr : (void*)((uint16_t*)vec.data() + offset); };
+    cublasLtHandle_t handle;
+    cublasLtCreate(&handle);
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof(e));
+    const bool aux = e == CUBLASLT_EPILOGUE_GELU_AUX;
+    const cublasLtMatmulDescAttributes_t attr = aux ? CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER
+                                                    : CUBLASLT_MATMUL_DESC_BIAS_POINTER;
+    int64_t aux_ld = m;
+    if (aux) cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld));
+    cublasLtMatrixLayout_t la, lb, ld;
+    cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, m, k, m);
+    cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, k, n, k);
+    cublasLtMatrixLayoutCreate(&ld, CUDA_R_16BF, m, n, m);
+    cublasLtMatmulPreference_t pref;
+    cublasLtMatmulPreferenceCreate(&pref);
+    void* p = at(heuristic_offset);
+    cublasLtMatmulDescSetAttribute(desc, attr, &p, sizeof(p));
+    cublasLtMatmulHeuristicResult_t heuristic;
+    int returned = 0;
+    REQUIRE(cublasLtMatmulAlgoGetHeuristic(handle, desc, la, lb, ld, ld, pref, 1, &heuristic, &returned) ==
+            CUBLAS_STATUS_SUCCESS);
+    REQUIRE(returned == 1);
+    p = at(call_offset);
+    cublasLtMatmulDescSetAttribute(desc, attr, &p, sizeof(p));
+    float alpha = 1.0f, beta = 0.0f;
+    cublasStatus_t status = cublasLtMatmul(handle, desc, &alpha, A.data(), la, B.data(), lb, &beta, D.data(), ld,
+                                           D.data(), ld, &heuristic.algo, nullptr, 0, nullptr);
+    if (status != CUBLAS_STATUS_SUCCESS) CHECK(std::isnan(D.get(0, 0, 0)));  // D untouched
+    cublasLtMatmulPreferenceDestroy(pref);
+    for (auto l : {la, lb, ld}) cublasLtMatrixLayoutDestroy(l);
+    cublasLtMatmulDescDestroy(desc);
+    cublasLtDestroy(handle);
+    return status;
+}
+
+TEST_CASE("cublasLt host: the bias and aux alignments the heuristic saw bind the call" * doctest::skip(ON_GPU)) {
+    for (cublasLtEpilogue_t e : {CUBLASLT_EPILOGUE_BIAS, CUBLASLT_EPILOGUE_BGRADB, CUBLASLT_EPILOGUE_GELU_AUX}) {
+        CAPTURE((int)e);
+        CHECK(run_with_epilogue_pointer(e, 0, 0) == CUBLAS_STATUS_SUCCESS);
+        CHECK(run_with_epilogue_pointer(e, 8, 8) == CUBLAS_STATUS_SUCCESS);    // 16 bytes both times
+        CHECK(run_with_epilogue_pointer(e, 0, 8) == CUBLAS_STATUS_EXECUTION_FAILED);   // 256 assumed, 16 given
+        CHECK(run_with_epilogue_pointer(e, -1, 8) == CUBLAS_STATUS_EXECUTION_FAILED);  // NULL: 256 assumed
+        CHECK(run_with_epilogue_pointer(e, 8, 0) == CUBLAS_STATUS_SUCCESS);    // better aligned than assumed
+    }
 }
 
 TEST_CASE("host pointers and buffers too small for their layout are refused, as on a GPU" * doctest::skip(ON_GPU)) {
