@@ -121,7 +121,10 @@ void attention_backward_hd(floatX* dqkv, const floatX* dout, const floatX* qkv, 
     } else {  // none, mean: no row sum to differentiate
         cudaCheck(cudaMemsetAsync(s.rowd, 0, sizeof(float) * rows * 2, stream));
     }
-    cuda_launch((attention_backward_kernel<HD, K>), grid, Tile::THREADS, 0, stream, dqkv, s.dqh, s.dkh, dout, qkv,
+    constexpr size_t dyn_smem = attn_bwd_dynamic_smem<HD>();  // above 48 KiB with the static part: opt in
+    cudaCheck(cudaFuncSetAttribute(attention_backward_kernel<HD, K>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   (int)dyn_smem));
+    cuda_launch((attention_backward_kernel<HD, K>), grid, Tile::THREADS, dyn_smem, stream, dqkv, s.dqh, s.dkh, dout, qkv,
                 stats, (const float*)s.rowd, (const float*)s.scales, T, NH, p, p_head);
     cuda_launch((lssa_normgrad_kernel<HD, AttnTraits<K>::cos_len>), ceil_div(rows, 8), 256, 0, stream, dqkv,
                 (const float*)s.dqh, (const float*)s.dkh, qkv, (const float*)s.scales, B, T, NH);

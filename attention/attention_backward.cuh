@@ -88,11 +88,13 @@ attention_rowd_kernel(float* rowd, float* dp_head, const floatX* dout, const flo
                       const float* scales, int T, int NH, float p, const float* p_head) {
     using Tile = AttnTile<HD>;
     constexpr int ROWS = Tile::ROWS, LD = Tile::LD, RT = Tile::RTILES;
-    SHARED_TILE(sQ, ROWS * LD);
-    SHARED_TILE(sdO, ROWS * LD);
-    SHARED_TILE(sK, ROWS * LD);
-    SHARED_TILE(sV, ROWS * LD);
-    SHARED_ARRAY(float, key_fac, ROWS);
+    constexpr int TILE = ROWS * LD, KFAC = AttnTraits<K>::cos_len ? 2 * ROWS : 0;  // one buffer of sK/sV, key_fac
+    SHARED_TILE(sK, 2 * TILE);  // two buffers: key tile kt+1 lands while tile kt is read
+    SHARED_TILE(sV, 2 * TILE);
+    // Q and dO are read only into the warps' fragments, before the first barrier of
+    // attn_fwd_tiles, and the second buffers are first written after it
+    const sptr<floatX> sQ = sK + TILE, sdO = sV + TILE;
+    SHARED_ARRAY(float, key_fac, AttnTraits<K>::cos_len ? 2 * KFAC : 4);
 
     const AttnHead hp = attn_head<K, HD>(qkv, scales, T, NH);
     const int C = hp.C, bh = hp.bh;
@@ -104,8 +106,21 @@ attention_rowd_kernel(float* rowd, float* dp_head, const floatX* dout, const flo
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     attn_head_p(p_head, hp.h, &p);
 
-    load_tile<ROWS, HD, LD, AttnTraits<K>::cos_len>(sQ, q_base, 3 * C, q0, T, sc);
-    load_tile<ROWS, HD, LD>(sdO, do_base, C, q0, T);
+    // Q, dO (one group), then key tile 0 (the next), all asynchronous; cos_len: Q scaled by q_mul
+    // in shared memory once it has landed, K's k_mul folded into key_fac (attn_fwd_issue_key_tile)
+    load_tile_async<ROWS, HD, LD, Tile::THREADS>(sQ, q_base, 3 * C, q0, T);
+    load_tile_async<ROWS, HD, LD, Tile::THREADS>(sdO, do_base, C, q0, T);
+    cp_async_commit();
+    auto load_kv = [&](int kt, int buf) {
+        attn_fwd_issue_key_tile<K, HD>(sK + buf * TILE, key_fac + buf * KFAC, k_base, C, kt, T, sc);
+        load_tile_async<ROWS, HD, LD, Tile::THREADS>(sV + buf * TILE, v_base, 3 * C, kt * ROWS, T);
+    };
+    auto ready = [&](int buf) { attn_fwd_key_tile_ready<K, HD>(key_fac + buf * KFAC); };
+    int stage = 0;  // key tiles loaded so far (attn_fwd_tiles)
+    load_kv(0, 0);
+    cp_async_commit();
+    cp_async_wait<1>();  // Q and dO
+    if constexpr (AttnTraits<K>::cos_len) { scale_tile_async_rows<ROWS, HD, LD, Tile::THREADS>(sQ, q0, T, sc); }
     __syncthreads();
     FragA qf[Tile::KSTEPS], dof[Tile::KSTEPS];
     load_frags_a(qf, sQ, LD, warp * 16);
@@ -117,7 +132,8 @@ attention_rowd_kernel(float* rowd, float* dp_head, const floatX* dout, const flo
     ATTN_UNROLL
     for (int r = 0; r < 2; r++) {
         row[r] = q0 + warp * 16 + lane / 4 + 8 * r;
-        const float* st = stats + ((size_t)bh * T + min(row[r], T - 1)) * 3;
+        int t = min(row[r], T - 1);
+        const float* st = stats + ((size_t)bh * T + t) * 3;
         ri[r] = attn_row_info<K, HD>(row[r], T, st, zero, sc);
         row_scale[r] = ri[r].score_scale;
         row_bias[r] = ri[r].bias;
@@ -126,14 +142,11 @@ attention_rowd_kernel(float* rowd, float* dp_head, const floatX* dout, const flo
     // per lane: sum r^p dW, sum A r^(p-1) dW, sum A r^(p-1); learned p: sum r^p ln r dW, sum r^p ln r
     float sum_udw[2] = {0.0f, 0.0f}, sum_acdw[2] = {0.0f, 0.0f}, sum_ac[2] = {0.0f, 0.0f};
     float sum_uldw[2] = {0.0f, 0.0f}, sum_ul[2] = {0.0f, 0.0f};
-    auto tile = [&](int kt, auto masked) {  // masked: the diagonal tile
-        __syncthreads();
-        load_key_tile<K, ROWS, HD, LD>(sK, key_fac, k_base, C, kt, T, sc);
-        load_tile<ROWS, HD, LD>(sV, v_base, 3 * C, kt * ROWS, T);
-        __syncthreads();
+    auto step = [&](int kt, int buf, auto masked) {  // masked: the diagonal tile
+        sptr<floatX> sKb = sK + buf * TILE, sVb = sV + buf * TILE;
         FragC s[RT], dw[RT];
-        attn_scores<K, HD>(s, qf, sK, key_fac, row_scale, row_bias);
-        warp_mma_abt(dw, dof, sV, LD);  // dW = dy . v
+        attn_scores<K, HD>(s, qf, sKb, key_fac + buf * KFAC, row_scale, row_bias);
+        warp_mma_abt(dw, dof, sVb, LD);  // dW = dy . v
         FragC xm[RT], A[RT];  // x/m and A where x > 0 (else 0)
         ATTN_UNROLL
         for (int nt = 0; nt < RT; nt++) {
@@ -171,8 +184,7 @@ attention_rowd_kernel(float* rowd, float* dp_head, const floatX* dout, const flo
             }
         }
     };
-    for (int kt = 0; kt < qt; kt++) { tile(kt, std::false_type{}); }
-    tile(qt, std::true_type{});
+    attn_fwd_tiles(qt, stage, load_kv, ready, step, [](int) {});
     float dp = 0.0f;  // learned p: dL/dp of the lane's rows (every lane of a quad holds the quad's)
     ATTN_UNROLL
     for (int r = 0; r < 2; r++) {
@@ -214,6 +226,11 @@ __device__ __forceinline__ void attn_element_grad(float sv, float dW, const Attn
     *ds = V::norm == ATTN_NORM_L1 ? g * (dA - ri.D1) : g * dA;
 }
 
+// Dynamic shared memory of attention_backward_kernel: two buffers each of Q and dO.
+template <int HD> constexpr size_t attn_bwd_dynamic_smem() {
+    return 4 * sizeof(floatX) * AttnTile<HD>::ROWS * AttnTile<HD>::LD;
+}
+
 // Main backward: one block per (key tile, head), one warp per 16 keys; walks the query tiles
 // from the diagonal down. Per query tile, with the warp's keys as rows (transposed scores):
 //   S^T = K~ Q~^T, dW^T = V dO^T   -> P (the final weights), ds elementwise
@@ -234,10 +251,13 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
     constexpr int ROWS = Tile::ROWS, LD = Tile::LD, LDS = Tile::LDS, RT = Tile::RTILES;
     SHARED_TILE(sK, ROWS * LD);
     SHARED_TILE(sV, ROWS * LD);
-    SHARED_TILE(sQ, ROWS * LD);
-    SHARED_TILE(sdO, ROWS * LD);
     SHARED_TILE(sdS, ROWS * LDS);  // (query, key): dq_scale k_fac ds, the A operand of dQ
-    SHARED_ARRAY(AttnRowInfo, row_info, ROWS);
+    SHARED_ARRAY(AttnRowInfo, row_info, 2 * ROWS);  // two buffers, as Q and dO
+    // Q and dO in two buffers each (tile qt+1 lands while tile qt is read): past 48 KiB of static
+    // shared memory, so dynamic (attn_bwd_dynamic_smem bytes)
+    constexpr int TILE = ROWS * LD;
+    DYNAMIC_SHARED(floatX, sQ);
+    const sptr<floatX> sdO = sQ + 2 * TILE;
 
     const AttnHead hp = attn_head<K, HD>(qkv, scales, T, NH);
     const int C = hp.C, bh = hp.bh;
@@ -250,15 +270,37 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
     if constexpr (AttnTraits<K>::reweight) { attn_head_p(p_head, hp.h, &p); }
 
     // the block's keys K~ (also the B operand of dQ) and values, read as the warp's A fragments
-    // on every query tile (fewer live registers than holding them)
-    load_tile<ROWS, HD, LD, AttnTraits<K>::cos_len>(sK, k_base, 3 * C, k0, T, sc ? sc + 2 * T : nullptr);
-    load_tile<ROWS, HD, LD>(sV, v_base, 3 * C, k0, T);
+    // on every query tile (fewer live registers than holding them), copied asynchronously with
+    // the first query tile. cos_len: K and Q are scaled by k_mul, q_mul in shared memory once
+    // their copies have landed (folding both into the scores' factors would overflow q . k for
+    // huge norms)
+    load_tile_async<ROWS, HD, LD, Tile::THREADS>(sK, k_base, 3 * C, k0, T);
+    load_tile_async<ROWS, HD, LD, Tile::THREADS>(sV, v_base, 3 * C, k0, T);
     int key[2];
     float kfac[2];
     ATTN_UNROLL
     for (int r = 0; r < 2; r++) {
         key[r] = k0 + warp * 16 + lane / 4 + 8 * r;
         kfac[r] = key[r] >= T ? 0.0f : sc ? sc[3 * T + key[r]] : 1.0f;
+    }
+    // query tile qt into buffer buf: Q, dO in flight (one group), row_info written; every thread calls it
+    auto issue_query_tile = [&](int qt, int buf) {
+        int q0 = qt * ROWS;
+        load_tile_async<ROWS, HD, LD, Tile::THREADS>(sQ + buf * TILE, q_base, 3 * C, q0, T);
+        load_tile_async<ROWS, HD, LD, Tile::THREADS>(sdO + buf * TILE, do_base, C, q0, T);
+        cp_async_commit();
+        static_assert(Tile::THREADS >= ROWS, "one query row per thread");
+        int i = threadIdx.x, t = min(q0 + i, T - 1);
+        if (i < ROWS) {
+            row_info[buf * ROWS + i] = attn_row_info<K, HD>(q0 + i, T, stats + ((size_t)bh * T + t) * 3,
+                                                            rowd + ((size_t)bh * T + t) * 2, sc);
+        }
+    };
+    const int num_qt = ceil_div(T, ROWS);
+    issue_query_tile(kt, 0);  // with K and V
+    if constexpr (AttnTraits<K>::cos_len) {
+        cp_async_wait<0>();
+        scale_tile_async_rows<ROWS, HD, LD, Tile::THREADS>(sK, k0, T, sc + 2 * T);
     }
 
     FragC dk_acc[Tile::HTILES], dv_acc[Tile::HTILES];
@@ -270,28 +312,29 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
 
     // query tile qt; masked: the diagonal tile (qt = kt), where keys past the query are masked.
     // Below it every key is visible and dead rows (past T) give P = ds = 0 without a mask.
+    // Double-buffered: tile qt sits in buffer (qt - kt) % 2; after the barrier that shows it to
+    // the block (and frees the other buffer, of tile qt-1), tile qt+1 is issued into the other
+    // and lands while tile qt is computed.
     auto tile = [&](int qt, auto masked) {
-        int q0 = qt * ROWS;
-        __syncthreads();  // sQ, sdO, sdS, row_info of the previous tile have been read
-        load_tile<ROWS, HD, LD, AttnTraits<K>::cos_len>(sQ, q_base, 3 * C, q0, T, sc);
-        load_tile<ROWS, HD, LD>(sdO, do_base, C, q0, T);
-        for (int i = threadIdx.x; i < ROWS; i += blockDim.x) {
-            int t = min(q0 + i, T - 1);
-            row_info[i] = attn_row_info<K, HD>(q0 + i, T, stats + ((size_t)bh * T + t) * 3,
-                                               rowd + ((size_t)bh * T + t) * 2, sc);
+        int q0 = qt * ROWS, buf = (qt - kt) % 2;
+        cp_async_wait<0>();  // this thread's copies of tile qt (and, first, of K and V)
+        if constexpr (AttnTraits<K>::cos_len) {
+            scale_tile_async_rows<ROWS, HD, LD, Tile::THREADS>(sQ + buf * TILE, q0, T, sc);
         }
-        __syncthreads();
-
+        __syncthreads();     // everyone's copies and row_info; tile qt-1 and its sdS have been read
+        if (qt + 1 < num_qt) { issue_query_tile(qt + 1, 1 - buf); }
+        const sptr<floatX> sQb = sQ + buf * TILE, sdOb = sdO + buf * TILE;
+        const sptr<AttnRowInfo> row_info_b = row_info + buf * ROWS;
         FragC s[RT], dw[RT];
         {
             FragA kf[Tile::KSTEPS];
             load_frags_a(kf, sK, LD, warp * 16);
-            warp_mma_abt(s, kf, sQ, LD);  // s^T (keys x queries), before scaling
+            warp_mma_abt(s, kf, sQb, LD);  // s^T (keys x queries), before scaling
         }
         {
             FragA vf[Tile::KSTEPS];
             load_frags_a(vf, sV, LD, warp * 16);
-            warp_mma_abt(dw, vf, sdO, LD);  // dW^T = v . dy
+            warp_mma_abt(dw, vf, sdOb, LD);  // dW^T = v . dy
         }
         FragC dsk[RT];                  // scale ds : for dK
         ATTN_UNROLL
@@ -301,7 +344,7 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
                 int r = i / 2;
                 int tl = nt * 8 + frag_col(lane, i);  // query within the tile
                 int t = q0 + tl;
-                AttnRowInfo ri = row_info[tl];
+                AttnRowInfo ri = row_info_b[tl];
                 float P = 0.0f, ds = 0.0f;
                 if (!decltype(masked)::value || (key[r] <= t && t < T)) {
                     float sv = s[nt].x[i] * ri.score_scale;
@@ -318,8 +361,8 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
         FragA pf[RT / 2], dsf[RT / 2];
         frags_a_from_acc<RT>(pf, s);
         frags_a_from_acc<RT>(dsf, dsk);
-        warp_mma_ab(dv_acc, pf, sdO, LD);  // dV += P^T dO
-        warp_mma_ab(dk_acc, dsf, sQ, LD);  // dK~ += ds^T Q~
+        warp_mma_ab(dv_acc, pf, sdOb, LD);  // dV += P^T dO
+        warp_mma_ab(dk_acc, dsf, sQb, LD);  // dK~ += ds^T Q~
         __syncthreads();                   // sdS complete
 
         // dQ~ of the warp's 16 queries += dS (16 x ROWS keys) K~
@@ -327,7 +370,7 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
                                              lane);
     };
     tile(kt, std::true_type{});
-    for (int qt = kt + 1; qt < ceil_div(T, ROWS); qt++) { tile(qt, std::false_type{}); }
+    for (int qt = kt + 1; qt < num_qt; qt++) { tile(qt, std::false_type{}); }
 
     // dv (bf16) and dk of the warp's keys: fp32 into dkh for cos_len (finished by
     // lssa_normgrad_kernel), bf16 straight into dqkv for dot scores

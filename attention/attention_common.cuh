@@ -176,19 +176,70 @@ __device__ __forceinline__ AttnHead attn_head(const floatX* qkv, const float* sc
     return hp;
 }
 
-// Key tile kt of this head into shared memory: sK the keys (times k_mul for cos_len), key_fac
-// their k_fac (cos_len only; 0 for keys past T). The block's threads share the loads; the
-// caller synchronises.
-template <AttnKind K, int ROWS, int HD, int LD>
-__device__ __forceinline__ void load_key_tile(sptr<floatX> sK, sptr<float> key_fac, const floatX* k_base, int C,
-                                              int kt, int T, const float* sc) {
-    load_tile<ROWS, HD, LD, AttnTraits<K>::cos_len>(sK, k_base, 3 * C, kt * ROWS, T,
-                                                    AttnTraits<K>::cos_len ? sc + 2 * T : nullptr);
+// Key tile kt into one of two buffers, asynchronously (it lands at the wait of attn_fwd_tiles;
+// the forward and attention_rowd_kernel). cos_len: the keys are copied as they are, with their k_fac and k_mul (a power
+// of two), which attn_fwd_key_tile_ready multiplies into key_fac. Scaling the score by k_fac k_mul
+// instead of the key rows by k_mul gives the same scores bit for bit: products by
+// a power of two are exact, in bf16 and in the fp32 accumulation of the mma alike, unless they
+// leave the normal range (below 2^-126 or overflowing).
+// key_fac (2 ROWS for cos_len): k_fac, then k_mul, of the tile's keys; zeros past T.
+template <AttnKind K, int HD>
+__device__ __forceinline__ void attn_fwd_issue_key_tile(sptr<floatX> sK, sptr<float> key_fac, const floatX* k_base,
+                                                        int C, int kt, int T, const float* sc) {
+    using Tile = AttnTile<HD>;
+    load_tile_async<Tile::ROWS, HD, Tile::LD, Tile::THREADS>(sK, k_base, 3 * C, kt * Tile::ROWS, T);
     if constexpr (AttnTraits<K>::cos_len) {
-        static_assert(AttnTile<HD>::THREADS >= ROWS, "one key per thread");
-        int j = threadIdx.x, key = kt * ROWS + j;
-        if (j < ROWS) { key_fac[j] = key >= T ? 0.0f : sc[3 * T + key]; }
+        static_assert(Tile::THREADS >= Tile::ROWS, "one key per thread");
+        int j = threadIdx.x, key = kt * Tile::ROWS + j;
+        if (j < Tile::ROWS) {
+            bool in = key < T;
+            cp_async_4(key_fac + j, sc + 3 * T + (in ? key : 0), in);
+            cp_async_4(key_fac + Tile::ROWS + j, sc + 2 * T + (in ? key : 0), in);
+        }
     }
+}
+// After the thread's own copies have landed, before the barrier that shows them to the block:
+// key_fac[j] = k_fac k_mul of the key this thread copied.
+template <AttnKind K, int HD>
+__device__ __forceinline__ void attn_fwd_key_tile_ready(sptr<float> key_fac) {
+    if constexpr (AttnTraits<K>::cos_len) {
+        int j = threadIdx.x;
+        if (j < AttnTile<HD>::ROWS) {
+            float fac = key_fac[j], mul = key_fac[AttnTile<HD>::ROWS + j];
+            key_fac[j] = fac * mul;
+        }
+    }
+}
+
+// A loop of the forward (and of attention_rowd_kernel) over the key tiles 0..qt (the last, diagonal one masked), double-buffered:
+// tile kt+1's copies are in flight while tile kt is computed. stage counts the tiles loaded so far
+// by both passes; a tile sits in buffer stage % 2. load(kt, buf) issues a tile's copies; ready(buf)
+// runs once the thread's own copies have landed; step(kt, buf, masked) computes a tile;
+// load_after(buf) issues the tile that follows tile qt (the next pass's first) or nothing.
+// The caller has issued and committed tile 0 into buffer stage % 2. One barrier per tile.
+template <class Load, class Ready, class Step, class After>
+__device__ __forceinline__ void attn_fwd_tiles(int qt, int& stage, Load load, Ready ready, Step step,
+                                               After load_after) {
+    auto next = [&]() {
+        cp_async_wait<0>();  // this thread's copies of tile kt: the only group in flight
+        int buf = stage % 2;
+        ready(buf);
+        // every thread's copies of tile kt have landed, and every thread is done with tile kt-1,
+        // whose buffer the next copies overwrite
+        __syncthreads();
+        stage++;
+        return buf;
+    };
+    for (int kt = 0; kt < qt; kt++) {  // below the diagonal: no mask
+        int buf = next();
+        load(kt + 1, stage % 2);
+        cp_async_commit();
+        step(kt, buf, std::false_type{});
+    }
+    int buf = next();
+    load_after(stage % 2);
+    cp_async_commit();
+    step(qt, buf, std::true_type{});
 }
 
 // The scores of one warp's 16 query rows against a key tile in shared memory:

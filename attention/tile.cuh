@@ -261,8 +261,8 @@ __device__ __forceinline__ float quad_max(float v) {
 // SCALED: row r is multiplied by row_mul[r] (a power of two: exact in bf16, one bf16x2 multiply
 // per pair, unless a product falls below bf16's smallest normal).
 // src + r*stride must be 16-byte aligned. Every thread of the block must call it.
-// (The stride is blockDim.x: with the block size as a compile-time trip count, nvcc keeps every
-// step's addresses live and the backward kernels grow from ~190 to 255 registers and spill.)
+// Only the forward's query tile (once per block) still goes through it; every other tile is
+// copied with load_tile_async, its powers of two folded into the scores' factors instead.
 template <int ROWS, int HD, int LD, bool SCALED = false>
 __device__ __forceinline__ void load_tile(sptr<floatX> dst, const floatX* src, size_t stride, int row0,
                                           int num_rows, const float* row_mul = nullptr) {
@@ -291,14 +291,15 @@ __device__ __forceinline__ void load_tile(sptr<floatX> dst, const floatX* src, s
     }
 }
 
-// The asynchronous twin of load_tile (without SCALED), for the forward's double-buffered key and
-// value tiles: issues the copies (cp.async) and returns; they land at the cp_async_wait that
+// The asynchronous twin of load_tile (without SCALED), for the forward's and attention_rowd_kernel's
+// double-buffered key and value tiles and the backward's tiles: issues the copies (cp.async) and returns; they land at the cp_async_wait that
 // completes the group the caller commits them into. Rows >= num_rows are zero-filled.
 // THREADS (the block size) / ROWS threads share a row, each copying every (THREADS/ROWS)-th
 // 16-byte chunk of it, neighbours side by side: a warp's step covers whole 32-byte sectors, its
 // shared stores meet each bank group equally often (rows 16 bytes apart, LD), and a thread's
-// copies differ only by constant offsets from one address, so nothing is held per step (the
-// backward's reason for load_tile's strided loop does not arise). Every thread must call it.
+// copies differ only by constant offsets from one address, so nothing is held per step (load_tile's
+// strided loop with a compile-time trip count grew the backward to 255 registers and spills; this
+// does not). Every thread must call it.
 template <int ROWS, int HD, int LD, int THREADS>
 __device__ __forceinline__ void load_tile_async(sptr<floatX> dst, const floatX* src, size_t stride, int row0,
                                                 int num_rows) {
@@ -311,4 +312,30 @@ __device__ __forceinline__ void load_tile_async(sptr<floatX> dst, const floatX* 
     const floatX* g = src + (size_t)(in ? row : 0) * stride + c;
     ATTN_UNROLL
     for (int step = 0; step < CHUNKS / PER_ROW; step++) { cp_async_16(d + step * PER_ROW * 8, g + step * PER_ROW * 8, in); }
+}
+
+// After load_tile_async's copies into dst have landed (cp_async_wait), before the barrier that
+// shows them to the block: multiplies the chunks this thread copied of row row0 + r by
+// row_mul[row0 + r], a power of two, with bf16x2 multiplies as load_tile's SCALED (the same bits;
+// exact unless a product falls below bf16's smallest normal). Rows >= num_rows stay zero.
+template <int ROWS, int HD, int LD, int THREADS>
+__device__ __forceinline__ void scale_tile_async_rows(sptr<floatX> dst, int row0, int num_rows, const float* row_mul) {
+    constexpr int CHUNKS = HD / 8, PER_ROW = THREADS / ROWS;
+    int r = threadIdx.x / PER_ROW, c = (threadIdx.x % PER_ROW) * 8;
+    if (row0 + r >= num_rows) { return; }
+    __nv_bfloat162 mul = __float2bfloat162_rn(row_mul[row0 + r]);
+    sptr<floatX> d = dst + (size_t)r * LD + c;
+    ATTN_UNROLL
+    for (int step = 0; step < CHUNKS / PER_ROW; step++) {
+        int4 bits = *sptr_cast<int4>(d + step * PER_ROW * 8);
+        uint32_t pairs[4] = {(uint32_t)bits.x, (uint32_t)bits.y, (uint32_t)bits.z, (uint32_t)bits.w};
+        ATTN_UNROLL
+        for (int e = 0; e < 4; e++) {
+            __nv_bfloat162 pair;
+            memcpy(&pair, &pairs[e], 4);
+            pair = __hmul2(pair, mul);
+            memcpy(&pairs[e], &pair, 4);
+        }
+        *sptr_cast<int4>(d + step * PER_ROW * 8) = make_int4((int)pairs[0], (int)pairs[1], (int)pairs[2], (int)pairs[3]);
+    }
 }
