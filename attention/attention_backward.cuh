@@ -316,7 +316,7 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
     // the block (and frees the other buffer, of tile qt-1), tile qt+1 is issued into the other
     // and lands while tile qt is computed.
     auto tile = [&](int qt, auto masked) {
-        int q0 = qt * ROWS, buf = (qt - kt) % 2;
+        int q0 = qt * ROWS, buf = (qt - kt) & 1;
         cp_async_wait<0>();  // this thread's copies of tile qt (and, first, of K and V)
         if constexpr (AttnTraits<K>::cos_len) {
             scale_tile_async_rows<ROWS, HD, LD, Tile::THREADS>(sQ + buf * TILE, q0, T, sc);
