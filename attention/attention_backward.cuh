@@ -236,7 +236,8 @@ template <int HD> constexpr size_t attn_bwd_dynamic_smem() {
 //   S^T = K~ Q~^T, dW^T = V dO^T   -> P (the final weights), ds elementwise
 //   dV  += P^T dO,  dK~ += (scale ds)^T Q~   (registers)
 //   dQ~ += (dq_scale k_fac ds) K~  through shared memory and fp32 atomics into dqh
-// grid (ceil(T/ROWS), B*NH), block THREADS; dqh must be zero on entry. p_head: as the forward's.
+// grid (ceil(T/ROWS), B*NH), block THREADS, attn_bwd_dynamic_smem<HD>() bytes of dynamic shared
+// memory; dqh must be zero on entry. p_head: as the forward's.
 // 8 warps per SM (up to 255 registers). 12 warps (minBlocks 12 / WARPS: <= 168 registers) would
 // spill in every variant at hd 64; spill stores in bytes at hd 32 / 64 / 128, measured at sm_90 in
 // the trainer's build of each variant: softmax 24/52/352, lssa 64/4/316, lssar 0/76/480, sigmoid

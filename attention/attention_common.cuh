@@ -177,11 +177,11 @@ __device__ __forceinline__ AttnHead attn_head(const floatX* qkv, const float* sc
 }
 
 // Key tile kt into one of two buffers, asynchronously (it lands at the wait of attn_fwd_tiles;
-// the forward and attention_rowd_kernel). cos_len: the keys are copied as they are, with their k_fac and k_mul (a power
-// of two), which attn_fwd_key_tile_ready multiplies into key_fac. Scaling the score by k_fac k_mul
-// instead of the key rows by k_mul gives the same scores bit for bit: products by
-// a power of two are exact, in bf16 and in the fp32 accumulation of the mma alike, unless they
-// leave the normal range (below 2^-126 or overflowing).
+// the forward and attention_rowd_kernel). cos_len: the keys are copied as they are, with their
+// k_fac and k_mul (a power of two), which attn_fwd_key_tile_ready multiplies into key_fac.
+// Scaling the score by k_fac k_mul instead of the key rows by k_mul gives the same scores bit for
+// bit: products by a power of two are exact, in bf16 and in the fp32 accumulation of the mma
+// alike, unless they leave the normal range (below 2^-126 or overflowing).
 // key_fac (2 ROWS for cos_len): k_fac, then k_mul, of the tile's keys; zeros past T.
 template <AttnKind K, int HD>
 __device__ __forceinline__ void attn_fwd_issue_key_tile(sptr<floatX> sK, sptr<float> key_fac, const floatX* k_base,
@@ -211,8 +211,8 @@ __device__ __forceinline__ void attn_fwd_key_tile_ready(sptr<float> key_fac) {
     }
 }
 
-// A loop of the forward (and of attention_rowd_kernel) over the key tiles 0..qt (the last, diagonal one masked), double-buffered:
-// tile kt+1's copies are in flight while tile kt is computed. stage counts the tiles loaded so far
+// A loop of the forward (and of attention_rowd_kernel) over the key tiles 0..qt (the last,
+// diagonal one masked), double-buffered: tile kt+1's copies are in flight while tile kt is computed. stage counts the tiles loaded so far
 // by both passes; a tile sits in buffer stage % 2. load(kt, buf) issues a tile's copies; ready(buf)
 // runs once the thread's own copies have landed; step(kt, buf, masked) computes a tile;
 // load_after(buf) issues the tile that follows tile qt (the next pass's first) or nothing.

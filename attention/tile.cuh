@@ -262,7 +262,8 @@ __device__ __forceinline__ float quad_max(float v) {
 // per pair, unless a product falls below bf16's smallest normal).
 // src + r*stride must be 16-byte aligned. Every thread of the block must call it.
 // Only the forward's query tile (once per block) still goes through it; every other tile is
-// copied with load_tile_async, its powers of two folded into the scores' factors instead.
+// copied with load_tile_async, its powers of two folded into the scores' factors or applied in
+// shared memory after the copy (scale_tile_async_rows).
 template <int ROWS, int HD, int LD, bool SCALED = false>
 __device__ __forceinline__ void load_tile(sptr<floatX> dst, const floatX* src, size_t stride, int row0,
                                           int num_rows, const float* row_mul = nullptr) {
