@@ -82,8 +82,14 @@ __device__ __forceinline__ AttnRowInfo attn_row_info(int t, int T, const float* 
 //   dL/dp = sum_j dW_j W_j (ln r_j - sum_k W_k ln r_k) = (sum_j u_j ln r_j dW_j - D2 sum_j u_j ln r_j) / Z
 // (u = r^p; degenerate rows and x <= 0 add nothing), summed over the warp's rows and added to
 // dp_head[h] by one fp32 atomic per warp.
+// Blocks per SM asked of ptxas: 6 (12 warps, <= 168 registers) at hd 128 where that does not spill
+// (measured at sm_90: softmax_rw with learned p spills 36 bytes, relu_l1_rw without 64).
+template <int HD, AttnKind K, bool LEARN_P> constexpr int attn_rowd_min_blocks() {
+    if (HD != 128) { return 1; }
+    return (K == ATTN_SOFTMAX_RW && LEARN_P) || (K == ATTN_RELU_L1_RW && !LEARN_P) ? 1 : 6;
+}
 template <int HD, AttnKind K, bool LEARN_P>
-__global__ void __launch_bounds__(AttnTile<HD>::THREADS)
+__global__ void __launch_bounds__(AttnTile<HD>::THREADS, (attn_rowd_min_blocks<HD, K, LEARN_P>()))
 attention_rowd_kernel(float* rowd, float* dp_head, const floatX* dout, const floatX* qkv, const float* stats,
                       const float* scales, int T, int NH, float p, const float* p_head) {
     using Tile = AttnTile<HD>;
