@@ -82,10 +82,11 @@ __device__ __forceinline__ AttnRowInfo attn_row_info(int t, int T, const float* 
 //   dL/dp = sum_j dW_j W_j (ln r_j - sum_k W_k ln r_k) = (sum_j u_j ln r_j dW_j - D2 sum_j u_j ln r_j) / Z
 // (u = r^p; degenerate rows and x <= 0 add nothing), summed over the warp's rows and added to
 // dp_head[h] by one fp32 atomic per warp.
-// Blocks per SM asked of ptxas: 6 (12 warps, <= 168 registers) at hd 128 where that does not spill
+// Blocks per SM asked of ptxas (0: none, ptxas chooses; 1 would let it take up to 255 registers):
+// 6 (12 warps, <= 168 registers) at hd 128 where that does not spill
 // (measured at sm_90: softmax_rw with learned p spills 36 bytes, relu_l1_rw without 64).
 template <int HD, AttnKind K, bool LEARN_P> constexpr int attn_rowd_min_blocks() {
-    if (HD != 128) { return 1; }
+    if (HD != 128) { return 0; }
     return (K == ATTN_SOFTMAX_RW && LEARN_P) || (K == ATTN_RELU_L1_RW && !LEARN_P) ? 1 : 6;
 }
 template <int HD, AttnKind K, bool LEARN_P>
