@@ -87,7 +87,7 @@ __device__ __forceinline__ AttnRowInfo attn_row_info(int t, int T, const float* 
 // (measured at sm_90: softmax_rw with learned p spills 36 bytes, relu_l1_rw without 64).
 template <int HD, AttnKind K, bool LEARN_P> constexpr int attn_rowd_min_blocks() {
     if (HD != 128) { return 0; }
-    return (K == ATTN_SOFTMAX_RW && LEARN_P) || (K == ATTN_RELU_L1_RW && !LEARN_P) ? 1 : 6;
+    return (K == ATTN_SOFTMAX_RW && LEARN_P) || (K == ATTN_RELU_L1_RW && !LEARN_P) ? 0 : 6;
 }
 template <int HD, AttnKind K, bool LEARN_P>
 __global__ void __launch_bounds__(AttnTile<HD>::THREADS, (attn_rowd_min_blocks<HD, K, LEARN_P>()))
