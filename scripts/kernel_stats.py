@@ -13,7 +13,7 @@ Theoretical occupancy follows the CUDA occupancy calculator for sm_90 (H100/H200
 are allocated per warp in units of 256, shared memory per block in units of 128 bytes.
 The main loop of an attention kernel is the backward branch's range that holds the most tensor-core
 MMAs and no smaller such range (LSSAR's forward has two, one per pass over the keys); its figures are
-static counts of its SASS: an inner loop without MMA (the tile loads, a power by repeated squaring)
+static counts of its SASS: an inner loop without MMA (a power by repeated squaring)
 counts once, so these are lower bounds of the instructions executed per tile.
 """
 import csv
@@ -107,8 +107,8 @@ def mix(insns):
 def mma_loops(insns):
     """The main loop(s): every backward-branch range that holds tensor-core MMAs and no smaller such
     range, as (first address, last address, instructions, MMAs); a kernel with two passes over the
-    keys (LSSAR's forward) has two. The count is static: an inner loop without MMA (the backward's
-    strided tile loads) counts once, though it runs several times per tile."""
+    keys (LSSAR's forward) has two. The count is static: an inner loop without MMA (a power by
+    repeated squaring) counts once, though it runs several times per tile."""
     loops = []
     for addr, op, args in insns:
         m = re.match(r"\s*(0x[0-9a-f]+)", args)
