@@ -233,9 +233,14 @@ __device__ __forceinline__ void attn_element_grad(float sv, float dW, const Attn
     *ds = V::norm == ATTN_NORM_L1 ? g * (dA - ri.D1) : g * dA;
 }
 
-// Dynamic shared memory of attention_backward_kernel: two buffers each of Q and dO.
-template <int HD> constexpr size_t attn_bwd_dynamic_smem() {
-    return 4 * sizeof(floatX) * AttnTile<HD>::ROWS * AttnTile<HD>::LD;
+// Buffers of the backward's query tiles (Q, dO, row data): two, so that tile qt+1 lands while tile
+// qt is computed, except at hd 128, where a block would then take 57,600 bytes and the 4 blocks
+// (8 warps) that 255 registers allow no longer fit an SM's 228 KiB; one there (issued at the tile's
+// start, all copies before the one wait).
+template <int HD> __host__ __device__ constexpr int attn_bwd_query_buffers() { return HD == 128 ? 1 : 2; }
+// Dynamic shared memory of attention_backward_kernel: the buffers of Q and dO.
+template <int HD> __host__ __device__ constexpr size_t attn_bwd_dynamic_smem() {
+    return 2 * attn_bwd_query_buffers<HD>() * sizeof(floatX) * AttnTile<HD>::ROWS * AttnTile<HD>::LD;
 }
 
 // Main backward: one block per (key tile, head), one warp per 16 keys; walks the query tiles
@@ -260,12 +265,13 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
     SHARED_TILE(sK, ROWS * LD);
     SHARED_TILE(sV, ROWS * LD);
     SHARED_TILE(sdS, ROWS * LDS);  // (query, key): dq_scale k_fac ds, the A operand of dQ
-    SHARED_ARRAY(AttnRowInfo, row_info, 2 * ROWS);  // two buffers, as Q and dO
-    // Q and dO in two buffers each (tile qt+1 lands while tile qt is read): past 48 KiB of static
-    // shared memory, so dynamic (attn_bwd_dynamic_smem bytes)
+    constexpr int BUFS = attn_bwd_query_buffers<HD>();
+    SHARED_ARRAY(AttnRowInfo, row_info, BUFS * ROWS);  // BUFS buffers, as Q and dO
+    // Q and dO in BUFS buffers each: past 48 KiB of static shared memory with two, so dynamic
+    // (attn_bwd_dynamic_smem bytes)
     constexpr int TILE = ROWS * LD;
     DYNAMIC_SHARED(floatX, sQ);
-    const sptr<floatX> sdO = sQ + 2 * TILE;
+    const sptr<floatX> sdO = sQ + BUFS * TILE;
 
     const AttnHead hp = attn_head<K, HD>(qkv, scales, T, NH);
     const int C = hp.C, bh = hp.bh;
@@ -322,15 +328,21 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
     // Below it every key is visible and dead rows (past T) give P = ds = 0 without a mask.
     // Double-buffered: tile qt sits in buffer (qt - kt) % 2; after the barrier that shows it to
     // the block (and frees the other buffer, of tile qt-1), tile qt+1 is issued into the other
-    // and lands while tile qt is computed.
+    // and lands while tile qt is computed. Single-buffered (hd 128): tile qt is issued at its
+    // start, its buffers free since the barrier that completed the previous tile's sdS.
     auto tile = [&](int qt, auto masked) {
-        int q0 = qt * ROWS, buf = (qt - kt) & 1;
+        int q0 = qt * ROWS, buf = BUFS == 2 ? (qt - kt) & 1 : 0;
+        if constexpr (BUFS == 1) {
+            if (qt != kt) { issue_query_tile(qt, 0); }
+        }
         cp_async_wait<0>();  // this thread's copies of tile qt (and, first, of K and V)
         if constexpr (AttnTraits<K>::cos_len) {
             scale_tile_async_rows<ROWS, HD, LD, Tile::THREADS>(sQ + buf * TILE, q0, T, sc);
         }
         __syncthreads();     // everyone's copies and row_info; tile qt-1 and its sdS have been read
-        if (qt + 1 < num_qt) { issue_query_tile(qt + 1, 1 - buf); }
+        if constexpr (BUFS == 2) {
+            if (qt + 1 < num_qt) { issue_query_tile(qt + 1, 1 - buf); }
+        }
         const sptr<floatX> sQb = sQ + buf * TILE, sdOb = sdO + buf * TILE;
         const sptr<AttnRowInfo> row_info_b = row_info + buf * ROWS;
         FragC s[RT], dw[RT];
