@@ -311,7 +311,8 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
         }
     };
     const int num_qt = ceil_div(T, ROWS);
-    issue_query_tile(kt, 0);  // with K and V
+    if constexpr (BUFS == 2) { issue_query_tile(kt, 0); }  // with K and V
+    else { cp_async_commit(); }                             // K and V (tile() issues every query tile)
     if constexpr (AttnTraits<K>::cos_len) {
         cp_async_wait<0>();
         scale_tile_async_rows<ROWS, HD, LD, Tile::THREADS>(sK, k0, T, sc + 2 * T);
@@ -332,9 +333,7 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
     // start, its buffers free since the barrier that completed the previous tile's sdS.
     auto tile = [&](int qt, auto masked) {
         int q0 = qt * ROWS, buf = BUFS == 2 ? (qt - kt) & 1 : 0;
-        if constexpr (BUFS == 1) {
-            if (qt != kt) { issue_query_tile(qt, 0); }
-        }
+        if constexpr (BUFS == 1) { issue_query_tile(qt, 0); }
         cp_async_wait<0>();  // this thread's copies of tile qt (and, first, of K and V)
         if constexpr (AttnTraits<K>::cos_len) {
             scale_tile_async_rows<ROWS, HD, LD, Tile::THREADS>(sQ + buf * TILE, q0, T, sc);
