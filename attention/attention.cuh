@@ -121,7 +121,7 @@ void attention_backward_hd(floatX* dqkv, const floatX* dout, const floatX* qkv, 
     } else {  // none, mean: no row sum to differentiate
         cudaCheck(cudaMemsetAsync(s.rowd, 0, sizeof(float) * rows * 2, stream));
     }
-    constexpr size_t dyn_smem = attn_bwd_dynamic_smem<HD>();  // above 48 KiB with the static part: opt in
+    constexpr size_t dyn_smem = attn_bwd_dynamic_smem<HD, K>();  // above 48 KiB with the static part: opt in
     cudaCheck(cudaFuncSetAttribute(attention_backward_kernel<HD, K>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    (int)dyn_smem));
     cuda_launch((attention_backward_kernel<HD, K>), grid, Tile::THREADS, dyn_smem, stream, dqkv, s.dqh, s.dkh, dout, qkv,

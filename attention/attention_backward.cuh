@@ -236,11 +236,14 @@ __device__ __forceinline__ void attn_element_grad(float sv, float dW, const Attn
 // Buffers of the backward's query tiles (Q, dO, row data): two, so that tile qt+1 lands while tile
 // qt is computed, except at hd 128, where a block would then take 57,600 bytes and the 4 blocks
 // (8 warps) that 255 registers allow no longer fit an SM's 228 KiB; one there (issued at the tile's
-// start, all copies before the one wait).
-template <int HD> __host__ __device__ constexpr int attn_bwd_query_buffers() { return HD == 128 ? 1 : 2; }
+// start, all copies before the one wait). LSSA takes one at every head size: with two it spills 12
+// bytes at hd 64 (measured, sm_90; 183 registers and no spill with one).
+template <int HD, AttnKind K> __host__ __device__ constexpr int attn_bwd_query_buffers() {
+    return HD == 128 || K == ATTN_LSSA ? 1 : 2;
+}
 // Dynamic shared memory of attention_backward_kernel: the buffers of Q and dO.
-template <int HD> __host__ __device__ constexpr size_t attn_bwd_dynamic_smem() {
-    return 2 * attn_bwd_query_buffers<HD>() * sizeof(floatX) * AttnTile<HD>::ROWS * AttnTile<HD>::LD;
+template <int HD, AttnKind K> __host__ __device__ constexpr size_t attn_bwd_dynamic_smem() {
+    return 2 * attn_bwd_query_buffers<HD, K>() * sizeof(floatX) * AttnTile<HD>::ROWS * AttnTile<HD>::LD;
 }
 
 // Main backward: one block per (key tile, head), one warp per 16 keys; walks the query tiles
@@ -248,7 +251,7 @@ template <int HD> __host__ __device__ constexpr size_t attn_bwd_dynamic_smem() {
 //   S^T = K~ Q~^T, dW^T = V dO^T   -> P (the final weights), ds elementwise
 //   dV  += P^T dO,  dK~ += (scale ds)^T Q~   (registers)
 //   dQ~ += (dq_scale k_fac ds) K~  through shared memory and fp32 atomics into dqh
-// grid (ceil(T/ROWS), B*NH), block THREADS, attn_bwd_dynamic_smem<HD>() bytes of dynamic shared
+// grid (ceil(T/ROWS), B*NH), block THREADS, attn_bwd_dynamic_smem<HD, K>() bytes of dynamic shared
 // memory; dqh must be zero on entry. p_head: as the forward's.
 // 8 warps per SM (up to 255 registers). 12 warps (minBlocks 12 / WARPS: <= 168 registers) would
 // spill in every variant at hd 64; spill stores in bytes at hd 32 / 64 / 128, measured at sm_90 in
@@ -265,7 +268,7 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
     SHARED_TILE(sK, ROWS * LD);
     SHARED_TILE(sV, ROWS * LD);
     SHARED_TILE(sdS, ROWS * LDS);  // (query, key): dq_scale k_fac ds, the A operand of dQ
-    constexpr int BUFS = attn_bwd_query_buffers<HD>();
+    constexpr int BUFS = attn_bwd_query_buffers<HD, K>();
     SHARED_ARRAY(AttnRowInfo, row_info, BUFS * ROWS);  // BUFS buffers, as Q and dO
     // Q and dO in BUFS buffers each: past 48 KiB of static shared memory with two, so dynamic
     // (attn_bwd_dynamic_smem bytes)
