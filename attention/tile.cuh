@@ -328,7 +328,7 @@ __device__ __forceinline__ void scale_tile_async_rows(sptr<floatX> dst, int row0
     sptr<floatX> d = dst + (size_t)r * LD + c;
     // more than 4 chunks (hd 128): one in registers at a time, as the backward at 255 spills
     // when all 8 are (measured at sm_90)
-    constexpr int UNROLL = CHUNKS / PER_ROW > 4 ? 1 : CHUNKS / PER_ROW;
+    [[maybe_unused]] constexpr int UNROLL = CHUNKS / PER_ROW > 4 ? 1 : CHUNKS / PER_ROW;  // nvcc only
 #if defined(__CUDACC__)
 #pragma unroll(UNROLL)
 #endif

@@ -43,11 +43,6 @@ static std::vector<float> randn(size_t n, uint64_t seed, double scale = 1.0) {
     for (float& v : x) v = (float)(scale * rng.normal());
     return x;
 }
-static std::vector<float> widen(const bf16* x, size_t n) {
-    std::vector<float> out(n);
-    for (size_t i = 0; i < n; i++) out[i] = bf16_to_float(x[i]);
-    return out;
-}
 static std::vector<double> to_double(const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); }
 
 // bf16 keeps 8 significant bits (7 stored): round to nearest even errs by at most half a unit
