@@ -256,6 +256,19 @@ __device__ __forceinline__ float quad_max(float v) {
 // ----------------------------------------------------------------------------
 // Block-wide copies between global memory and shared tiles.
 
+// The 8 bf16 of a 16-byte chunk, each times mul (four bf16x2 multiplies).
+__device__ __forceinline__ int4 scale_chunk_bf16x2(int4 bits, __nv_bfloat162 mul) {
+    uint32_t pairs[4] = {(uint32_t)bits.x, (uint32_t)bits.y, (uint32_t)bits.z, (uint32_t)bits.w};
+    ATTN_UNROLL
+    for (int e = 0; e < 4; e++) {
+        __nv_bfloat162 pair;
+        memcpy(&pair, &pairs[e], 4);
+        pair = __hmul2(pair, mul);
+        memcpy(&pairs[e], &pair, 4);
+    }
+    return make_int4((int)pairs[0], (int)pairs[1], (int)pairs[2], (int)pairs[3]);
+}
+
 // Copies rows row0..row0+ROWS-1 of a strided (rows, HD) bf16 matrix into a shared tile of
 // pitch LD, 16 bytes per thread and step; rows >= num_rows are filled with zeros.
 // SCALED: row r is multiplied by row_mul[r] (a power of two: exact in bf16, one bf16x2 multiply
@@ -276,16 +289,7 @@ __device__ __forceinline__ void load_tile(sptr<floatX> dst, const floatX* src, s
             x128 v = load128(src + (size_t)row * stride + c);
             memcpy(&bits, &v, sizeof(bits));
             if constexpr (SCALED) {
-                __nv_bfloat162 mul = __float2bfloat162_rn(row_mul[row]);
-                uint32_t pairs[4] = {(uint32_t)bits.x, (uint32_t)bits.y, (uint32_t)bits.z, (uint32_t)bits.w};
-                ATTN_UNROLL
-                for (int e = 0; e < 4; e++) {
-                    __nv_bfloat162 pair;
-                    memcpy(&pair, &pairs[e], 4);
-                    pair = __hmul2(pair, mul);
-                    memcpy(&pairs[e], &pair, 4);
-                }
-                bits = make_int4((int)pairs[0], (int)pairs[1], (int)pairs[2], (int)pairs[3]);
+                bits = scale_chunk_bf16x2(bits, __float2bfloat162_rn(row_mul[row]));
             }
         }
         *sptr_cast<int4>(dst + (size_t)r * LD + c) = bits;
@@ -334,14 +338,6 @@ __device__ __forceinline__ void scale_tile_async_rows(sptr<floatX> dst, int row0
 #endif
     for (int step = 0; step < CHUNKS / PER_ROW; step++) {
         int4 bits = *sptr_cast<int4>(d + step * PER_ROW * 8);
-        uint32_t pairs[4] = {(uint32_t)bits.x, (uint32_t)bits.y, (uint32_t)bits.z, (uint32_t)bits.w};
-        ATTN_UNROLL
-        for (int e = 0; e < 4; e++) {
-            __nv_bfloat162 pair;
-            memcpy(&pair, &pairs[e], 4);
-            pair = __hmul2(pair, mul);
-            memcpy(&pairs[e], &pair, 4);
-        }
-        *sptr_cast<int4>(d + step * PER_ROW * 8) = make_int4((int)pairs[0], (int)pairs[1], (int)pairs[2], (int)pairs[3]);
+        *sptr_cast<int4>(d + step * PER_ROW * 8) = scale_chunk_bf16x2(bits, mul);
     }
 }
