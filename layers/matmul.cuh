@@ -224,6 +224,11 @@ inline void matmul_set_bgrad_epilogues(bool on) { matmul_bgrad_setting = on ? 1 
 inline bool matmul_bgrad_epilogues() {
     if (matmul_bgrad_setting < 0) {
         const char* env = getenv("MATMUL_BGRAD");
+        if (env != nullptr && strcmp(env, "0") != 0 && strcmp(env, "1") != 0) {
+            fprintf(stderr, "[ERROR] MATMUL_BGRAD=%s: set it to 0 (bias gradients from the column sums) or 1 "
+                            "(from cuBLASLt's epilogues, the default), or leave it unset\n", env);
+            exit(EXIT_FAILURE);
+        }
         matmul_bgrad_setting = env != nullptr && strcmp(env, "0") == 0 ? 0 : 1;
     }
     return matmul_bgrad_setting == 1;

@@ -735,6 +735,19 @@ TEST_CASE("p warmup (-pw) on the CUDA back end (emulated): p logged per step, st
     CHECK(ck.config.p == 3.0f);
 }
 
+TEST_CASE("a MATMUL_BGRAD other than 0 or 1 is refused, naming the value") {
+    TempDir work;
+    Result r = run("MATMUL_BGRAD=yes " + emu_run(work.path + "/bad", "-b 2 -x 1 -n 1"));
+    INFO(r.output);
+    CHECK(r.code != 0);
+    CHECK(r.output.find("MATMUL_BGRAD=yes") != std::string::npos);
+    CHECK(r.output.find("step 1/") == std::string::npos);  // nothing trained
+    Result ok = run("MATMUL_BGRAD=0 " + emu_run(work.path + "/ok", "-b 2 -x 1 -n 1"));
+    INFO(ok.output);
+    CHECK(ok.code == 0);
+    CHECK(ok.output.find("step 1/") != std::string::npos);
+}
+
 TEST_CASE("2 trainer processes under scripts/launch.sh train like 1 process with the combined batch") {
     // Rank r reads rows [2r, 2r+2) of the 1-process run's 4 (dataloader.h), so the two runs differ
     // only in where bf16 roundings of the gradient sums fall (test_distributed.cu derives this):
