@@ -9,7 +9,7 @@
 //   stats   (B, NH, T, 3)     fp32   what the forward saves for the backward (the CPU reference's
 //                                    layout): l1 (lse or S1, m, Z), none and mean (0, 0, 0)
 //   scratch attention_scratch_bytes(B, T, NH, hd) bytes, reused by forward and backward; the
-//           forward's part (q and k scales, (B, NH, 4, T)) is O(B NH T), the backward adds
+//           forward's part (q and k scales, (B, NH, 5, T) in all) is O(B NH T), the backward adds
 //           (B, NH, T, 2) row dots and two fp32 (B, T, NH, hd) gradient accumulators
 //           (evaluation: attention_scratch_bytes(B, T, NH, hd, false))
 //   dqkv    (B, T, 3, NH, hd) bf16   written (=), not accumulated, like llm.c's attention
@@ -32,11 +32,11 @@
 // Scratch of forward and backward; with backward = false only what the forward needs (evaluation).
 inline size_t attention_scratch_bytes(int B, int T, int NH, int hd, bool backward = true) {
     size_t rows = (size_t)B * NH * T;
-    return sizeof(float) * (backward ? 4 * rows + 2 * rows + 2 * rows * hd : 4 * rows);
+    return sizeof(float) * (backward ? 5 * rows + 2 * rows + 2 * rows * hd : 5 * rows);
 }
 
 struct AttentionScratch {
-    float* scales;  // (B, NH, 4, T)
+    float* scales;  // (B, NH, 4, T), then kfm (B, NH, T) (attention_common.cuh)
     float* rowd;    // (B, NH, T, 2)
     float* dqh;     // (B, T, NH, hd)
     float* dkh;     // (B, T, NH, hd)
@@ -44,7 +44,7 @@ struct AttentionScratch {
 inline AttentionScratch attention_scratch_split(void* scratch, int B, int T, int NH, int hd) {
     size_t rows = (size_t)B * NH * T;
     float* f = (float*)scratch;
-    return AttentionScratch{f, f + 4 * rows, f + 6 * rows, f + 6 * rows + rows * hd};
+    return AttentionScratch{f, f + 5 * rows, f + 7 * rows, f + 7 * rows + rows * hd};
 }
 
 inline void attention_check_args(int B, int T, int NH, int hd, AttnKind kind, float p, const char* who) {

@@ -83,10 +83,12 @@ __device__ __forceinline__ AttnRowInfo attn_row_info(int t, int T, const float* 
 // (u = r^p; degenerate rows and x <= 0 add nothing), summed over the warp's rows and added to
 // dp_head[h] by one fp32 atomic per warp.
 // Blocks per SM asked of ptxas (0: none, ptxas chooses; 1 would let it take up to 255 registers):
-// 6 (12 warps, <= 168 registers) at hd 128 where that does not spill
-// (measured at sm_90: softmax_rw with learned p spills 36 bytes, relu_l1_rw without 64).
+// 6 (12 warps, <= 168 registers) at hd 128 where that does not spill (measured at sm_90:
+// softmax_rw with learned p spills 36 bytes, relu_l1_rw without 64, the cos_len variants with
+// learned p 28).
 template <int HD, AttnKind K, bool LEARN_P> constexpr int attn_rowd_min_blocks() {
     if (HD != 128) { return 0; }
+    if (LEARN_P && AttnTraits<K>::cos_len) { return 0; }
     return (K == ATTN_SOFTMAX_RW && LEARN_P) || (K == ATTN_RELU_L1_RW && !LEARN_P) ? 0 : 6;
 }
 template <int HD, AttnKind K, bool LEARN_P>
@@ -95,13 +97,15 @@ attention_rowd_kernel(float* rowd, float* dp_head, const floatX* dout, const flo
                       const float* scales, int T, int NH, float p, const float* p_head) {
     using Tile = AttnTile<HD>;
     constexpr int ROWS = Tile::ROWS, LD = Tile::LD, RT = Tile::RTILES;
-    constexpr int TILE = ROWS * LD, KFAC = AttnTraits<K>::cos_len ? 2 * ROWS : 0;  // one buffer of sK/sV, key_fac
-    SHARED_TILE(sK, 2 * TILE);  // two buffers: key tile kt+1 lands while tile kt is read
+    constexpr int TILE = ROWS * LD, KFAC = AttnTraits<K>::cos_len ? ROWS : 0;  // one buffer of sK/sV, key_fac
+    // two buffers: key tile kt+1 lands while tile kt is read; key_fac's two (2 KFAC floats) behind
+    // them, as in the forward
+    SHARED_TILE(sK, 2 * TILE + (AttnTraits<K>::cos_len ? 4 * KFAC : 0));
     SHARED_TILE(sV, 2 * TILE);
     // Q and dO are read only into the warps' fragments, before the first barrier of
     // attn_fwd_tiles, and the second buffers are first written after it
     const sptr<floatX> sQ = sK + TILE, sdO = sV + TILE;
-    SHARED_ARRAY(float, key_fac, AttnTraits<K>::cos_len ? 2 * KFAC : 4);
+    const sptr<float> key_fac = sptr_cast<float>(sK + 2 * TILE);
 
     const AttnHead hp = attn_head<K, HD>(qkv, scales, T, NH);
     const int C = hp.C, bh = hp.bh;
@@ -114,15 +118,14 @@ attention_rowd_kernel(float* rowd, float* dp_head, const floatX* dout, const flo
     attn_head_p(p_head, hp.h, &p);
 
     // Q, dO (one group), then key tile 0 (the next), all asynchronous; cos_len: Q scaled by q_mul
-    // in shared memory once it has landed, K's k_mul folded into key_fac (attn_fwd_issue_key_tile)
+    // in shared memory once it has landed, K's k_mul in key_fac's k_fac k_mul (attn_fwd_issue_key_tile)
     load_tile_async<ROWS, HD, LD, Tile::THREADS>(sQ, q_base, 3 * C, q0, T);
     load_tile_async<ROWS, HD, LD, Tile::THREADS>(sdO, do_base, C, q0, T);
     cp_async_commit();
     auto load_kv = [&](int kt, int buf) {
-        attn_fwd_issue_key_tile<K, HD>(sK + buf * TILE, key_fac + buf * KFAC, k_base, C, kt, T, sc);
+        attn_fwd_issue_key_tile<K, HD, false>(sK + buf * TILE, key_fac + buf * KFAC, k_base, C, kt, T, hp.kfm);
         load_tile_async<ROWS, HD, LD, Tile::THREADS>(sV + buf * TILE, v_base, 3 * C, kt * ROWS, T);
     };
-    auto ready = [&](int buf) { attn_fwd_key_tile_ready<K, HD>(key_fac + buf * KFAC); };
     int stage = 0;  // key tiles loaded so far (attn_fwd_tiles)
     load_kv(0, 0);
     cp_async_commit();
@@ -152,7 +155,7 @@ attention_rowd_kernel(float* rowd, float* dp_head, const floatX* dout, const flo
     auto step = [&](int kt, int buf, auto masked) {  // masked: the diagonal tile
         sptr<floatX> sKb = sK + buf * TILE, sVb = sV + buf * TILE;
         FragC s[RT], dw[RT];
-        attn_scores<K, HD>(s, qf, sKb, key_fac + buf * KFAC, row_scale, row_bias);
+        attn_scores<K, HD, false>(s, qf, sKb, key_fac + buf * KFAC, row_scale, row_bias);
         warp_mma_abt(dw, dof, sVb, LD);  // dW = dy . v
         FragC xm[RT], A[RT];  // x/m and A where x > 0 (else 0)
         ATTN_UNROLL
@@ -191,7 +194,7 @@ attention_rowd_kernel(float* rowd, float* dp_head, const floatX* dout, const flo
             }
         }
     };
-    attn_fwd_tiles(qt, stage, load_kv, ready, step, [](int) {});
+    attn_fwd_tiles(qt, stage, load_kv, step, [](int) {});
     float dp = 0.0f;  // learned p: dL/dp of the lane's rows (every lane of a quad holds the quad's)
     ATTN_UNROLL
     for (int r = 0; r < 2; r++) {

@@ -11,7 +11,8 @@
 // (1/(mul eps) when |x| <= eps) finish the cosine: s = lam * fac_q * fac_k * acc.
 // Dot scores load q and k as they are: s = acc / sqrt(hd) (+ bias).
 //
-//   scales (B, NH, 4, T) fp32: q_mul, q_fac, k_mul, k_fac of every row (cos_len only)
+//   scales (B, NH, 4, T) fp32: q_mul, q_fac, k_mul, k_fac of every row (cos_len only), followed by
+//   kfm    (B, NH, T)    fp32: k_fac k_mul of every key row, the key factor of the forward's scores
 //   rowd   (B, NH, T, 2) fp32: (D2, D1) of every row (backward)
 #pragma once
 
@@ -116,7 +117,8 @@ template <AttnKind K> __device__ __forceinline__ float attn_phi_dphi_dev(float s
 // ----------------------------------------------------------------------------
 // Kernels and tile helpers
 
-// scales (B, NH, 4, T) from qkv: one warp per (b, t, h) row, for q and for k.
+// scales (B, NH, 4, T) and kfm (B, NH, T) behind it from qkv: one warp per (b, t, h) row, for q
+// and for k.
 template <int HD>
 __global__ void lssa_scales_kernel(float* scales, const floatX* qkv, int B, int T, int NH) {
     int warps_per_block = blockDim.x / 32;
@@ -148,6 +150,7 @@ __global__ void lssa_scales_kernel(float* scales, const floatX* qkv, int B, int 
             float* sc = scales + ((size_t)b * NH + h) * 4 * T;
             sc[(2 * part) * T + t] = mul;
             sc[(2 * part + 1) * T + t] = fac;
+            if (part == 1) { scales[(size_t)B * NH * 4 * T + ((size_t)b * NH + h) * T + t] = fac * mul; }
         }
     }
 }
@@ -158,7 +161,8 @@ __global__ void lssa_scales_kernel(float* scales, const floatX* qkv, int B, int 
 struct AttnHead {
     int C, bh, b, h;
     const floatX *q, *k, *v;
-    const float* sc;  // q_mul, q_fac, k_mul, k_fac of the head's rows (cos_len), else nullptr
+    const float* sc;   // q_mul, q_fac, k_mul, k_fac of the head's rows (cos_len), else nullptr
+    const float* kfm;  // k_fac k_mul of the head's keys (cos_len), else nullptr
     size_t rows_offset;  // b T C + h HD
 };
 template <AttnKind K, int HD>
@@ -172,20 +176,28 @@ __device__ __forceinline__ AttnHead attn_head(const floatX* qkv, const float* sc
     hp.k = hp.q + hp.C;
     hp.v = hp.q + 2 * hp.C;
     hp.sc = AttnTraits<K>::cos_len ? scales + (size_t)hp.bh * 4 * T : nullptr;
+    hp.kfm = AttnTraits<K>::cos_len ? scales + ((size_t)gridDim.y * 4 + hp.bh) * T : nullptr;  // grid.y = B NH
     hp.rows_offset = (size_t)hp.b * T * hp.C + hp.h * HD;
     return hp;
 }
 
 // Key tile kt into one of two buffers, asynchronously (it lands at the wait of attn_fwd_tiles;
 // the forward and attention_rowd_kernel). cos_len: the keys are copied as they are, with their
-// k_fac and k_mul (a power of two), which attn_fwd_key_tile_ready multiplies into key_fac.
-// Scaling the score by k_fac k_mul instead of the key rows by k_mul gives the same scores bit for
-// bit: products by a power of two are exact, in bf16 and in the fp32 accumulation of the mma
-// alike, unless they leave the normal range (below 2^-126 or overflowing).
-// key_fac (2 ROWS for cos_len): k_fac, then k_mul, of the tile's keys; zeros past T.
-template <AttnKind K, int HD>
+// k_fac k_mul (k_mul a power of two) into key_fac. Scaling the score by k_fac k_mul instead of
+// the key rows by k_mul gives the same scores bit for bit: products by a power of two are exact,
+// in bf16 and in the fp32 accumulation of the mma alike, unless they leave the normal range
+// (below 2^-126 or overflowing).
+// key_fac (ROWS for cos_len, zeros past T) in the order attn_scores reads it (attn_key_fac_slot):
+// PAIRED, the four factors a lane needs from two n8 tiles side by side (one 16-byte read); else
+// in key order (two 4-byte reads per n8 tile, which hold fewer registers at once: the kernels
+// at their register limit take that).
+template <bool PAIRED> __host__ __device__ constexpr int attn_key_fac_slot(int j) {  // key j of the tile
+    // n-tile pair j / 16, lane quad column (j % 8) / 2, n-tile j / 8 of the pair, column parity
+    return PAIRED ? (j / 16) * 16 + ((j % 8) / 2) * 4 + ((j / 8) % 2) * 2 + j % 2 : j;
+}
+template <AttnKind K, int HD, bool PAIRED>
 __device__ __forceinline__ void attn_fwd_issue_key_tile(sptr<floatX> sK, sptr<float> key_fac, const floatX* k_base,
-                                                        int C, int kt, int T, const float* sc) {
+                                                        int C, int kt, int T, const float* kfm) {
     using Tile = AttnTile<HD>;
     load_tile_async<Tile::ROWS, HD, Tile::LD, Tile::THREADS>(sK, k_base, 3 * C, kt * Tile::ROWS, T);
     if constexpr (AttnTraits<K>::cos_len) {
@@ -193,42 +205,25 @@ __device__ __forceinline__ void attn_fwd_issue_key_tile(sptr<floatX> sK, sptr<fl
         int j = threadIdx.x, key = kt * Tile::ROWS + j;
         if (j < Tile::ROWS) {
             bool in = key < T;
-            cp_async_4(key_fac + j, sc + 3 * T + (in ? key : 0), in);
-            cp_async_4(key_fac + Tile::ROWS + j, sc + 2 * T + (in ? key : 0), in);
-        }
-    }
-}
-// After the thread's own copies have landed, before the barrier that shows them to the block:
-// key_fac[j] = k_fac k_mul of the key this thread copied.
-template <AttnKind K, int HD>
-__device__ __forceinline__ void attn_fwd_key_tile_ready(sptr<float> key_fac) {
-    if constexpr (AttnTraits<K>::cos_len) {
-        int j = threadIdx.x;
-        if (j < AttnTile<HD>::ROWS) {
-            float fac = key_fac[j], mul = key_fac[AttnTile<HD>::ROWS + j];
-            key_fac[j] = fac * mul;
+            cp_async_4(key_fac + attn_key_fac_slot<PAIRED>(j), kfm + (in ? key : 0), in);
         }
     }
 }
 
 // A loop of the forward (and of attention_rowd_kernel) over the key tiles 0..qt (the last,
-// diagonal one masked), double-buffered: tile kt+1's copies are in flight while tile kt is computed. stage counts the tiles loaded so far
-// by both passes; a tile sits in buffer stage % 2. load(kt, buf) issues a tile's copies; ready(buf)
-// runs once the thread's own copies have landed; step(kt, buf, masked) computes a tile;
-// load_after(buf) issues the tile that follows tile qt (the next pass's first) or nothing.
+// diagonal one masked), double-buffered: tile kt+1's copies are in flight while tile kt is
+// computed. stage counts the tiles loaded so far by both passes; a tile sits in buffer stage % 2.
+// load(kt, buf) issues a tile's copies; step(kt, buf, masked) computes a tile; load_after(buf)
+// issues the tile that follows tile qt (the next pass's first) or nothing.
 // The caller has issued and committed tile 0 into buffer stage % 2. One barrier per tile.
-template <class Load, class Ready, class Step, class After>
-__device__ __forceinline__ void attn_fwd_tiles(int qt, int& stage, Load load, Ready ready, Step step,
-                                               After load_after) {
+template <class Load, class Step, class After>
+__device__ __forceinline__ void attn_fwd_tiles(int qt, int& stage, Load load, Step step, After load_after) {
     auto next = [&]() {
         cp_async_wait<0>();  // this thread's copies of tile kt: the only group in flight
-        int buf = stage % 2;
-        ready(buf);
         // every thread's copies of tile kt have landed, and every thread is done with tile kt-1,
         // whose buffer the next copies overwrite
         __syncthreads();
-        stage++;
-        return buf;
+        return stage++ % 2;
     };
     for (int kt = 0; kt < qt; kt++) {  // below the diagonal: no mask
         int buf = next();
@@ -245,18 +240,24 @@ __device__ __forceinline__ void attn_fwd_tiles(int qt, int& stage, Load load, Re
 // The scores of one warp's 16 query rows against a key tile in shared memory:
 // s = row_scale(t) key_fac(j) (q~ . k~) + row_bias(t), q~ and k~ as loaded (key_fac only for
 // cos_len: 1 for dot scores). row_scale[i], row_bias[i] of the lane's rows (i = 0: row g, 1: row
-// g+8), in score units (attn_score_unit); key_fac in shared.
-template <AttnKind K, int HD>
+// g+8), in score units (attn_score_unit); key_fac in shared, in attn_key_fac_slot<PAIRED> order.
+template <AttnKind K, int HD, bool PAIRED>
 __device__ __forceinline__ void attn_scores(FragC (&s)[AttnTile<HD>::RTILES], const FragA (&qf)[AttnTile<HD>::KSTEPS],
                                             sptr<floatX> sK, sptr<float> key_fac, const float (&row_scale)[2],
                                             const float (&row_bias)[2]) {
     using Tile = AttnTile<HD>;
     int lane = threadIdx.x % 32;
     warp_mma_abt(s, qf, sK, Tile::LD);
+    static_assert(Tile::RTILES % 2 == 0, "key factors are read for two n8 tiles at a time");
+    float4 pair = make_float4(1.0f, 1.0f, 1.0f, 1.0f);  // the key factors of n8 tiles nt and nt + 1
     ATTN_UNROLL
     for (int nt = 0; nt < Tile::RTILES; nt++) {
         float kf[2] = {1.0f, 1.0f};
-        if constexpr (AttnTraits<K>::cos_len) {
+        if (AttnTraits<K>::cos_len && PAIRED) {  // one 16-byte read per two n8 tiles
+            if (nt % 2 == 0) { pair = *sptr_cast<float4>(key_fac + attn_key_fac_slot<true>(nt * 8 + frag_col(lane, 0))); }
+            kf[0] = nt % 2 ? pair.z : pair.x;
+            kf[1] = nt % 2 ? pair.w : pair.y;
+        } else if (AttnTraits<K>::cos_len) {
             kf[0] = key_fac[nt * 8 + frag_col(lane, 0)];
             kf[1] = key_fac[nt * 8 + frag_col(lane, 1)];
         }

@@ -9,7 +9,8 @@
 //   out    (B, T, NH, HD)    bf16
 //   stats  (B, NH, T, 3)     fp32, saved for the backward, as the CPU reference's:
 //                            l1: (lse, m, Z) for exp, (S1, m, Z) otherwise; none, mean: 0
-//   scales (B, NH, 4, T)     fp32 (cos_len only): q_mul, q_fac, k_mul, k_fac (attention_common.cuh)
+//   scales (B, NH, 4, T)     fp32 (cos_len only): q_mul, q_fac, k_mul, k_fac, then kfm (B, NH, T):
+//                            k_fac k_mul (attention_common.cuh)
 //
 // One block per (query tile, head); one warp per 16 query rows.
 //   without re-weighting: one pass over the key tiles, acc += phi V (exp: the online softmax,
@@ -42,6 +43,9 @@ struct AttnFwdRows {
 template <AttnKind K> __host__ __device__ constexpr bool attn_fwd_softplus_t() {
     return AttnTraits<K>::reweight && AttnTraits<K>::cos_len && AttnTraits<K>::phi == ATTN_PHI_SOFTPLUS;
 }
+// The key factors are read 16 bytes for two n8 tiles (attn_scores' PAIRED) but by LSSA at hd 128,
+// which spills 8 bytes at 168 registers with them.
+template <int HD, AttnKind K> __host__ __device__ constexpr bool attn_fwd_paired_fac() { return !(HD == 128 && K == ATTN_LSSA); }
 struct SoftplusXRow {  // one row's constants of x'(t)
     float neg_rs_log2e, rs, o_scaled;  // -rs log2 e, rs, o S1 / n
 };
@@ -89,12 +93,12 @@ __device__ __forceinline__ void attn_pass1_tile(float (&S1)[2], float (&S1_relu)
 }
 
 // Pass 1 of the re-weighting, for the lane's two rows: S1, the largest and the smallest score.
-// sK, key_fac: the two buffers, tile and kfac elements apart; load_k, ready: those of
-// attn_fwd_tiles; load_next issues pass 2's first tile during pass 1's last.
-template <AttnKind K, int HD, class LoadK, class Ready, class LoadNext>
+// sK, key_fac: the two buffers, tile and kfac elements apart; load_k: that of attn_fwd_tiles;
+// load_next issues pass 2's first tile during pass 1's last.
+template <AttnKind K, int HD, class LoadK, class LoadNext>
 __device__ __forceinline__ void attn_pass1(float (&S1)[2], float (&smax)[2], float (&smin)[2], const FragA (&qf)[AttnTile<HD>::KSTEPS],
                                            sptr<floatX> sK, int tile, sptr<float> key_fac, int kfac, int qt,
-                                           int& stage, LoadK load_k, Ready ready, LoadNext load_next,
+                                           int& stage, LoadK load_k, LoadNext load_next,
                                            const AttnFwdRows& rows) {
     using Tile = AttnTile<HD>;
     constexpr bool EXP = AttnTraits<K>::phi == ATTN_PHI_EXP;
@@ -110,11 +114,11 @@ __device__ __forceinline__ void attn_pass1(float (&S1)[2], float (&smax)[2], flo
     }
     auto step = [&](int kt, int buf, auto masked) {
         FragC s[Tile::RTILES];
-        attn_scores<K, HD>(s, qf, sK + buf * tile, key_fac + buf * kfac, score_scale, rows.bias);
+        attn_scores<K, HD, attn_fwd_paired_fac<HD, K>()>(s, qf, sK + buf * tile, key_fac + buf * kfac, score_scale, rows.bias);
         attn_pass1_tile<K, Tile::RTILES, decltype(masked)::value>(S1, S1_relu, smax, smin, s, kt * Tile::ROWS, rows.row,
                                                                   neg_rs_log2e, lane);
     };
-    attn_fwd_tiles(qt, stage, load_k, ready, step, load_next);
+    attn_fwd_tiles(qt, stage, load_k, step, load_next);
     ATTN_UNROLL
     for (int r = 0; r < 2; r++) {
         float lane_max = smax[r];
@@ -153,13 +157,15 @@ attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const flo
     static_assert(!EXP || V::norm == ATTN_NORM_L1, "exp needs l1");
     static_assert(!RW || V::norm == ATTN_NORM_L1, "the kernels re-weight l1-normalised rows");
     constexpr int ROWS = Tile::ROWS, LD = Tile::LD, RT = Tile::RTILES;
-    constexpr int TILE = ROWS * LD, KFAC = V::cos_len ? 2 * ROWS : 0;  // one buffer of sK/sV, key_fac
-    SHARED_TILE(sK, 2 * TILE);  // two buffers: tile kt+1 lands while tile kt is read
+    constexpr int TILE = ROWS * LD, KFAC = V::cos_len ? ROWS : 0;  // one buffer of sK/sV, key_fac
+    // two buffers: tile kt+1 lands while tile kt is read; key_fac's two behind them, in the same
+    // array (an offset from sK: ptxas recomputed a second array's address on every tile)
+    SHARED_TILE(sK, 2 * TILE + (V::cos_len ? 4 * KFAC : 0));
     SHARED_TILE(sV, 2 * TILE);
     // Q is read only into the warps' fragments, before the first barrier of attn_fwd_tiles, and
     // V's second buffer is first written after it
     const sptr<floatX> sQ = sV + TILE;
-    SHARED_ARRAY(float, key_fac, V::cos_len ? 2 * KFAC : 4);
+    const sptr<float> key_fac = sptr_cast<float>(sK + 2 * TILE);
 
     const AttnHead hp = attn_head<K, HD>(qkv, scales, T, NH);
     const int C = hp.C, bh = hp.bh;
@@ -171,13 +177,12 @@ attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const flo
     if constexpr (RW) { attn_head_p(p_head, hp.h, &p); }
 
     auto load_k = [&](int kt, int buf) {
-        attn_fwd_issue_key_tile<K, HD>(sK + buf * TILE, key_fac + buf * KFAC, k_base, C, kt, T, sc);
+        attn_fwd_issue_key_tile<K, HD, attn_fwd_paired_fac<HD, K>()>(sK + buf * TILE, key_fac + buf * KFAC, k_base, C, kt, T, hp.kfm);
     };
     auto load_kv = [&](int kt, int buf) {
         load_k(kt, buf);
         load_tile_async<ROWS, HD, LD, Tile::THREADS>(sV + buf * TILE, v_base, 3 * C, kt * ROWS, T);
     };
-    auto ready = [&](int buf) { attn_fwd_key_tile_ready<K, HD>(key_fac + buf * KFAC); };
     int stage = 0;  // key tiles loaded so far (attn_fwd_tiles)
     if constexpr (RW) { load_k(0, 0); }  // the first tile is in flight while Q loads
     else { load_kv(0, 0); }
@@ -207,7 +212,7 @@ attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const flo
     SoftplusXRow xrow[2];
     if constexpr (RW) {
         float smax[2], smin[2];
-        attn_pass1<K, HD>(S1, smax, smin, qf, sK, TILE, key_fac, KFAC, qt, stage, load_k, ready,
+        attn_pass1<K, HD>(S1, smax, smin, qf, sK, TILE, key_fac, KFAC, qt, stage, load_k,
                           [&](int buf) { load_kv(0, buf); }, rows);
         ATTN_UNROLL
         for (int r = 0; r < 2; r++) {
@@ -242,7 +247,7 @@ attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const flo
         constexpr bool MASK = decltype(masked)::value;
         int j0 = kt * ROWS;
         FragC s[RT];
-        attn_scores<K, HD>(s, qf, sK + buf * TILE, key_fac + buf * KFAC, score_scale, rows.bias);
+        attn_scores<K, HD, attn_fwd_paired_fac<HD, K>()>(s, qf, sK + buf * TILE, key_fac + buf * KFAC, score_scale, rows.bias);
         if constexpr (ONLINE) {  // softmax: the new running max, and the rescaling of what came before
             float tile_max[2] = {-INFINITY, -INFINITY};
             ATTN_UNROLL
@@ -295,7 +300,7 @@ attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const flo
         frags_a_from_acc<RT>(wf, s);
         warp_mma_ab(acc, wf, sV + buf * TILE, LD);
     };
-    attn_fwd_tiles(qt, stage, load_kv, ready, step, [](int) {});
+    attn_fwd_tiles(qt, stage, load_kv, step, [](int) {});
 
     // y = acc / S1 (l1), acc / Z (re-weighting), acc (none), acc / n (mean)
     float inv[2], st0[2];
