@@ -9,8 +9,9 @@
 #   3. compute-sanitizer memcheck and racecheck on the attention and model tests (small shapes)
 #   4. the attention benchmark at hd 64, T 1K-16K: LSSAR/softmax and softmax/cuDNN time ratios
 #   5. the trainer, GPT-2 124M at T 1024: tokens/s and MFU, softmax and LSSAR
-#   6. gradcheck_cu_softmax at d12 T 1024
-#   7. with 2 or more GPUs: the data-parallel test and trainer runs
+#   6. the bias gradients from cuBLASLt's epilogues against the column sums (dev/matmul 1 vs 2)
+#   7. gradcheck_cu_softmax at d12 T 1024
+#   8. with 2 or more GPUs: the data-parallel test and trainer runs
 # Usage:
 #   bash scripts/gpu_check.sh --prebuilt DIR   run the binaries of DIR (make gpu-check-build); nothing compiles
 #   bash scripts/gpu_check.sh                  make gpu-check-build first (needs nvcc), then the same
@@ -117,11 +118,17 @@ step attention_bench 75 env PREBUILT="$dir" bash scripts/gpu_check_attention.sh
 KEEP='^(attn|softmax|lssar) |^lssar / softmax|stopped|FAILED'
 step trainer_speed 90 env PREBUILT="$dir" STEPS=30 LIMIT_S=40 bash scripts/gpu_train_check.sh
 
-# 6. the softmax gradient check
+# 6. bias gradients at GPT-2 124M's fc/fcproj shapes (N 8192, C 768, 4C): from cuBLASLt's epilogues
+# (matmul_gpu 1, the product: BGRADB, DGELU_BGRAD; a missing algorithm is printed as "[matmul]
+# cuBLASLt has no algorithm") against the column sums (2, as MATMUL_BGRAD=0), each validated
+KEEP='^kernel version|^(forward|backward) |no algorithm|VALIDATION FAILED'
+step matmul_bgrad 30 bash -c '"$1" 1 && "$1" 2' _ "$dir/matmul_gpu"
+
+# 7. the softmax gradient check
 KEEP='^(gradcheck|cuda back end|cpu |passed|FAILED)|FAILED$'
 step gradcheck_softmax_d12 60 "$dir/gradcheck_cu_softmax" -e d12 -t 1024 -b 1
 
-# 7. data parallel
+# 8. data parallel
 if [ "$ngpu" -ge 2 ]; then
     KEEP='^\[doctest\] (test cases|assertions)'
     step test_distributed 60 "$dir/test_distributed_gpu"

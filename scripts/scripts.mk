@@ -16,7 +16,7 @@ GPU_CHECK_NVCCFLAGS := -O3 --use_fast_math -std=c++17 -gencode arch=compute_90,c
 GPU_CHECK_TESTS := test_simt_cu test_vendor_host_cu test_layers_cuda_gpu test_attention_cuda_gpu test_model_cuda_gpu \
                    test_distributed_gpu
 GPU_CHECK_TOOLS := gradcheck_cu_softmax gradcheck_cu_lssar attention_forward attention_backward \
-                   train_gpt2cu_softmax train_gpt2cu_lssar
+                   train_gpt2cu_softmax train_gpt2cu_lssar dev/matmul_gpu
 GPU_CHECK_LIBS := $(shell for l in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do \
                       ldconfig -p 2>/dev/null | awk -v l=$$l '$$1 == l && /x86-64/ { print $$NF; exit }'; done)
 
@@ -34,7 +34,7 @@ gpu-check-build:
 	    $(addprefix $(GPU_CHECK_OBJ)/,$(GPU_CHECK_TESTS) $(GPU_CHECK_TOOLS) write_random_shard)
 	@mkdir -p $(GPU_CHECK_DIR)/lib
 	cp $(addprefix $(GPU_CHECK_OBJ)/,$(GPU_CHECK_TESTS) $(GPU_CHECK_TOOLS) write_random_shard) $(GPU_CHECK_DIR)/
-	strip $(addprefix $(GPU_CHECK_DIR)/,$(GPU_CHECK_TESTS) $(GPU_CHECK_TOOLS) write_random_shard)
+	strip $(addprefix $(GPU_CHECK_DIR)/,$(GPU_CHECK_TESTS) $(notdir $(GPU_CHECK_TOOLS)) write_random_shard)
 	$(if $(GPU_CHECK_LIBS),cp -L $(GPU_CHECK_LIBS) $(GPU_CHECK_DIR)/lib/ && gzip -f $(GPU_CHECK_DIR)/lib/*.so.*)
 	@git rev-parse --short HEAD > $(GPU_CHECK_DIR)/COMMIT 2>/dev/null || true
 	@du -sh $(GPU_CHECK_DIR)
