@@ -183,10 +183,13 @@ def main():
                 row["loops"] = " + ".join(f"{l[2]}/{l[3]}" for l in loops)
                 row["loop_instructions"], row["loop_mma"] = n, n_mma
                 row["loop_nonmma_per_mma"] = round((n - n_mma) / n_mma, 2)
+                in_loops = [x[1] for x in sass[m] if any(l[0] <= x[0] <= l[1] for l in loops)]
+                row["loop_mufu"] = sum(1 for op in in_loops if op == "MUFU")
+                row["loop_local"] = sum(1 for op in in_loops if op in ("LDL", "STL"))  # spill traffic per tile
             rows.append(row)
     cols = ["kernel", "regs", "spill_stores", "spill_loads", "stack", "smem_static", "smem_dynamic", "threads",
             "blocks_per_sm", "warps_per_sm", "limiter", "instructions"] + [c for c, _ in CLASSES] + \
-           ["loops", "loop_instructions", "loop_mma", "loop_nonmma_per_mma"]
+           ["loops", "loop_instructions", "loop_mma", "loop_nonmma_per_mma", "loop_mufu", "loop_local"]
     with open(csv_path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols, restval="")
         w.writeheader()
@@ -241,6 +244,15 @@ def print_targets(rows):
     if None not in (x, y, z):
         print(f"lssar/softmax non-MMA instructions per MMA (main loops, hd 64): forward {x:.2f}x, "
               f"backward {y:.2f}x, D1 pass {z:.2f}x of the softmax backward's")
+    # MUFU (exp2, log2, reciprocal) per MMA: sm_90 computes 16 MUFU results per clock per SM
+    # against 128 FP32 ones, so one MUFU holds the SFU as long as 8 FP32 instructions hold theirs
+    mufu = [(k, by[k]["loop_mufu"] / by[k]["loop_mma"]) for k in (fwd["softmax"], fwd["lssar"], bwd["softmax"],
+                                                                   bwd["lssar"], d1) if k in by and by[k].get("loop_mma")]
+    if mufu:
+        print("MUFU per MMA in the main loop (16 per clock per SM at sm_90, FP32 128): " +
+              ", ".join(f"{k} {v:.2f}" for k, v in mufu))
+    spilling_loops = [f'{r["kernel"]} ({r["loop_local"]})' for r in rows if r.get("loop_local")]
+    print("local-memory (spill) instructions inside a main loop:", ", ".join(spilling_loops) or "none")
     for k in (bwd["softmax"], bwd["lssar"], d1):
         r = by.get(k)
         if r and r.get("warps_per_sm") != "":
