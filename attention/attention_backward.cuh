@@ -12,6 +12,7 @@
 // through the normalisation (cos_len) or casts dq (dot scores, whose dk the main pass writes).
 #pragma once
 
+#include <type_traits>
 #include "attention/attention_common.cuh"
 
 // What the backward knows of query row t (one per row of a query tile, in shared memory).
@@ -26,6 +27,15 @@ struct AttnRowInfo {
     float inv_m, inv_Z;  // re-weighting: 1/m, 1/Z (0: the row passes no gradient)
     float D2, D1;
 };
+// The main backward's shared copy of a row's AttnRowInfo. The re-weighting variants read 10 of its
+// 11 fields per element: padded to 48 bytes they are three 16-byte loads (44 bytes take 4- and
+// 8-byte ones). The others read 5 and keep 44 bytes (softmax padded: 190 -> 255 registers, spills).
+struct AttnRowInfoPadded : AttnRowInfo { float pad; };
+template <bool PADDED> using AttnRowSlot = std::conditional_t<PADDED, AttnRowInfoPadded, AttnRowInfo>;
+template <bool PADDED> __device__ __forceinline__ AttnRowSlot<PADDED> attn_row_slot(const AttnRowInfo& ri) {
+    if constexpr (PADDED) { return AttnRowInfoPadded{ri, 0.0f}; }
+    else { return ri; }
+}
 
 // A = the normalised phi of score sv, and phi'(sv) normalised the same way (dA/ds; exp: A):
 // 2^(s - lse), phi/S1, phi, phi/n (norm = 1/S1, 1/n).
@@ -272,7 +282,8 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
     SHARED_TILE(sV, ROWS * LD);
     SHARED_TILE(sdS, ROWS * LDS);  // (query, key): dq_scale k_fac ds, the A operand of dQ
     constexpr int BUFS = attn_bwd_query_buffers<HD, K>();
-    SHARED_ARRAY(AttnRowInfo, row_info, BUFS * ROWS);  // BUFS buffers, as Q and dO
+    using RowSlot = AttnRowSlot<AttnTraits<K>::reweight>;
+    SHARED_ARRAY(RowSlot, row_info, BUFS * ROWS);  // BUFS buffers, as Q and dO
     // Q and dO in BUFS buffers each: past 48 KiB of static shared memory with two, so dynamic
     // (attn_bwd_dynamic_smem bytes)
     constexpr int TILE = ROWS * LD;
@@ -312,8 +323,8 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
         static_assert(Tile::THREADS >= ROWS, "one query row per thread");
         int i = threadIdx.x, t = min(q0 + i, T - 1);
         if (i < ROWS) {
-            row_info[buf * ROWS + i] = attn_row_info<K, HD>(q0 + i, T, stats + ((size_t)bh * T + t) * 3,
-                                                            rowd + ((size_t)bh * T + t) * 2, sc);
+            row_info[buf * ROWS + i] = attn_row_slot<AttnTraits<K>::reweight>(attn_row_info<K, HD>(
+                q0 + i, T, stats + ((size_t)bh * T + t) * 3, rowd + ((size_t)bh * T + t) * 2, sc));
         }
     };
     const int num_qt = ceil_div(T, ROWS);
@@ -349,7 +360,7 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
             if (qt + 1 < num_qt) { issue_query_tile(qt + 1, 1 - buf); }
         }
         const sptr<floatX> sQb = sQ + buf * TILE, sdOb = sdO + buf * TILE;
-        const sptr<AttnRowInfo> row_info_b = row_info + buf * ROWS;
+        const sptr<RowSlot> row_info_b = row_info + buf * ROWS;
         FragC s[RT], dw[RT];
         {
             FragA kf[Tile::KSTEPS];

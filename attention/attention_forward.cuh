@@ -45,7 +45,9 @@ template <AttnKind K> __host__ __device__ constexpr bool attn_fwd_softplus_t() {
 }
 // The key factors are read 16 bytes for two n8 tiles (attn_scores' PAIRED) but by LSSA at hd 128,
 // which spills 8 bytes at 168 registers with them.
-template <int HD, AttnKind K> __host__ __device__ constexpr bool attn_fwd_paired_fac() { return !(HD == 128 && K == ATTN_LSSA); }
+template <int HD, AttnKind K> __host__ __device__ constexpr bool attn_fwd_paired_fac() {
+    return !(HD == 128 && K == ATTN_LSSA);
+}
 struct SoftplusXRow {  // one row's constants of x'(t)
     float neg_rs_log2e, rs, o_scaled;  // -rs log2 e, rs, o S1 / n
 };
@@ -102,7 +104,7 @@ __device__ __forceinline__ void attn_pass1(float (&S1)[2], float (&smax)[2], flo
                                            const AttnFwdRows& rows) {
     using Tile = AttnTile<HD>;
     constexpr bool EXP = AttnTraits<K>::phi == ATTN_PHI_EXP;
-    constexpr bool T_FORM = attn_fwd_softplus_t<K>();
+    constexpr bool T_FORM = attn_fwd_softplus_t<K>(), PAIRED = attn_fwd_paired_fac<HD, K>();
     int lane = threadIdx.x % 32;
     float S1_relu[2], neg_rs_log2e[2];
     const float ones[2] = {1.0f, 1.0f}, (&score_scale)[2] = T_FORM ? ones : rows.scale;  // T_FORM: t
@@ -114,7 +116,7 @@ __device__ __forceinline__ void attn_pass1(float (&S1)[2], float (&smax)[2], flo
     }
     auto step = [&](int kt, int buf, auto masked) {
         FragC s[Tile::RTILES];
-        attn_scores<K, HD, attn_fwd_paired_fac<HD, K>()>(s, qf, sK + buf * tile, key_fac + buf * kfac, score_scale, rows.bias);
+        attn_scores<K, HD, PAIRED>(s, qf, sK + buf * tile, key_fac + buf * kfac, score_scale, rows.bias);
         attn_pass1_tile<K, Tile::RTILES, decltype(masked)::value>(S1, S1_relu, smax, smin, s, kt * Tile::ROWS, rows.row,
                                                                   neg_rs_log2e, lane);
     };
@@ -158,6 +160,7 @@ attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const flo
     static_assert(!RW || V::norm == ATTN_NORM_L1, "the kernels re-weight l1-normalised rows");
     constexpr int ROWS = Tile::ROWS, LD = Tile::LD, RT = Tile::RTILES;
     constexpr int TILE = ROWS * LD, KFAC = V::cos_len ? ROWS : 0;  // one buffer of sK/sV, key_fac
+    constexpr bool PAIRED = attn_fwd_paired_fac<HD, K>();
     // two buffers: tile kt+1 lands while tile kt is read; key_fac's two behind them, in the same
     // array (an offset from sK: ptxas recomputed a second array's address on every tile)
     SHARED_TILE(sK, 2 * TILE + (V::cos_len ? 4 * KFAC : 0));
@@ -177,7 +180,7 @@ attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const flo
     if constexpr (RW) { attn_head_p(p_head, hp.h, &p); }
 
     auto load_k = [&](int kt, int buf) {
-        attn_fwd_issue_key_tile<K, HD, attn_fwd_paired_fac<HD, K>()>(sK + buf * TILE, key_fac + buf * KFAC, k_base, C, kt, T, hp.kfm);
+        attn_fwd_issue_key_tile<K, HD, PAIRED>(sK + buf * TILE, key_fac + buf * KFAC, k_base, C, kt, T, hp.kfm);
     };
     auto load_kv = [&](int kt, int buf) {
         load_k(kt, buf);
@@ -247,7 +250,7 @@ attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const flo
         constexpr bool MASK = decltype(masked)::value;
         int j0 = kt * ROWS;
         FragC s[RT];
-        attn_scores<K, HD, attn_fwd_paired_fac<HD, K>()>(s, qf, sK + buf * TILE, key_fac + buf * KFAC, score_scale, rows.bias);
+        attn_scores<K, HD, PAIRED>(s, qf, sK + buf * TILE, key_fac + buf * KFAC, score_scale, rows.bias);
         if constexpr (ONLINE) {  // softmax: the new running max, and the rescaling of what came before
             float tile_max[2] = {-INFINITY, -INFINITY};
             ATTN_UNROLL
