@@ -110,12 +110,14 @@ void attention_backward_hd(floatX* dqkv, const floatX* dout, const floatX* qkv, 
     if (AttnTraits<K>::cos_len) {
         cuda_launch(lssa_scales_kernel<HD>, ceil_div(rows, 8), 256, 0, stream, s.scales, qkv, B, T, NH);
     }
-    if (V::reweight && dp_head != nullptr) {  // D2, D1 and learned p's dL/dp
-        cuda_launch((attention_rowd_kernel<HD, K, true>), grid, Tile::THREADS, 0, stream, s.rowd, dp_head, dout, qkv,
-                    stats, (const float*)s.scales, T, NH, p, p_head);
-    } else if (V::reweight) {  // D2 and D1 from the unrounded weights
-        cuda_launch((attention_rowd_kernel<HD, K, false>), grid, Tile::THREADS, 0, stream, s.rowd, (float*)nullptr,
-                    dout, qkv, stats, (const float*)s.scales, T, NH, p, p_head);
+    if constexpr (V::reweight) {  // (attention_rowd_kernel exists for the re-weighting variants only)
+        if (dp_head != nullptr) {  // D2, D1 and learned p's dL/dp
+            cuda_launch((attention_rowd_kernel<HD, K, true>), grid, Tile::THREADS, 0, stream, s.rowd, dp_head, dout,
+                        qkv, stats, (const float*)s.scales, T, NH, p, p_head);
+        } else {  // D2 and D1 from the unrounded weights
+            cuda_launch((attention_rowd_kernel<HD, K, false>), grid, Tile::THREADS, 0, stream, s.rowd,
+                        (float*)nullptr, dout, qkv, stats, (const float*)s.scales, T, NH, p, p_head);
+        }
     } else if (V::norm == ATTN_NORM_L1) {  // D2 = D1 = dy . y
         cuda_launch(attention_rowdot_kernel<HD>, ceil_div(rows, 8), 256, 0, stream, s.rowd, dout, out, B, T, NH);
     } else {  // none, mean: no row sum to differentiate

@@ -92,19 +92,19 @@ __device__ __forceinline__ AttnRowInfo attn_row_info(int t, int T, const float* 
 //   dL/dp = sum_j dW_j W_j (ln r_j - sum_k W_k ln r_k) = (sum_j u_j ln r_j dW_j - D2 sum_j u_j ln r_j) / Z
 // (u = r^p; degenerate rows and x <= 0 add nothing), summed over the warp's rows and added to
 // dp_head[h] by one fp32 atomic per warp.
-// Blocks per SM asked of ptxas (0: none, ptxas chooses; 1 would let it take up to 255 registers):
-// 6 (12 warps, <= 168 registers) at hd 128 where that does not spill (measured at sm_90:
-// softmax_rw with learned p spills 36 bytes, relu_l1_rw without 64, the cos_len variants with
-// learned p 28).
+// Blocks per SM asked of ptxas (0: none, ptxas chooses; 1 would let it take up to 255 registers),
+// measured at sm_90: 0 at hd 32 and 64, where ptxas takes 79-146 registers without a spill (12
+// warps per SM at hd 64) and asking for 3 blocks (<= 168) spills up to 164 bytes; 6 (12 warps,
+// <= 168 registers) at hd 128, but 0 for sigmoid_l1_rw with learned p, which spills 28 bytes there.
 template <int HD, AttnKind K, bool LEARN_P> constexpr int attn_rowd_min_blocks() {
     if (HD != 128) { return 0; }
-    if (LEARN_P && AttnTraits<K>::cos_len) { return 0; }
-    return (K == ATTN_SOFTMAX_RW && LEARN_P) || (K == ATTN_RELU_L1_RW && !LEARN_P) ? 0 : 6;
+    return K == ATTN_SIGMOID_L1_RW && LEARN_P ? 0 : 6;
 }
 template <int HD, AttnKind K, bool LEARN_P>
 __global__ void __launch_bounds__(AttnTile<HD>::THREADS, (attn_rowd_min_blocks<HD, K, LEARN_P>()))
 attention_rowd_kernel(float* rowd, float* dp_head, const floatX* dout, const floatX* qkv, const float* stats,
                       const float* scales, int T, int NH, float p, const float* p_head) {
+    static_assert(AttnTraits<K>::reweight, "the D1 pass is the re-weighting variants' (attention_rowdot_kernel otherwise)");
     using Tile = AttnTile<HD>;
     constexpr int ROWS = Tile::ROWS, LD = Tile::LD, RT = Tile::RTILES;
     constexpr int TILE = ROWS * LD, KFAC = AttnTraits<K>::cos_len ? ROWS : 0;  // one buffer of sK/sV, key_fac
@@ -167,20 +167,22 @@ attention_rowd_kernel(float* rowd, float* dp_head, const floatX* dout, const flo
         FragC s[RT], dw[RT];
         attn_scores<K, HD, false>(s, qf, sKb, key_fac + buf * KFAC, row_scale, row_bias);
         warp_mma_abt(dw, dof, sVb, LD);  // dW = dy . v
-        FragC xm[RT], A[RT];  // x/m and A where x > 0 (else 0)
+        // x/m = min(relu(x) / m, 1) (0 where x <= 0, and in a row passing no gradient: 1/m = 0)
+        // and A, computed for every element without a branch; the diagonal tile zeroes both on
+        // masked keys (whose A, unnormalised there, may overflow). The next loop's select makes
+        // every term of an element with x/m = 0 zero.
+        FragC xm[RT], A[RT];
         ATTN_UNROLL
         for (int nt = 0; nt < RT; nt++) {
             ATTN_UNROLL
             for (int i = 0; i < 4; i++) {
                 int r = i / 2;
-                xm[nt].x[i] = A[nt].x[i] = 0.0f;
-                if (ri[r].inv_m == 0.0f) { continue; }
-                if (decltype(masked)::value && kt * ROWS + nt * 8 + frag_col(lane, i) > row[r]) { continue; }
                 float dA_ds, a = attn_A_dev<K>(s[nt].x[i], ri[r].norm, ri[r].n, &dA_ds);
                 float x = ri[r].n * a - ri[r].o;
-                if (x > 0.0f) {
-                    xm[nt].x[i] = fminf(x * ri[r].inv_m, 1.0f);
-                    A[nt].x[i] = a;
+                xm[nt].x[i] = fminf(fmaxf(x, 0.0f) * ri[r].inv_m, 1.0f);
+                A[nt].x[i] = a;
+                if (decltype(masked)::value && kt * ROWS + nt * 8 + frag_col(lane, i) > row[r]) {
+                    xm[nt].x[i] = A[nt].x[i] = 0.0f;
                 }
             }
         }
@@ -189,8 +191,8 @@ attention_rowd_kernel(float* rowd, float* dp_head, const floatX* dout, const flo
             ATTN_UNROLL
             for (int i = 0; i < 4; i++) {
                 int r = i / 2;
-                // (x/m)^(p-1) = 2^((p-1) log2 (x/m)); the elements with x <= 0 have xm = A = 0 (log2 0 =
-                // -inf: rp1 = 0 for p > 1, NaN at p = 1, hence the select) and add nothing
+                // (x/m)^(p-1) = 2^((p-1) log2 (x/m)); the elements with x/m = 0 get rp1 = 0 from the
+                // select (log2 0 = -inf: 0 for p > 1, NaN at p = 1) and add nothing (their A is finite)
                 float xv = xm[nt].x[i], log2_xm = log2f(xv);
                 float rp1 = xv > 0.0f ? exp2f((p - 1.0f) * log2_xm) : 0.0f;
                 sum_udw[r] += rp1 * xv * dw[nt].x[i];
@@ -270,7 +272,7 @@ template <int HD, AttnKind K> __host__ __device__ constexpr size_t attn_bwd_dyna
 // spill in every variant at hd 64; spill stores in bytes at hd 32 / 64 / 128, measured at sm_90 in
 // the trainer's build of each variant: softmax 24/52/352, lssa 64/4/316, lssar 0/76/480, sigmoid
 // 56/16/348, relu 32/48/284, softmax_rw 0/104/352, sigmoid_l1_rw 0/68/476, relu_l1_rw 120/68/484
-// (and the re-weighting variants' D1 pass, attention_rowd_kernel, 264-492 at hd 32 and 64).
+// (the D1 pass, attention_rowd_kernel, runs at 12 warps per SM at hd 64: attn_rowd_min_blocks).
 template <int HD, AttnKind K>
 __global__ void __launch_bounds__(AttnTile<HD>::THREADS)
 attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* dout, const floatX* qkv,
