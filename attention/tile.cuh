@@ -297,8 +297,9 @@ __device__ __forceinline__ void load_tile(sptr<floatX> dst, const floatX* src, s
 }
 
 // The asynchronous twin of load_tile (without SCALED), for the forward's and attention_rowd_kernel's
-// double-buffered key and value tiles and the backward's tiles: issues the copies (cp.async) and returns; they land at the cp_async_wait that
-// completes the group the caller commits them into. Rows >= num_rows are zero-filled.
+// double-buffered key and value tiles and the backward's tiles: issues the copies (cp.async) and
+// returns; they land at the cp_async_wait that completes the group the caller commits them into.
+// Rows >= num_rows are zero-filled.
 // THREADS (the block size) / ROWS threads share a row, each copying every (THREADS/ROWS)-th
 // 16-byte chunk of it, neighbours side by side: a warp's step covers whole 32-byte sectors, its
 // shared stores meet each bank group equally often (rows 16 bytes apart, LD), and a thread's

@@ -50,7 +50,7 @@ libdir=${TMPDIR:-/tmp}/gpu_check_lib
 mkdir -p "$libdir"
 for z in "$dir"/lib/*.gz; do [ -e "$z" ] && gunzip -c "$z" > "$libdir/$(basename "$z" .gz)"; done
 export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-missing_libs() { ldd "$dir"/test_* "$dir"/train_* "$dir"/gradcheck_* "$dir"/attention_* 2>/dev/null | grep 'not found' | sort -u; }
+missing_libs() { ldd "$dir"/test_* "$dir"/train_* "$dir"/gradcheck_* "$dir"/attention_* "$dir"/matmul_gpu 2>/dev/null | grep 'not found' | sort -u; }
 if [ -n "$(missing_libs)" ]; then
     # CUDA's libraries (cuBLAS, NCCL, cuDNN) may be there only as Python wheels (nvidia/*/lib)
     for d in $(python3 -c 'import glob, os, site; print(" ".join(sorted(set(os.path.dirname(p) for s in site.getsitepackages()
