@@ -2,12 +2,35 @@
 # Runs each test binary given, streams its output, and prints one closing line
 # "N passed, M failed" over all doctest test cases (a binary that crashes counts as failed; a
 # test program that is not doctest counts as one test case, passed when it exits 0).
+#
+# An argument blas=<kernel>:<binary> runs the binary with OpenBLAS's kernel chosen: `default` with
+# OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (OpenBLAS picks the kernels for this CPU), another
+# name with OPENBLAS_CORETYPE=<kernel> and OPENBLAS_L2_SIZE=512, as some machines set them. Only this
+# runner sets them, for the tests that vary them; a kernel the CPU cannot run is skipped, saying so.
 set -u
 passed=0; failed=0; broken=()
-for bin in "$@"; do
-    echo "=== $bin"
+cpu_runs_kernel() {  # the instruction set the OpenBLAS kernel needs
+    case "$1" in
+        default) return 0 ;;
+        Haswell|Zen) grep -qw avx2 /proc/cpuinfo ;;
+        SkylakeX|Cooperlake) grep -qw avx512f /proc/cpuinfo ;;
+        *) return 0 ;;
+    esac
+}
+for entry in "$@"; do
+    bin=$entry; run=(); kernel=""
+    if [[ $entry == blas=*:* ]]; then
+        kernel=${entry#blas=}; kernel=${kernel%%:*}; bin=${entry#*:}
+        if [ "$kernel" = default ]; then run=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE)
+        else run=(env OPENBLAS_CORETYPE="$kernel" OPENBLAS_L2_SIZE=512); fi
+    fi
+    echo "=== $bin${kernel:+ (OpenBLAS kernel: $kernel)}"
+    if ! cpu_runs_kernel "$kernel"; then
+        echo "skipped: this CPU cannot run OpenBLAS's $kernel kernels"
+        continue
+    fi
     log=$(mktemp)
-    "./$bin" 2>&1 | tee "$log"
+    "${run[@]}" "./$bin" 2>&1 | tee "$log"
     rc=${PIPESTATUS[0]}
     line=$(grep -E '^\[doctest\] test cases:' "$log" | tail -n 1)
     rm -f "$log"
@@ -17,7 +40,7 @@ for bin in "$@"; do
         passed=$((passed + p)); failed=$((failed + f))
     fi
     if [ "$rc" -ne 0 ]; then
-        broken+=("$bin (exit $rc)")
+        broken+=("$bin${kernel:+ (OpenBLAS kernel: $kernel)} (exit $rc)")
         [ -z "$line" ] && failed=$((failed + 1))
     elif [ -z "$line" ]; then
         passed=$((passed + 1))
