@@ -22,6 +22,12 @@ $(PASSKEY_EMU_BINS): $(BUILD)/passkey_cu_emu_%: eval/passkey.cu $(TRAINER_OBJS) 
 $(ATTN_MAPS_CPU_BINS): $(BUILD)/attention_maps_cpu_%: eval/attention_maps.cu $(TRAINER_OBJS) | $(BUILD)
 	$(BUILD_CPU_PROGRAM)
 
+# the statistics of loss versus length (position buckets, beyond the training length, paired
+# differences, block bootstrap) against direct computations
+$(BUILD)/test_length_stats: test/test_length_stats.cpp $(DOCTEST_MAIN) | $(BUILD)
+	$(CXX_HOST) $< $(DOCTEST_MAIN) -o $@ $(LDLIBS)
+TESTS += $(BUILD)/test_length_stats
+
 .PHONY: loss_vs_length_cpu loss_vs_length_cu passkey_cpu passkey_cu attention_maps_cpu
 loss_vs_length_cpu: $(BUILD)/loss_vs_length_cpu_$(ATTN)
 loss_vs_length_cu: $(BUILD)/loss_vs_length_cu_$(ATTN)
