@@ -34,3 +34,12 @@ $(BUILD)/test_trainer: test/test_trainer.cpp $(DOCTEST_MAIN) $(TRAINER_OBJS) tra
 	$(CXX_HOST) $< $(DOCTEST_MAIN) $(TRAINER_OBJS) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
 
 TESTS += $(BUILD)/test_trainer
+
+# test_cli: every program's flag table (runtime/cli.h) against the program, and llm.c's letters
+CLI_TABLE_PROGRAMS := train_gpt2cpu_lssar $(BUILD)/train_gpt2cu_emu_lssar $(BUILD)/loss_vs_length_cpu_lssar \
+                      $(BUILD)/passkey_cpu_lssar $(BUILD)/passkey_cu_emu_lssar $(BUILD)/mc_eval_cpu_lssar \
+                      $(BUILD)/mc_eval_cu_emu_lssar $(BUILD)/attention_maps_cpu_lssar $(BUILD)/hidden_states_cpu_lssar \
+                      $(BUILD)/gradcheck_cu_emu_lssar $(BUILD)/passkey_mix
+$(BUILD)/test_cli: test/test_cli.cpp $(DOCTEST_MAIN) $(TRAINER_OBJS) $(CLI_TABLE_PROGRAMS) | $(BUILD)
+	$(CXX_HOST) $< $(DOCTEST_MAIN) $(TRAINER_OBJS) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
+TESTS += $(BUILD)/test_cli

@@ -181,13 +181,7 @@ struct Trainer {
             cli_fail("-e " + opt.model + ": out of memory allocating the model (" +
                      format_bytes(training_memory_estimate(config, opt.B, opt.T).state_bytes) + ")");
         }
-        if (!opt.precision.empty()) {
-            try {
-                printf("precision: %s\n", select_precision(*model, opt.precision).c_str());
-            } catch (const std::invalid_argument& e) {
-                cli_fail("-pr " + opt.precision + ": " + e.what());
-            }
-        }
+        if (!opt.precision.empty()) cli_select_precision(*model, opt.precision);
         set_p_lr_scale(*model, opt.p_lr_scale);  // learned p's theta (-plr)
         rng = Rng((uint64_t)opt.seed);
         if (from_checkpoint) model->set_params(init_ck.params);

@@ -17,36 +17,13 @@
 #include "dataloader/tokenizer.h"
 #include "eval/attention_maps.h"
 #include "eval/loss_vs_length.h"
-#include "model/backend_cpu.h"
+#include "runtime/backend.h"
 #include "runtime/cli.h"
 #include "runtime/checkpoint.h"
 
-#ifndef ATTN_NAME
-#error "build with -DATTN_NAME='\"softmax\"' (or lssa, lssar); make sets it from ATTN=..."
+#ifndef TRAIN_BACKEND_CPU
+#error "attention_maps reads the CPU back end's saved q and k: build with -DTRAIN_BACKEND_CPU (eval/eval.mk does)"
 #endif
-
-static void usage(const char* argv0) {
-    fprintf(stderr,
-            "Usage: %s -e CHECKPOINT [options]\n"
-            "Attention weights of a checkpoint on one text, per layer and head, and how sharp they are:\n"
-            "per row t the entropy H, the effective span exp(H), the largest weight, the weight on token t\n"
-            "and the mean distance attended back. Attention variant of this binary: %s.\n"
-            "  -e <path>     checkpoint (required)\n"
-            "  -p <float>    evaluate at this re-weighting power instead of the checkpoint's (>= 1; variants\n"
-            "                with re-weighting only)\n"
-            "  -text <text>  the text, GPT-2 tokenized (needs a checkpoint of GPT-2's vocabulary)\n"
-            "  -j <glob>     or: validation shards, the first -T tokens (default data/kjv/kjv_val_*.bin)\n"
-            "  -T <int>      tokens read from -j (default: the checkpoint's max length)\n"
-            "  -layer <int>  one layer (default: all)\n"
-            "  -head <int>   one head (default: all)\n"
-            "  -o <prefix>   write PREFIX_L<l>_H<h>.csv per layer and head chosen (row,then T weights; zeros\n"
-            "                above the diagonal) and PREFIX_stats.csv (layer,head,row,entropy,span,max,self,distance)\n"
-            "  -rows <int>   most rows in a weights CSV: above it, that many rows evenly spaced (default 1024)\n"
-            "  -h            this help\n"
-            "-text needs the GPT-2 vocabulary (bash scripts/install_gpt2_vocab.sh, or GPT2_VOCAB_DIR=DIR).\n",
-            argv0, ATTN_NAME);
-}
-
 
 static FILE* open_for_writing(const std::string& path) {
     FILE* f = fopen(path.c_str(), "w");
@@ -185,32 +162,46 @@ static void print_bucket_table(const std::vector<std::vector<AttnSummary>>& buck
     }
 }
 
-// The command line (usage above); bad input ends the program.
+// The command line: one line per flag (runtime/cli.h's CliTable makes the parser and -h from it); bad
+// input ends the program.
 struct MapsOptions {
     std::string ckpt_path, text, shards = "data/kjv/kjv_val_*.bin", prefix, p_text;
+    std::string precision = CLI_DEFAULT_PRECISION;
     bool have_text = false;
     int T = 0, max_rows = 1024;
     long long layer = -1, head = -1;  // -1: all
 };
+
+static CliTable maps_flags(MapsOptions& o) {
+    CliTable t("-e CHECKPOINT [options]",
+               std::string("Attention weights of a checkpoint on one text, per layer and head, and how sharp they "
+                           "are:\nper row t the entropy H, the effective span exp(H), the largest weight, the weight on "
+                           "token t\nand the mean distance attended back. Attention variant of this binary: ") +
+                   ATTN_NAME + ".");
+    t.text("-e", &o.ckpt_path, "<path>", "checkpoint (required)")
+     .text("-p", &o.p_text, "<float>", "re-weighting power to evaluate at instead of the checkpoint's (>= 1; variants "
+           "with re-weighting only)")
+     .choice("-pr", &o.precision, {"fp32", "bf16", "auto"}, CLI_PRECISION_HELP)
+     .text("-text", &o.text, "<text>", "the text, GPT-2 tokenized (needs a checkpoint of GPT-2's vocabulary)")
+     .text("-j", &o.shards, "<glob>", "or: validation shards, the first -T tokens")
+     .integer("-T", &o.T, 1, 1 << 20, "tokens read from -j (default: the checkpoint's max length)")
+     .integer("-layer", &o.layer, 0, 1 << 20, "one layer (default: all)")
+     .integer("-head", &o.head, 0, 1 << 20, "one head (default: all)")
+     .text("-o", &o.prefix, "<prefix>", "write PREFIX_L<l>_H<h>.csv per layer and head chosen (row,then T weights; "
+           "zeros above the diagonal) and PREFIX_stats.csv (layer,head,row,entropy,span,max,self,distance)")
+     .integer("-rows", &o.max_rows, 1, 1 << 20, "most rows in a weights CSV: above it, that many rows evenly spaced");
+    t.epilogue = "-text needs the GPT-2 vocabulary (bash scripts/install_gpt2_vocab.sh, or GPT2_VOCAB_DIR=DIR).";
+    return t;
+}
+
 static MapsOptions parse_options(int argc, char** argv) {
     MapsOptions o;
-    bool have_shards = false;
-    std::string flag;
-    const char* val;
-    for (int i = 1; cli_next_flag(argc, argv, &i, usage, &flag, &val, "-e -p -text -j -T -layer -head -o -rows");) {
-        if (flag == "-e") o.ckpt_path = val;
-        else if (flag == "-p") o.p_text = val;
-        else if (flag == "-text") { o.text = val; o.have_text = true; }
-        else if (flag == "-j") { o.shards = val; have_shards = true; }
-        else if (flag == "-T") o.T = (int)cli_parse_int("-T", val, 1, 1 << 20);
-        else if (flag == "-layer") o.layer = cli_parse_int("-layer", val, 0, 1 << 20);
-        else if (flag == "-head") o.head = cli_parse_int("-head", val, 0, 1 << 20);
-        else if (flag == "-o") o.prefix = val;
-        else if (flag == "-rows") o.max_rows = (int)cli_parse_int("-rows", val, 1, 1 << 20);
-        else cli_fail("unknown flag " + flag + " (-h lists the flags)");
-    }
-    if (o.ckpt_path.empty()) { usage(argv[0]); cli_fail("-e CHECKPOINT is required"); }
-    if (o.have_text && (have_shards || o.T != 0)) cli_fail("-text TEXT and -j/-T read different inputs: give one of them");
+    CliTable flags = maps_flags(o);
+    flags.parse(argc, argv);
+    o.have_text = flags.given("-text");
+    if (o.ckpt_path.empty()) { flags.print_usage(stderr, argv[0]); cli_fail("-e CHECKPOINT is required"); }
+    if (o.have_text && (flags.given("-j") || flags.given("-T")))
+        cli_fail("-text TEXT and -j/-T read different inputs: give one of them");
     return o;
 }
 
@@ -238,7 +229,8 @@ int main(int argc, char** argv) {
 
         GPT2Config config = cc;
         config.max_seq_len = std::max(T, config.max_seq_len);
-        ModelCPU model(config);
+        Model model(config);
+        cli_select_precision(model, o.precision);
         model.set_params(ck.params);
         model.forward(tokens.data(), nullptr, 1, T);
         printf("checkpoint %s: %s, p %g, step %lld, %d layers, %d heads, %d channels, trained at length %d\n",

@@ -53,46 +53,36 @@ struct Options {
     double scale = 1;
 };
 
-static void usage(const char* argv0) {
-    printf("usage: %s [-e d12] [-t 1024] [-b 2] [-p 15] [-pl 0|1] [-rs 1337] [-f 64|32] [-scale NAME=FACTOR]\n"
-           "One forward/backward of the CUDA back end (%s attention) against the CPU reference on the same\n"
-           "weights and tokens; prints the relative L2 error of every activation and parameter gradient\n"
-           "against its bf16-derived bound and exits 1 if one is past it.\n"
-           "  -e   model descriptor dL[cC][hH][vV] (d12 = GPT-2 124M; head size C/H must be 32, 64 or 128)\n"
-           "  -t   sequence length T          -b  batch size B          -p  the re-weighting power (>= 1)\n"
-           "  -pl  1: learned p (variants with re-weighting): theta per layer and head, p = 1 + softplus(theta)\n"
-           "       starting at -p (> 1); its gradient dptheta is compared with the others\n"
-           "  -rs  seed of the weights and tokens\n"
-           "  -f   CPU precision in bits (default: 64 where two float64 models fit in memory, else 32)\n"
-           "  -scale NAME=F  multiply the CUDA gradient of tensor NAME (wte, qkvw, ..., lnfb, ptheta) by F before\n"
-           "       comparing: a deliberately wrong gradient, which the check must report\n", argv0, ATTN_NAME);
-}
-
+// The command line: one line per flag (runtime/cli.h's CliTable makes the parser and -h from it).
 static Options parse_options(int argc, char** argv) {
     Options o;
-    std::string flag;
-    const char* v;
-    for (int i = 1; cli_next_flag(argc, argv, &i, usage, &flag, &v);) {
-        if (flag == "-e") o.model = v;
-        else if (flag == "-t") o.T = (int)cli_parse_int("-t", v, 1, 1 << 20);
-        else if (flag == "-b") o.B = (int)cli_parse_int("-b", v, 1, 1 << 16);
-        else if (flag == "-pl") o.learn_p = (int)cli_parse_int("-pl", v, 0, 1);
-        else if (flag == "-rs") o.seed = cli_parse_int("-rs", v, 0, 1LL << 62);
-        else if (flag == "-f") {
-            o.precision = (int)cli_parse_int("-f", v, 1, 128);
-            if (o.precision != 32 && o.precision != 64) cli_fail(std::string("-f ") + v + ": expected 64 or 32");
-        } else if (flag == "-p") {
-            char* end;
-            o.p = strtof(v, &end);
-            if (*end || !(o.p >= 1)) cli_fail(std::string("-p ") + v + ": the re-weighting power must be a number >= 1");
-        } else if (flag == "-scale") {
-            const char* eq = strchr(v, '=');
-            char* end = nullptr;
-            if (eq) o.scale = strtod(eq + 1, &end);
-            if (!eq || !end || *end || eq == v) cli_fail(std::string("-scale ") + v + ": expected NAME=FACTOR, like lnfw=1.5");
-            o.scale_name.assign(v, eq - v);
-        } else cli_fail("unknown flag " + flag + " (-h lists the flags)");
-    }
+    CliTable t("[options]", std::string("One forward/backward of the CUDA back end (") + ATTN_NAME +
+                                " attention) against the CPU reference on the same\nweights and tokens; prints the "
+                                "relative L2 error of every activation and parameter gradient\nagainst its bf16-derived "
+                                "bound and exits 1 if one is past it.");
+    t.text("-e", &o.model, "<model>", "model descriptor dL[cC][hH][vV] (d12 = GPT-2 124M; head size C/H must be 32, 64 "
+           "or 128)")
+     .integer("-t", &o.T, 1, 1 << 20, "sequence length T")
+     .integer("-b", &o.B, 1, 1 << 16, "batch size B")
+     .number("-p", &o.p, 1, 1e6, "re-weighting power (>= 1)")
+     .integer("-pl", &o.learn_p, 0, 1, "learned p: 1 (variants with re-weighting): theta per layer and head, p = 1 + "
+              "softplus(theta) starting at -p (> 1); its gradient dptheta is compared with the others")
+     .integer("-rs", &o.seed, 0, 1LL << 62, "seed of the weights and tokens")
+     .custom("-f", "<64|32>", "CPU precision in bits (default: 64 where two float64 models fit in memory, else 32)",
+             "16", [&o](const char* v) {
+                 o.precision = (int)cli_parse_int("-f", v, 1, 128, "CPU precision in bits");
+                 if (o.precision != 32 && o.precision != 64) cli_fail(std::string("-f ") + v + ": expected 64 or 32");
+             })
+     .custom("-scale", "<NAME=F>", "deliberately wrong gradient: multiply the CUDA gradient of tensor NAME (wte, qkvw, "
+             "..., lnfb, ptheta) by F before comparing; the check must report it", "lnfw", [&o](const char* v) {
+                 const char* eq = strchr(v, '=');
+                 char* end = nullptr;
+                 if (eq) o.scale = strtod(eq + 1, &end);
+                 if (!eq || !end || *end || eq == v)
+                     cli_fail(std::string("-scale ") + v + ": expected NAME=FACTOR, like lnfw=1.5");
+                 o.scale_name.assign(v, eq - v);
+             });
+    t.parse(argc, argv);
     return o;
 }
 

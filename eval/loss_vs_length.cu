@@ -17,49 +17,49 @@
 #include "runtime/cli.h"
 #include "runtime/checkpoint.h"
 
-static void usage(const char* argv0) {
-    fprintf(stderr,
-            "Usage: %s -e CHECKPOINT [options]\n"
-            "Mean validation loss of a checkpoint at several sequence lengths, the same tokens scored at\n"
-            "every length (each length cuts one span of N tokens into windows and scores every position).\n"
-            "Attention variant of this binary: %s.\n"
-            "  -e <path>    checkpoint (required)\n"
-            "  -p <float>   evaluate at this re-weighting power instead of the checkpoint's (>= 1; variants\n"
-            "               with re-weighting only)\n"
-            "  -j <glob>    validation shards (default data/kjv/kjv_val_*.bin)\n"
-            "  -t <int>     training length the multiples refer to (default: the checkpoint's max length)\n"
-            "  -l <list>    lengths as multiples of -t, comma separated (default 1,2,4,8,16)\n"
-            "  -n <int>     most tokens to score (default 16 x the longest length; fewer if the shards hold fewer)\n"
-            "  -f <int>     tokens per forward pass: windows are batched up to this (default 4096)\n"
-            "  -o <path>    CSV output (columns length,loss,tokens; default: none)\n"
-            "  -h           this help\n",
-            argv0, ATTN_NAME);
-}
-
-
-int main(int argc, char** argv) {
+// The command line: one line per flag (runtime/cli.h's CliTable makes the parser and -h from it).
+struct LvlOptions {
     std::string ckpt_path, val_pattern = "data/kjv/kjv_val_*.bin", csv_path, p_text;
+    std::string precision = CLI_DEFAULT_PRECISION;
     std::vector<long long> multiples = {1, 2, 4, 8, 16};
     int T_train = 0, tokens_per_forward = 4096;
     long long max_tokens = 0;
-    std::string flag;
-    const char* val;
-    for (int i = 1; cli_next_flag(argc, argv, &i, usage, &flag, &val, "-e -p -j -t -l -n -f -o");) {
-        if (flag == "-e") ckpt_path = val;
-        else if (flag == "-p") p_text = val;
-        else if (flag == "-j") val_pattern = val;
-        else if (flag == "-t") T_train = (int)cli_parse_int("-t", val, 1, 1000000000);
-        else if (flag == "-l") multiples = cli_parse_int_list("-l", val, 1, 1 << 24, 32, "multiples of -t", "1,2,4,8,16");
-        else if (flag == "-n") max_tokens = (int)cli_parse_int("-n", val, 1, 1000000000);
-        else if (flag == "-f") tokens_per_forward = (int)cli_parse_int("-f", val, 1, 1000000000);
-        else if (flag == "-o") csv_path = val;
-        else cli_fail("unknown flag " + flag + " (-h lists the flags)");
-    }
-    if (ckpt_path.empty()) { usage(argv[0]); cli_fail("-e CHECKPOINT is required"); }
+};
+
+static CliTable lvl_flags(LvlOptions& o) {
+    CliTable t("-e CHECKPOINT [options]",
+               std::string("Mean validation loss of a checkpoint at several sequence lengths, the same tokens scored at\n"
+                           "every length (each length cuts one span of N tokens into windows and scores every position).\n"
+                           "Attention variant of this binary: ") + ATTN_NAME + ".");
+    t.text("-e", &o.ckpt_path, "<path>", "checkpoint (required)")
+     .text("-p", &o.p_text, "<float>", "re-weighting power to evaluate at instead of the checkpoint's (>= 1; variants "
+           "with re-weighting only)")
+     .choice("-pr", &o.precision, {"fp32", "bf16", "auto"}, CLI_PRECISION_HELP)
+     .text("-j", &o.val_pattern, "<glob>", "validation shards")
+     .integer("-t", &o.T_train, 1, 1000000000, "training length the multiples refer to (default: the checkpoint's "
+              "max length)")
+     .int_list("-l", &o.multiples, 1, 1 << 24, 32, "1,2,4,8,16", "lengths as multiples of -t, comma separated")
+     .integer("-n", &o.max_tokens, 1, 1000000000, "most tokens to score (default 16 x the longest length; fewer if "
+              "the shards hold fewer)")
+     .integer("-f", &o.tokens_per_forward, 1, 1000000000, "tokens per forward pass: windows are batched up to this")
+     .text("-o", &o.csv_path, "<path>", "CSV output (columns length,loss,tokens; default: none)");
+    return t;
+}
+
+int main(int argc, char** argv) {
+    LvlOptions o;
+    CliTable flags = lvl_flags(o);
+    flags.parse(argc, argv);
+    if (o.ckpt_path.empty()) { flags.print_usage(stderr, argv[0]); cli_fail("-e CHECKPOINT is required"); }
+    const std::string &ckpt_path = o.ckpt_path, &val_pattern = o.val_pattern, &csv_path = o.csv_path;
+    const std::vector<long long>& multiples = o.multiples;
+    const int tokens_per_forward = o.tokens_per_forward;
+    int T_train = o.T_train;
+    long long max_tokens = o.max_tokens;
     try {
         Checkpoint ck = cli_read_checkpoint(ckpt_path, ATTN_NAME);
         cli_print_learned_p(ck);
-        cli_override_p(ck, ckpt_path, p_text);
+        cli_override_p(ck, ckpt_path, o.p_text);
         if (T_train == 0) T_train = ck.config.max_seq_len;
         std::vector<int> lengths;
         int64_t lcm = 1;  // N is a multiple of every length
@@ -90,6 +90,7 @@ int main(int argc, char** argv) {
         GPT2Config config = ck.config;
         config.max_seq_len = std::max(longest, config.max_seq_len);
         Model model(config);
+        cli_select_precision(model, o.precision);
         model.set_params(ck.params);
         printf("checkpoint %s: %s, p %g, step %lld, %d layers, %d heads, %d channels\n", ckpt_path.c_str(),
                attn_kind_name(config.attn), config.p, (long long)ck.train.step, config.num_layers,

@@ -15,30 +15,32 @@
 #include "eval/mc_eval.h"
 #include "runtime/checkpoint.h"
 
-#ifdef TRAIN_BACKEND_CPU
-#define BACKEND_NAME "cpu"
-#else
-#define BACKEND_NAME "cuda"
-#endif
 
-static void usage(const char* argv0) {
-    fprintf(stderr,
-            "Usage: %s -e CHECKPOINT -f FILE.bin [options]\n"
-            "Zero-shot multiple-choice accuracy. Every completion of an example is scored, in one forward, by\n"
-            "the cross-entropy of its tokens after the context: summed (acc: the lowest sum wins) and per token\n"
-            "(acc_norm: the lowest mean wins, llm.c's HellaSwag number). lm-evaluation-harness's acc is the same;\n"
-            "its acc_norm divides the log-likelihood by the completion's length in characters instead of tokens.\n"
-            "Prints both with their 95%% (Wilson) confidence intervals. Attention variant of this binary: %s.\n"
-            "  -e <path>    checkpoint (required)\n"
-            "  -p <float>   evaluate at this re-weighting power instead of the checkpoint's (>= 1; variants\n"
-            "               with re-weighting only)\n"
-            "  -f <path>    eval file in llm.c's format, e.g. data/mc/hellaswag_val.bin (required;\n"
-            "               scripts/prepare_mc.py TASK writes them)\n"
-            "  -n <int>     score only the first this many examples (default 0 = all)\n"
-            "  -o <path>    per-example CSV: index,label,pred,pred_norm then sum_loss_i and mean_loss_i for\n"
-            "               each completion i (default: none)\n"
-            "  -h           this help\n",
-            argv0, ATTN_NAME);
+// The command line: one line per flag (runtime/cli.h's CliTable makes the parser and -h from it).
+struct McOptions {
+    std::string ckpt_path, file_path, csv_path, p_text;
+    std::string precision = CLI_DEFAULT_PRECISION;
+    int max_examples = 0;
+};
+
+static CliTable mc_flags(McOptions& o) {
+    CliTable t("-e CHECKPOINT -f FILE.bin [options]",
+               std::string("Zero-shot multiple-choice accuracy. Every completion of an example is scored, in one "
+                           "forward, by\nthe cross-entropy of its tokens after the context: summed (acc: the lowest sum "
+                           "wins) and per token\n(acc_norm: the lowest mean wins, llm.c's HellaSwag number). "
+                           "lm-evaluation-harness's acc is the same;\nits acc_norm divides the log-likelihood by the "
+                           "completion's length in characters instead of tokens.\nPrints both with their 95% (Wilson) "
+                           "confidence intervals. Attention variant of this binary: ") + ATTN_NAME + ".");
+    t.text("-e", &o.ckpt_path, "<path>", "checkpoint (required)")
+     .text("-p", &o.p_text, "<float>", "re-weighting power to evaluate at instead of the checkpoint's (>= 1; variants "
+           "with re-weighting only)")
+     .choice("-pr", &o.precision, {"fp32", "bf16", "auto"}, CLI_PRECISION_HELP)
+     .text("-f", &o.file_path, "<path>", "eval file in llm.c's format, e.g. data/mc/hellaswag_val.bin (required; "
+           "scripts/prepare_mc.py TASK writes them)")
+     .integer("-n", &o.max_examples, 0, MC_MAX_EXAMPLES, "examples to score, the first ones (default 0 = all)")
+     .text("-o", &o.csv_path, "<path>", "per-example CSV: index,label,pred,pred_norm then sum_loss_i and mean_loss_i "
+           "for each completion i (default: none)");
+    return t;
 }
 
 static void write_csv(const std::string& path, const McResult& r, int max_completions) {
@@ -73,26 +75,19 @@ static void print_result(const McResult& r, double seconds) {
 }
 
 int main(int argc, char** argv) {
-    std::string ckpt_path, file_path, csv_path, p_text;
-    int max_examples = 0;
-    std::string flag;
-    const char* val;
-    for (int i = 1; cli_next_flag(argc, argv, &i, usage, &flag, &val, "-e -p -f -n -o");) {
-        if (flag == "-e") ckpt_path = val;
-        else if (flag == "-p") p_text = val;
-        else if (flag == "-f") file_path = val;
-        else if (flag == "-n") max_examples = (int)cli_parse_int("-n", val, 0, MC_MAX_EXAMPLES);
-        else if (flag == "-o") csv_path = val;
-        else cli_fail("unknown flag " + flag + " (-h lists the flags)");
+    McOptions o;
+    CliTable flags = mc_flags(o);
+    flags.parse(argc, argv);
+    if (o.ckpt_path.empty() || o.file_path.empty()) {
+        flags.print_usage(stderr, argv[0]);
+        cli_fail(o.ckpt_path.empty() ? "-e CHECKPOINT is required" : "-f FILE.bin is required");
     }
-    if (ckpt_path.empty() || file_path.empty()) {
-        usage(argv[0]);
-        cli_fail(ckpt_path.empty() ? "-e CHECKPOINT is required" : "-f FILE.bin is required");
-    }
+    const std::string &ckpt_path = o.ckpt_path, &file_path = o.file_path, &csv_path = o.csv_path;
+    const int max_examples = o.max_examples;
     try {
         Checkpoint ck = cli_read_checkpoint(ckpt_path, ATTN_NAME);
         cli_print_learned_p(ck);
-        cli_override_p(ck, ckpt_path, p_text);
+        cli_override_p(ck, ckpt_path, o.p_text);
         const GPT2Config& config = ck.config;
         McFile file = mc_read(file_path, config.vocab_size, config.max_seq_len);
         int total = (int)file.examples.size();
@@ -100,6 +95,7 @@ int main(int argc, char** argv) {
         std::vector<int> which(total);
         for (int i = 0; i < total; i++) which[i] = i;
         Model model(config);
+        cli_select_precision(model, o.precision);
         model.set_params(ck.params);
         printf("checkpoint %s: %s, p %g, step %lld, %d layers, %d heads, %d channels, max length %d, %s back end\n",
                ckpt_path.c_str(), attn_kind_name(config.attn), config.p, (long long)ck.train.step, config.num_layers,

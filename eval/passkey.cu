@@ -16,33 +16,33 @@
 #include "runtime/cli.h"
 #include "runtime/checkpoint.h"
 
-static void usage(const char* argv0) {
-    fprintf(stderr,
-            "Usage: %s -e CHECKPOINT [options]\n"
-            "Passkey retrieval: the share of prompts of each length (instruction, repeated filler text with a\n"
-            "5-digit key hidden at a random depth, question) whose key the model reproduces by greedy decoding.\n"
-            "Every length asks the same keys at the same depths. Attention variant of this binary: %s.\n"
-            "  -e <path>    checkpoint (required)\n"
-            "  -p <float>   evaluate at this re-weighting power instead of the checkpoint's (>= 1; variants\n"
-            "               with re-weighting only)\n"
-            "  -l <list>    prompt lengths in tokens, comma separated (default 1024,1536,2048,4096,8192)\n"
-            "  -n <int>     trials per length (default 100)\n"
-            "  -rs <int>    seed of the keys and depths (default 1337)\n"
-            "  -o <path>    CSV output (columns length,accuracy,trials; default: none)\n"
-            "  -ot <path>   CSV of every trial (columns length,trial,key,depth,distance,correct; distance: tokens\n"
-            "               from the needle's first token to the question; default: none)\n"
-            "  -h           this help\n"
-            "Needs the GPT-2 vocabulary (bash scripts/install_gpt2_vocab.sh, or GPT2_VOCAB_DIR=DIR).\n",
-            argv0, ATTN_NAME);
-}
+// The command line: one line per flag (runtime/cli.h's CliTable makes the parser and -h from it).
+struct PasskeyOptions {
+    std::string ckpt_path, csv_path, trials_path, p_text;
+    std::string precision = CLI_DEFAULT_PRECISION;
+    std::vector<long long> lengths = {1024, 1536, 2048, 4096, 8192};
+    int trials = 100;
+    uint64_t seed = 1337;
+};
 
-
-// "1024,2048" -> {1024, 2048}
-static std::vector<int> parse_lengths(const std::string& list) {
-    std::vector<int> lengths;
-    for (long long v : cli_parse_int_list("-l", list.c_str(), 1, 1 << 24, 64, "prompt lengths in tokens", "1024,2048,4096"))
-        lengths.push_back((int)v);
-    return lengths;
+static CliTable passkey_flags(PasskeyOptions& o) {
+    CliTable t("-e CHECKPOINT [options]",
+               std::string("Passkey retrieval: the share of prompts of each length (instruction, repeated filler text "
+                           "with a\n5-digit key hidden at a random depth, question) whose key the model reproduces by "
+                           "greedy decoding.\nEvery length asks the same keys at the same depths. Attention variant of "
+                           "this binary: ") + ATTN_NAME + ".");
+    t.text("-e", &o.ckpt_path, "<path>", "checkpoint (required)")
+     .text("-p", &o.p_text, "<float>", "re-weighting power to evaluate at instead of the checkpoint's (>= 1; variants "
+           "with re-weighting only)")
+     .choice("-pr", &o.precision, {"fp32", "bf16", "auto"}, CLI_PRECISION_HELP)
+     .int_list("-l", &o.lengths, 1, 1 << 24, 64, "1024,2048,4096", "prompt lengths in tokens, comma separated")
+     .integer("-n", &o.trials, 1, 1000000, "trials per length")
+     .integer("-rs", &o.seed, 0, 1LL << 62, "seed of the keys and depths")
+     .text("-o", &o.csv_path, "<path>", "CSV output (columns length,accuracy,trials; default: none)")
+     .text("-ot", &o.trials_path, "<path>", "CSV of every trial (columns length,trial,key,depth,distance,correct; "
+           "distance: tokens from the needle's first token to the question; default: none)");
+    t.epilogue = "Needs the GPT-2 vocabulary (bash scripts/install_gpt2_vocab.sh, or GPT2_VOCAB_DIR=DIR).";
+    return t;
 }
 
 static void write_csv(const std::string& path, const std::vector<PasskeyResult>& results) {
@@ -81,27 +81,18 @@ static void print_table(const std::vector<PasskeyResult>& results) {
 }
 
 int main(int argc, char** argv) {
-    std::string ckpt_path, csv_path, trials_path, length_list = "1024,1536,2048,4096,8192", p_text;
-    int trials = 100;
-    uint64_t seed = 1337;
-    std::string flag;
-    const char* val;
-    for (int i = 1; cli_next_flag(argc, argv, &i, usage, &flag, &val, "-e -p -l -n -rs -o -ot");) {
-        if (flag == "-e") ckpt_path = val;
-        else if (flag == "-p") p_text = val;
-        else if (flag == "-l") length_list = val;
-        else if (flag == "-n") trials = (int)cli_parse_int("-n", val, 1, 1000000);
-        else if (flag == "-rs") seed = (uint64_t)cli_parse_int("-rs", val, 0, 1LL << 62);
-        else if (flag == "-o") csv_path = val;
-        else if (flag == "-ot") trials_path = val;
-        else cli_fail("unknown flag " + flag + " (-h lists the flags)");
-    }
-    if (ckpt_path.empty()) { usage(argv[0]); cli_fail("-e CHECKPOINT is required"); }
-    std::vector<int> lengths = parse_lengths(length_list);
+    PasskeyOptions o;
+    CliTable flags = passkey_flags(o);
+    flags.parse(argc, argv);
+    if (o.ckpt_path.empty()) { flags.print_usage(stderr, argv[0]); cli_fail("-e CHECKPOINT is required"); }
+    const std::string &ckpt_path = o.ckpt_path, &csv_path = o.csv_path, &trials_path = o.trials_path;
+    const int trials = o.trials;
+    const uint64_t seed = o.seed;
+    std::vector<int> lengths(o.lengths.begin(), o.lengths.end());
     try {
         Checkpoint ck = cli_read_checkpoint(ckpt_path, ATTN_NAME);
         cli_print_learned_p(ck);
-        cli_override_p(ck, ckpt_path, p_text);
+        cli_override_p(ck, ckpt_path, o.p_text);
         if (ck.config.vocab_size != GPT2Tokenizer::VOCAB_SIZE)
             cli_fail(ckpt_path + ": vocab_size is " + std::to_string(ck.config.vocab_size) +
                  ", but the passkey prompt is GPT-2 BPE text: it needs a model trained on GPT-2 tokens (vocab_size " +
@@ -121,6 +112,7 @@ int main(int argc, char** argv) {
         GPT2Config config = ck.config;
         config.max_seq_len = std::max(*std::max_element(lengths.begin(), lengths.end()), config.max_seq_len);
         Model model(config);
+        cli_select_precision(model, o.precision);
         model.set_params(ck.params);
         printf("checkpoint %s: %s, p %g, step %lld, %d layers, %d heads, %d channels, trained at length %d\n",
                ckpt_path.c_str(), attn_kind_name(config.attn), config.p, (long long)ck.train.step, config.num_layers,

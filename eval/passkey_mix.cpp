@@ -13,36 +13,34 @@
 #include "runtime/cli.h"
 #include "eval/passkey_mix.h"
 
-static void usage(const char* argv0) {
-    PasskeyMixOptions d;
-    fprintf(stderr,
-            "Usage: %s -i TRAIN_SHARD -j VAL_SHARD -o PREFIX [options]\n"
-            "Cuts the training shard into windows of T tokens and puts a passkey prompt (eval/passkey.h's\n"
-            "instruction, needle, question and answer, the shard's own text as filler, the needle at a random\n"
-            "depth) into a fraction of them. The evaluation's keys are held out; the validation shard is\n"
-            "copied unchanged and must hold no needle.\n"
-            "  -i <path>    training shard (required)\n"
-            "  -j <path>    validation shard (required)\n"
-            "  -o <prefix>  output prefix: PREFIX_train_000000.bin, PREFIX_val_000000.bin, PREFIX_needles.csv\n"
-            "  -t <int>     training length T, the trainer's -t (default %d)\n"
-            "  -f <float>   fraction of windows with a needle, in [0, 1] (default %g)\n"
-            "  -pm <int>    prompts per needle window: uniform in [1, pm], as many as fit T (1..16, default %d)\n"
-            "  -rs <int>    seed of the mix (default %llu)\n"
-            "  -hs <int>    seed of the evaluation whose keys are held out: passkey_cpu_<attn> -rs (default %llu)\n"
-            "  -hn <int>    its trials per length (-n) at most (default %d)\n"
-            "  -h           this help\n"
-            "Needs the GPT-2 vocabulary (bash scripts/install_gpt2_vocab.sh, or GPT2_VOCAB_DIR=DIR).\n",
-            argv0, d.T, d.fraction, d.prompts_max, (unsigned long long)d.seed, (unsigned long long)d.holdout_seed,
-            d.holdout_trials);
-}
-
-static double parse_fraction(const char* s) {
-    char* end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (*s == 0 || *end != 0 || errno != 0 || !(v >= 0.0 && v <= 1.0))
-        cli_fail(std::string("-f ") + s + ": expected a fraction of windows in [0, 1], e.g. 0.5");
-    return v;
+// The command line: one line per flag (runtime/cli.h's CliTable makes the parser and -h from it).
+static CliTable mix_flags(PasskeyMixOptions& o, std::string& train_path, std::string& val_path, std::string& prefix) {
+    CliTable t("-i TRAIN_SHARD -j VAL_SHARD -o PREFIX [options]",
+               "Cuts the training shard into windows of T tokens and puts a passkey prompt (eval/passkey.h's\n"
+               "instruction, needle, question and answer, the shard's own text as filler, the needle at a random\n"
+               "depth) into a fraction of them. The evaluation's keys are held out; the validation shard is\n"
+               "copied unchanged and must hold no needle.");
+    t.text("-i", &train_path, "<path>", "training shard (required)")
+     .text("-j", &val_path, "<path>", "validation shard (required)")
+     .text("-o", &prefix, "<prefix>", "output prefix: PREFIX_train_000000.bin, PREFIX_val_000000.bin, "
+           "PREFIX_needles.csv")
+     .integer("-t", &o.T, 1, 1 << 20, "training length T, the trainer's -t")
+     .custom("-f", "<float>", "fraction of windows with a needle, in [0, 1]", "1.5",
+             [&o](const char* v) {  // a double: the fraction is kept exactly as written, not rounded to float
+                 char* end;
+                 errno = 0;
+                 o.fraction = strtod(v, &end);
+                 if (*v == 0 || *end != 0 || errno != 0 || !(o.fraction >= 0.0 && o.fraction <= 1.0))
+                     cli_fail(std::string("-f ") + v + ": expected a fraction of windows in [0, 1], e.g. 0.5");
+             },
+             cli_number(o.fraction))
+     .integer("-pm", &o.prompts_max, 1, 16, "prompts per needle window: uniform in [1, pm], as many as fit T")
+     .integer("-rs", &o.seed, 0, 1LL << 62, "seed of the mix")
+     .integer("-hs", &o.holdout_seed, 0, 1LL << 62, "seed of the evaluation whose keys are held out: "
+              "passkey_cpu_<attn> -rs")
+     .integer("-hn", &o.holdout_trials, 0, 80000, "its trials per length (-n) at most");
+    t.epilogue = "Needs the GPT-2 vocabulary (bash scripts/install_gpt2_vocab.sh, or GPT2_VOCAB_DIR=DIR).";
+    return t;
 }
 
 static void write_needles_csv(const std::string& path, const PasskeyMix& mix) {
@@ -68,22 +66,10 @@ static void refuse_needles(const PasskeyParts& parts, const std::vector<uint16_t
 int main(int argc, char** argv) {
     PasskeyMixOptions o;
     std::string train_path, val_path, prefix;
-    std::string flag;
-    const char* val;
-    for (int i = 1; cli_next_flag(argc, argv, &i, usage, &flag, &val);) {
-        if (flag == "-i") train_path = val;
-        else if (flag == "-j") val_path = val;
-        else if (flag == "-o") prefix = val;
-        else if (flag == "-t") o.T = (int)cli_parse_int("-t", val, 1, 1 << 20);
-        else if (flag == "-f") o.fraction = parse_fraction(val);
-        else if (flag == "-pm") o.prompts_max = (int)cli_parse_int("-pm", val, 1, 16);
-        else if (flag == "-rs") o.seed = (uint64_t)cli_parse_int("-rs", val, 0, 1LL << 62);
-        else if (flag == "-hs") o.holdout_seed = (uint64_t)cli_parse_int("-hs", val, 0, 1LL << 62);
-        else if (flag == "-hn") o.holdout_trials = (int)cli_parse_int("-hn", val, 0, 80000);
-        else cli_fail("unknown flag " + flag + " (-h lists the flags)");
-    }
+    CliTable flags = mix_flags(o, train_path, val_path, prefix);
+    flags.parse(argc, argv);
     if (train_path.empty() || val_path.empty() || prefix.empty()) {
-        usage(argv[0]);
+        flags.print_usage(stderr, argv[0]);
         cli_fail("-i, -j and -o are required");
     }
     try {

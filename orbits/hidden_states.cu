@@ -17,22 +17,29 @@
 #include "runtime/checkpoint.h"
 #include "dataloader/shard.h"
 
-static void usage(const char* argv0) {
-    fprintf(stderr,
-            "Usage: %s -e CHECKPOINT -i SHARD -t T -o OUT.npy [options]\n"
-            "Writes the final layernorm's output (the hidden state the logits are computed from) at every\n"
-            "position of every sequence of T tokens of SHARD, as a float32 .npy of shape (N, T, C).\n"
-            "Attention variant of this binary: %s.\n"
-            "  -e <path>    checkpoint (required)\n"
-            "  -p <float>   evaluate at this re-weighting power instead of the checkpoint's (>= 1; variants\n"
-            "               with re-weighting only)\n"
-            "  -i <path>    token shard; its token count must be a multiple of -t (required)\n"
-            "  -t <int>     sequence length T (required)\n"
-            "  -o <path>    output .npy (required)\n"
-            "  -n <int>     at most this many sequences, the first ones (default: all)\n"
-            "  -b <int>     sequences per forward pass (default 16)\n"
-            "  -h           this help\n",
-            argv0, ATTN_NAME);
+// The command line: one line per flag (runtime/cli.h's CliTable makes the parser and -h from it).
+struct HiddenOptions {
+    std::string ckpt_path, shard_path, out_path, p_text;
+    std::string precision = CLI_DEFAULT_PRECISION;
+    long long T = 0, max_seqs = 0, B = 16;
+};
+
+static CliTable hidden_flags(HiddenOptions& o) {
+    CliTable t("-e CHECKPOINT -i SHARD -t T -o OUT.npy [options]",
+               std::string("Writes the final layernorm's output (the hidden state the logits are computed from) at "
+                           "every\nposition of every sequence of T tokens of SHARD, as a float32 .npy of shape (N, T, "
+                           "C).\nAttention variant of this binary: ") + ATTN_NAME + ".");
+    t.text("-e", &o.ckpt_path, "<path>", "checkpoint (required)")
+     .text("-p", &o.p_text, "<float>", "re-weighting power to evaluate at instead of the checkpoint's (>= 1; variants "
+           "with re-weighting only)")
+     .choice("-pr", &o.precision, {"fp32", "bf16", "auto"}, std::string(CLI_PRECISION_HELP).append(
+             ". On bf16 the states are the bf16 input of the logits' matmul, written as float32").c_str())
+     .text("-i", &o.shard_path, "<path>", "token shard; its token count must be a multiple of -t (required)")
+     .integer("-t", &o.T, 1, 1 << 20, "sequence length T (required)")
+     .text("-o", &o.out_path, "<path>", "output .npy (required)")
+     .integer("-n", &o.max_seqs, 1, 1LL << 40, "sequences at most, the first ones (default: all)")
+     .integer("-b", &o.B, 1, 4096, "sequences per forward pass");
+    return t;
 }
 
 // A .npy version 1.0 header for a C-order little-endian float32 array of the given shape.
@@ -55,12 +62,18 @@ static void write_hidden_states(ModelCPU& model, const std::vector<uint16_t>& to
                                 FILE* out, const std::string& out_path) {
     const int C = model.config.channels;
     std::vector<int> inputs;
+    std::vector<float> widened;
     for (size_t first = 0; first < N; first += B) {
         int b_now = (int)std::min<size_t>(B, N - first);
         inputs.assign(tokens.begin() + first * T, tokens.begin() + (first + b_now) * T);
         model.forward(inputs.data(), nullptr, b_now, T);
-        const float* lnf = model.gpt.acts.lnf;     // (b_now, T, C)
         size_t count = (size_t)b_now * T * C;
+        const float* lnf = model.gpt.acts.lnf;     // (b_now, T, C)
+        if (model.bf16) {  // the bf16 path keeps the final layernorm's output in bf16 only
+            widened.resize(count);
+            for (size_t i = 0; i < count; i++) widened[i] = bf16_to_float(model.bf16->lnf[i]);
+            lnf = widened.data();
+        }
         if (fwrite(lnf, sizeof(float), count, out) != count)
             cli_fail("writing " + out_path + " failed (" + strerror(errno) + ")");
         printf("\r%zu/%zu sequences", first + b_now, N);
@@ -70,28 +83,19 @@ static void write_hidden_states(ModelCPU& model, const std::vector<uint16_t>& to
 }
 
 int main(int argc, char** argv) {
-    std::string ckpt_path, shard_path, out_path, p_text;
-    long long T = 0, max_seqs = 0, B = 16;
-    std::string flag;
-    const char* val;
-    for (int i = 1; cli_next_flag(argc, argv, &i, usage, &flag, &val, "-e -p -i -t -o -n -b");) {
-        if (flag == "-e") ckpt_path = val;
-        else if (flag == "-p") p_text = val;
-        else if (flag == "-i") shard_path = val;
-        else if (flag == "-t") T = cli_parse_int("-t", val, 1, 1 << 20);
-        else if (flag == "-o") out_path = val;
-        else if (flag == "-n") max_seqs = cli_parse_int("-n", val, 1, 1LL << 40);
-        else if (flag == "-b") B = cli_parse_int("-b", val, 1, 4096);
-        else cli_fail("unknown flag " + flag + " (-h lists the flags)");
-    }
-    if (ckpt_path.empty() || shard_path.empty() || T == 0 || out_path.empty()) {
-        usage(argv[0]);
+    HiddenOptions o;
+    CliTable flags = hidden_flags(o);
+    flags.parse(argc, argv);
+    if (o.ckpt_path.empty() || o.shard_path.empty() || o.T == 0 || o.out_path.empty()) {
+        flags.print_usage(stderr, argv[0]);
         cli_fail("-e, -i, -t and -o are required");
     }
+    const std::string &ckpt_path = o.ckpt_path, &shard_path = o.shard_path, &out_path = o.out_path;
+    const long long T = o.T, max_seqs = o.max_seqs, B = o.B;
     try {
         Checkpoint ck = cli_read_checkpoint(ckpt_path, ATTN_NAME);
         cli_print_learned_p(ck);
-        cli_override_p(ck, ckpt_path, p_text);
+        cli_override_p(ck, ckpt_path, o.p_text);
         std::vector<uint16_t> tokens = read_shard(shard_path, ck.config.vocab_size);
         if (tokens.size() % T != 0)
             cli_fail(shard_path + " holds " + std::to_string(tokens.size()) + " tokens, not a multiple of -t " +
@@ -101,6 +105,7 @@ int main(int argc, char** argv) {
         GPT2Config config = ck.config;
         config.max_seq_len = std::max<int>((int)T, config.max_seq_len);
         Model model(config);
+        cli_select_precision(model, o.precision);
         model.set_params(ck.params);
         printf("checkpoint %s: %s, %d layers, %d channels, vocab %d; %zu sequences of %lld tokens from %s\n",
                ckpt_path.c_str(), attn_kind_name(config.attn), config.num_layers, config.channels,

@@ -1,6 +1,7 @@
 // What the command lines of the trainer and the evaluation tools share: an error that ends the
-// program, "-flag value" pairs, number flags checked against their range, the checkpoint of this
-// binary's variant, and the re-weighting power to evaluate it at.
+// program, number flags checked against their range, the flag table every program's command line
+// is made from (CliTable: parser, known flags and usage text from one list), the checkpoint of
+// this binary's variant, and the re-weighting power to evaluate it at.
 #pragma once
 
 #include <cctype>
@@ -9,7 +10,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/checkpoint.h"
@@ -20,9 +24,10 @@
     exit(status);
 }
 
-// "flag value: what: " (what may be null), the start of a flag's error message
-inline std::string cli_flag_prefix(const char* flag, const char* s, const char* what) {
-    return std::string(flag) + " " + s + ": " + (what != nullptr ? std::string(what) + ": " : "");
+// "flag value: why (what)", a bad value's message: the flag, the value, the rule, and what the flag
+// sets (what may be null)
+inline std::string cli_bad_value(const char* flag, const char* s, const std::string& why, const char* what) {
+    return std::string(flag) + " " + s + ": " + why + (what != nullptr && *what ? std::string(" (") + what + ")" : "");
 }
 
 // The integer s given to flag (what it sets: `what`), which must lie in [lo, hi]; anything else
@@ -32,8 +37,8 @@ inline long long cli_parse_int(const char* flag, const char* s, long long lo, lo
     errno = 0;
     long long v = strtoll(s, &end, 10);
     if (*s == 0 || *end != 0 || errno != 0 || v < lo || v > hi)
-        cli_fail(cli_flag_prefix(flag, s, what) + "expected an integer in [" + std::to_string(lo) + ", " +
-                 std::to_string(hi) + "]");
+        cli_fail(cli_bad_value(flag, s, "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]",
+                               what));
     return v;
 }
 
@@ -44,10 +49,17 @@ inline float cli_parse_float(const char* flag, const char* s, double lo, double 
     double v = strtod(s, &end);
     if (*s == 0 || *end != 0 || errno != 0 || !(v >= lo && v <= hi)) {
         char range[96];
-        snprintf(range, sizeof range, ": expected a number in [%.9g, %.9g]", lo, hi);
-        cli_fail(cli_flag_prefix(flag, s, what) + (range + 2));
+        snprintf(range, sizeof range, "expected a number in [%.9g, %.9g]", lo, hi);
+        cli_fail(cli_bad_value(flag, s, range, what));
     }
     return (float)v;
+}
+
+// x as a flag's value is written: "%g" (15, 0.0003, 1e+30)
+inline std::string cli_number(double x) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%g", x);
+    return buf;
 }
 
 // The comma-separated integers s given to flag (what they are: `what`), each in [lo, hi], at most
@@ -82,29 +94,271 @@ inline std::vector<long long> cli_parse_int_list(const char* flag, const char* s
     return values;
 }
 
-// The next "-flag value" pair of argv at *i (start at 1): true with flag and val set, *i moved on;
-// false once argv is done. "-h" (or "--help") prints usage and exits 0; a word that is not a flag, or a flag
-// without its value, ends the program naming it. known: the tool's flags, space separated (e.g.
-// "-e -j -o"), so that an unknown flag as the last word is reported as unknown, not as lacking a value.
-inline bool cli_next_flag(int argc, char** argv, int* i, void (*usage)(const char*), std::string* flag,
-                          const char** val, const char* known = nullptr) {
-    if (*i >= argc) return false;
-    if (strcmp(argv[*i], "-h") == 0 || strcmp(argv[*i], "--help") == 0) {
-        usage(argv[0]);
-        exit(0);
+// ----------------------------------------------------------------------------
+// The flag table: a program's command line as one list. Each entry is one flag: its name, what its
+// value looks like, where the value goes and which values it takes, and its help line. The parser,
+// the known flags and the usage text (-h) are all made from the table, so they cannot disagree;
+// adding a flag is adding one line. A help line's first clause (up to the first ',', ';', ':' or
+// '(') names what the flag sets, and a bad value's message quotes it. A help line without
+// "(default" gets "(default V)" appended, V the destination's value when the table is built; "{}"
+// in a help line stands for that value instead.
+//
+//   CliTable t("-e CHECKPOINT [options]", "What the program does.");
+//   t.text("-e", &o.ckpt, "<path>", "checkpoint (required)")
+//    .integer("-n", &o.trials, 1, 1000000, "trials per length")
+//    .choice("-pr", &o.precision, {"fp32", "bf16", "auto"}, "arithmetic");
+//   t.parse(argc, argv);
+//
+// "-h" or "--help" prints the usage and exits 0; "--flags" prints the table, one flag a line
+// ("name<TAB>kind<TAB>a value it refuses"; tests walk it). A word that is not a flag, an unknown
+// flag (also as the last word) and a flag without its value end the program naming them.
+
+struct CliFlag {
+    std::string name;       // "-b"
+    std::string arg;        // "<int>": its value in the usage text
+    std::string help;       // the usage text's line (wrapped), the default appended
+    std::string kind;       // text, int, number, choice, list, switch, custom
+    std::string bad_value;  // a value the parser refuses ("": any text is accepted)
+    std::function<void(const char* value)> set;  // parses, refuses a bad value, stores
+    bool given = false;
+};
+
+// A flag of llm.c's train_gpt2.cu whose letter means something else here, or does not exist here.
+struct CliForeignFlag {
+    std::string name, meaning, advice;  // "-pr", "the process rank (-pr <int>)", what to do here
+    bool exists_here = false;           // true: refused only when its value is an integer (llm.c's)
+};
+
+struct CliTable {
+    std::string synopsis;  // what follows the program's name on the usage line
+    std::string about;     // what the program does (lines)
+    std::string epilogue;  // lines after the flags
+    std::vector<CliFlag> flags;
+    std::vector<std::pair<size_t, std::string>> headings;  // a line printed before flags[first]
+    std::vector<CliForeignFlag> foreign;
+    bool help_takes_value = false;  // "-h V" is a flag of the table (the trainer's -h 0|1)
+
+    CliTable(std::string synopsis_, std::string about_) : synopsis(std::move(synopsis_)), about(std::move(about_)) {}
+
+    // A line of the usage text before the next flag: a section title, or a note under one.
+    CliTable& section(const std::string& line) {
+        headings.push_back({flags.size(), line});
+        return *this;
     }
-    if (argv[*i][0] != '-')
-        cli_fail(std::string("unexpected argument '") + argv[*i] + "' (flags take the form -x value; -h lists them)");
-    if (*i + 1 >= argc) {
-        std::string padded = std::string(" ") + (known ? known : "") + " ";
-        if (known && padded.find(std::string(" ") + argv[*i] + " ") == std::string::npos)
-            cli_fail(std::string("unknown flag ") + argv[*i] + " (-h lists the flags)");
-        cli_fail(std::string(argv[*i]) + ": missing value (-h lists the flags)");
+
+    // Any text (a path, a glob, a prompt).
+    CliTable& text(const char* name, std::string* dest, const char* arg, const char* help) {
+        return add(name, arg, help, "text", "", *dest, [dest](const char* v) { *dest = v; });
     }
-    *flag = argv[*i];
-    *val = argv[*i + 1];
-    *i += 2;
-    return true;
+
+    // An integer in [lo, hi].
+    template <class I>
+    CliTable& integer(const char* name, I* dest, long long lo, long long hi, const char* help) {
+        std::string what = help_what(help), flag = name;
+        std::string bad = std::to_string(lo - 1);
+        return add(name, lo == 0 && hi == 1 ? "<0|1>" : "<int>", help, "int", bad, std::to_string((long long)*dest), [=](const char* v) {
+            *dest = (I)cli_parse_int(flag.c_str(), v, lo, hi, what.c_str());
+        });
+    }
+
+    // A number in [lo, hi].
+    CliTable& number(const char* name, float* dest, double lo, double hi, const char* help) {
+        std::string what = help_what(help), flag = name;
+        char bad[48];
+        snprintf(bad, sizeof bad, "%.9g", lo > -1e30 ? lo - 1 : -INFINITY);
+        return add(name, "<float>", help, "number", bad, cli_number(*dest), [=](const char* v) {
+            *dest = cli_parse_float(flag.c_str(), v, lo, hi, what.c_str());
+        });
+    }
+
+    // One of the words in `options`.
+    CliTable& choice(const char* name, std::string* dest, const std::vector<std::string>& options, const char* help) {
+        std::string arg = "<", list;
+        for (size_t i = 0; i < options.size(); i++) {
+            arg += (i ? "|" : "") + options[i];
+            list += (i == 0 ? "" : i + 1 == options.size() ? " or " : ", ") + options[i];
+        }
+        std::string what = help_what(help), flag = name;
+        return add(name, (arg + ">").c_str(), help, "choice", "none_of_these", *dest, [=](const char* v) {
+            for (const std::string& o : options)
+                if (o == v) { *dest = v; return; }
+            cli_fail(cli_bad_value(flag.c_str(), v, "expected " + list, what.c_str()));
+        });
+    }
+
+    // Comma-separated integers, each in [lo, hi], at most max_count (cli_parse_int_list).
+    CliTable& int_list(const char* name, std::vector<long long>* dest, long long lo, long long hi, size_t max_count,
+                       const char* example, const char* help) {
+        std::string what = help_what(help), flag = name, ex = example, dflt;
+        for (size_t i = 0; i < dest->size(); i++) dflt += (i ? "," : "") + std::to_string((*dest)[i]);
+        return add(name, "<list>", help, "list", "1,,2", dflt, [=](const char* v) {
+            *dest = cli_parse_int_list(flag.c_str(), v, lo, hi, max_count, what.c_str(), ex.c_str());
+        });
+    }
+
+    // A flag with its own parser: set(value) stores it or ends the program; bad_value is one it refuses.
+    CliTable& custom(const char* name, const char* arg, const char* help, const char* bad_value,
+                     std::function<void(const char*)> set, const std::string& default_text = "") {
+        return add(name, arg, help, "custom", bad_value, default_text, std::move(set));
+    }
+
+    // llm.c's flag `name` means `meaning` there: refused with `advice` where it has no counterpart
+    // here, and, where the letter exists here with another meaning, when its value is an integer
+    // (what llm.c's takes).
+    CliTable& llmc(const char* name, const char* meaning, const char* advice) {
+        foreign.push_back({name, meaning, advice, find(name) != nullptr});
+        return *this;
+    }
+
+    CliFlag* find(const std::string& name) {
+        for (CliFlag& f : flags)
+            if (f.name == name) return &f;
+        return nullptr;
+    }
+    bool given(const std::string& name) {
+        CliFlag* f = find(name);
+        return f != nullptr && f->given;
+    }
+
+    void parse(int argc, char** argv) {
+        for (int i = 1; i < argc;) {
+            std::string word = argv[i];
+            bool help_value = help_takes_value && word == "-h" && i + 1 < argc && argv[i + 1][0] != '-';
+            if (word == "--help" || (word == "-h" && !help_value)) {
+                print_usage(stdout, argv[0]);
+                exit(0);
+            }
+            if (word == "--flags") {
+                for (const CliFlag& f : flags) printf("%s\t%s\t%s\n", f.name.c_str(), f.kind.c_str(), f.bad_value.c_str());
+                exit(0);
+            }
+            if (word.size() < 2 || word[0] != '-')
+                cli_fail("unexpected argument '" + word + "' (flags take the form -x value; -h lists them)");
+            CliFlag* f = find(word);
+            const CliForeignFlag* llmc_flag = foreign_flag(word);
+            if (f == nullptr) {
+                if (llmc_flag != nullptr) cli_fail(word + ": llm.c's " + word + " is " + llmc_flag->meaning + "; " + llmc_flag->advice);
+                cli_fail("unknown flag " + word + " (-h lists the flags)");
+            }
+            if (i + 1 >= argc) cli_fail(word + ": missing value (-h lists the flags)");
+            const char* value = argv[i + 1];
+            if (llmc_flag != nullptr && is_integer(value))
+                cli_fail(word + " " + value + ": llm.c's " + word + " is " + llmc_flag->meaning + ", not this project's: here " +
+                         word + " " + f->arg + " is the " + help_what(f->help) + ". For llm.c's meaning: " +
+                         llmc_flag->advice);
+            f->set(value);
+            f->given = true;
+            i += 2;
+        }
+    }
+
+    void print_usage(FILE* out, const char* argv0) const {
+        fprintf(out, "Usage: %s %s\n", argv0, synopsis.c_str());
+        if (!about.empty()) fprintf(out, "%s\n", about.c_str());
+        size_t h = 0;
+        for (size_t i = 0; i <= flags.size(); i++) {
+            for (; h < headings.size() && headings[h].first == i; h++) fprintf(out, "%s\n", headings[h].second.c_str());
+            if (i == flags.size()) break;
+            print_flag(out, flags[i].name + " " + flags[i].arg, flags[i].help);
+        }
+        if (!help_takes_value) print_flag(out, "-h", "this help (also --help)");
+        if (!foreign.empty()) {
+            fprintf(out, "llm.c's flags that differ here\n");
+            for (const CliForeignFlag& f : foreign)
+                print_flag(out, f.name, "llm.c: " + f.meaning + (f.exists_here ? " (an integer value is refused)" : "") +
+                                            ". Here: " + f.advice);
+        }
+        if (!epilogue.empty()) fprintf(out, "%s\n", epilogue.c_str());
+    }
+
+private:
+    CliTable& add(const char* name, const char* arg, const char* help, const char* kind, const std::string& bad,
+                  const std::string& default_text, std::function<void(const char*)> set) {
+        if (find(name) != nullptr) throw std::logic_error(std::string("flag table: ") + name + " twice");
+        if (std::string(name) == "-h") help_takes_value = true;
+        std::string line = help;
+        size_t at = line.find("{}");
+        if (at != std::string::npos) line.replace(at, 2, default_text);
+        else if (line.find("(default") == std::string::npos && !default_text.empty())
+            line += " (default " + default_text + ")";
+        flags.push_back({name, arg, line, kind, bad, std::move(set), false});
+        return *this;
+    }
+
+    const CliForeignFlag* foreign_flag(const std::string& name) const {
+        for (const CliForeignFlag& f : foreign)
+            if (f.name == name) return &f;
+        return nullptr;
+    }
+
+    static bool is_integer(const char* s) {
+        if (*s == '-') s++;
+        if (*s == 0) return false;
+        for (; *s; s++)
+            if (!isdigit((unsigned char)*s)) return false;
+        return true;
+    }
+
+    // the help's first clause: what the flag sets
+    static std::string help_what(const std::string& help) {
+        size_t end = help.find_first_of(",;:(\n");
+        std::string w = help.substr(0, end);
+        while (!w.empty() && w.back() == ' ') w.pop_back();
+        return w;
+    }
+
+    // "  -name <arg>  help", the help wrapped at 110 columns under itself
+    static void print_flag(FILE* out, const std::string& head, const std::string& help) {
+        const size_t indent = 15, width = 110;
+        std::string line = "  " + head;
+        line += line.size() < indent ? std::string(indent - line.size(), ' ') : " ";
+        size_t col = line.size();
+        bool first_word = true;
+        size_t pos = 0;
+        while (pos < help.size()) {
+            if (help[pos] == '\n') {  // a line break of the help's own
+                fprintf(out, "%s\n", line.c_str());
+                line = std::string(indent, ' ');
+                col = indent, first_word = true, pos++;
+                continue;
+            }
+            size_t end = help.find_first_of(" \n", pos);
+            if (end == std::string::npos) end = help.size();
+            std::string word = help.substr(pos, end - pos);
+            if (!first_word && col + 1 + word.size() > width) {
+                fprintf(out, "%s\n", line.c_str());
+                line = std::string(indent, ' ');
+                col = indent, first_word = true;
+            }
+            if (!first_word) line += ' ', col++;
+            line += word, col += word.size(), first_word = false;
+            pos = end < help.size() && help[end] == ' ' ? end + 1 : end;
+        }
+        fprintf(out, "%s\n", line.c_str());
+    }
+};
+
+// The evaluation tools' -pr: the arithmetic they run the model in, as the trainer's -pr. The CPU
+// back end's default is fp32, the reference; the CUDA back end has bf16 alone.
+#ifdef TRAIN_BACKEND_CPU
+#define CLI_DEFAULT_PRECISION "fp32"
+#else
+#define CLI_DEFAULT_PRECISION "bf16"
+#endif
+inline const char* CLI_PRECISION_HELP =
+    "arithmetic: fp32 (the CPU back end's reference path), bf16 (the CPU's bf16 matmuls through oneDNN, as the "
+    "trainer's -pr bf16; where the CPU has none it says so and runs fp32), auto (bf16 where the CPU has it). The "
+    "CUDA back end is bf16 always (bf16 or auto)";
+
+// Selects the arithmetic `name` of the model (select_precision of runtime/backend.h) and prints
+// what runs; a name the back end has no path for ends the program naming it.
+template <class Model>
+void cli_select_precision(Model& model, const std::string& name) {
+    try {
+        printf("precision: %s\n", select_precision(model, name).c_str());
+    } catch (const std::invalid_argument& e) {
+        cli_fail("-pr " + name + ": " + e.what());
+    }
 }
 
 // The checkpoint at path; one made for another attention variant than attn_name (this binary's)

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 struct LrSchedule {
     float lr = 3e-4f;
@@ -13,7 +14,7 @@ struct LrSchedule {
     float final_frac = 1.0f;
     int max_steps = 0;
 
-    static bool known(const std::string& k) { return k == "cosine" || k == "linear" || k == "constant"; }
+    static std::vector<std::string> kinds() { return {"cosine", "linear", "constant"}; }
 
     // the rate of step `step` (1-based)
     float at(int step) const {
