@@ -10,12 +10,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "dataloader/dataloader.h"
-#include "dataloader/tokenizer.h"
+#include "dataloader/text_codec.h"
 #include "eval/mc_eval.h"
 #include "eval/sample.h"
 #include "model/gpt2_descriptor.h"
@@ -47,8 +48,7 @@ struct Trainer {
     Model* model = nullptr;
     DataLoader train_loader, val_loader;
     bool have_val = false;
-    GPT2Tokenizer tokenizer;
-    bool have_tokenizer = false;
+    std::optional<TextCodec> codec;  // the samples' text: GPT-2 BPE or bytes (none: token ids)
     TrainState state;
     Rng rng{0};
     int grad_accum = 1, max_steps = 0;
@@ -84,8 +84,8 @@ struct Trainer {
 
     void sample(int step) {
         int eot = config.vocab_size > GPT2Tokenizer::EOT ? GPT2Tokenizer::EOT : 0;
-        print_sample(*model, have_tokenizer ? &tokenizer : nullptr, opt.prompt, eot, step, opt.gen_tokens, opt.B,
-                     opt.T, opt.top_k, opt.temperature, rng);
+        print_sample(*model, codec ? &*codec : nullptr, opt.prompt, eot, step, opt.gen_tokens, opt.B, opt.T, opt.top_k,
+                     opt.temperature, rng);
     }
 
     // Before step's checkpoint: runtime/guard.h's BlowUpCheck on the step's last micro-batch, the
@@ -248,14 +248,16 @@ struct Trainer {
             log.line(run_header_record(world(), opt.total_batch, opt.B, opt.T, attn_kind_name(config.attn), config.p));
     }
 
+    // The samples' text: bytes for a byte-level model (vocabulary 256), GPT-2 BPE for a GPT-2 one
+    // (without its files, token ids); a prompt needs one of them.
     void load_tokenizer() {
-        if (!opt.prompt.empty() && config.vocab_size != GPT2Tokenizer::VOCAB_SIZE)
-            cli_fail("-gp: a prompt needs the GPT-2 vocabulary (50257 tokens), this model has " +
+        bool text_vocab = config.vocab_size == TextCodec::BYTE_VOCAB || config.vocab_size == GPT2Tokenizer::VOCAB_SIZE;
+        if (!opt.prompt.empty() && !text_vocab)
+            cli_fail("-gp: a prompt needs the GPT-2 vocabulary (50257 tokens) or bytes (256), this model has " +
                      std::to_string(config.vocab_size));
-        if (opt.sample_every <= 0) return;
+        if (opt.sample_every <= 0 || !text_vocab) return;
         try {
-            tokenizer.load(GPT2Tokenizer::default_dir());
-            have_tokenizer = true;
+            codec = TextCodec::for_vocab(config.vocab_size);
         } catch (const std::exception& e) {
             if (!opt.prompt.empty()) cli_fail(std::string("-gp needs the GPT-2 tokenizer: ") + e.what());
             if (is_main()) fprintf(stderr, "warning: no tokenizer, samples are printed as token ids (%s)\n", e.what());

@@ -19,6 +19,7 @@
 #endif
 
 #include "dataloader/shard.h"
+#include "dataloader/text_codec.h"
 #include "dataloader/tokenizer.h"
 
 static const char* usage =
@@ -29,12 +30,14 @@ static const char* usage =
     "                            default: each file is one document\n"
     "      --val F               every round(1/F)-th document goes to val (default 0.05; 0: no val)\n"
     "      --shard-tokens N      tokens per shard (default 100000000, as llm.c)\n"
+    "      --bytes               byte-level shards (vocabulary 256): token i is byte i, and each document\n"
+    "                            starts with byte 0 (a document holding a 0 byte is refused); no tokenizer\n"
     "  encode [--special]        stdin -> token ids, space-separated, on stdout\n"
     "                            --special: the text <|endoftext|> becomes token 50256\n"
     "      --sep S               stdin holds several texts separated by S (e.g. '\\0'): one line of\n"
     "                            ids per text, in order (an empty text gives an empty line)\n"
     "  decode                    token ids (whitespace-separated) on stdin -> text on stdout\n"
-    "  info SHARD...             header and token count of each shard; checks ids < vocab size\n"
+    "  info [--bytes] SHARD...   header and token count of each shard; checks ids < vocab size (--bytes: 256)\n"
     "  bench FILE                encoder speed on FILE: one thread, then -j threads\n"
     "common options:\n"
     "  --vocab DIR               folder of encoder.json and vocab.bpe (default $GPT2_VOCAB_DIR, else\n"
@@ -87,7 +90,7 @@ struct Options {
     double val = 0.05;
     long long shard_tokens = 100000000;
     int threads = 1;
-    bool special = false;
+    bool special = false, bytes = false;
     std::vector<std::string> args;
 };
 
@@ -125,6 +128,7 @@ static Options parse(int argc, char** argv) {
             if (!(n >= 1 && n <= 1024)) die("-j " + std::to_string(n) + ": use 1 .. 1024 threads");
             o.threads = (int)n;
         } else if (a == "--special") o.special = true;
+        else if (a == "--bytes") o.bytes = true;
         else if (a.size() > 1 && a[0] == '-') die("unknown option " + a + "; see -h");
         else o.args.push_back(a);
     }
@@ -206,7 +210,11 @@ static void publish_shard_set(std::vector<ShardSink*> sinks) {
 static int cmd_shard(const Options& o) {
     if (o.out_prefix.empty()) die("shard: -o PREFIX is missing (e.g. -o data/kjv/kjv); see -h");
     if (o.args.empty()) die("shard: no input text files; see -h");
-    GPT2Tokenizer tok = load_tokenizer(o);
+    GPT2Tokenizer tok;
+    if (!o.bytes) tok = load_tokenizer(o);
+    // a document's tokens: GPT-2 BPE, or its bytes (--bytes)
+    const TextCodec codec = o.bytes ? TextCodec::bytes() : TextCodec::bpe(tok);
+    const int doc_start = o.bytes ? BYTE_DOC_START : GPT2Tokenizer::EOT;
     long long total_bytes = 0;
     for (auto& f : o.args) {
         struct stat st;
@@ -249,11 +257,11 @@ static int cmd_shard(const Options& o) {
             t = omp_get_thread_num();
 #endif
             std::string_view doc = batch[items[i].doc];
-            tok.encode(doc.substr(items[i].begin, items[i].end - items[i].begin), ids[i], &caches[t]);
+            codec.encode(doc.substr(items[i].begin, items[i].end - items[i].begin), ids[i], &caches[t]);
         }
         std::vector<int> doc_ids;
         for (size_t i = 0; i < items.size(); i++) {
-            if (items[i].begin == 0) doc_ids.assign(1, GPT2Tokenizer::EOT);
+            if (items[i].begin == 0) doc_ids.assign(1, doc_start);
             doc_ids.insert(doc_ids.end(), ids[i].begin(), ids[i].end());
             if (items[i].end != batch[items[i].doc].size()) continue;
             bool is_val = val_every > 0 && doc_index % val_every == val_every - 1;
@@ -269,6 +277,9 @@ static int cmd_shard(const Options& o) {
     for (auto& f : o.args) {
         std::string text = read_all(f);
         size_t file_bytes = text.size();
+        if (o.bytes && text.find('\0') != std::string::npos)
+            die(f + ": holds a 0 byte at offset " + std::to_string(text.find('\0')) +
+                ", the byte-level shards' document start; remove it (e.g. tr -d '\\000')");
         if (o.sep.empty()) {
             batch.push_back(std::move(text));
             batch_bytes += file_bytes;
@@ -361,12 +372,14 @@ static int cmd_decode(const Options& o) {
 
 static int cmd_info(const Options& o) {
     if (o.args.empty()) die("info: no shard given; see -h");
-    int vocab_size = load_tokenizer(o).vocab_size();
+    int vocab_size = o.bytes ? TextCodec::BYTE_VOCAB : load_tokenizer(o).vocab_size();
+    int doc_start = o.bytes ? BYTE_DOC_START : GPT2Tokenizer::EOT;
     for (auto& path : o.args) {
         try {
             std::vector<uint16_t> tokens = read_shard(path, vocab_size);
-            size_t eot = std::count(tokens.begin(), tokens.end(), (uint16_t)GPT2Tokenizer::EOT);
-            printf("%s: %zu tokens, %zu documents (<|endoftext|>), all ids < %d\n", path.c_str(), tokens.size(), eot, vocab_size);
+            size_t docs = std::count(tokens.begin(), tokens.end(), (uint16_t)doc_start);
+            printf("%s: %zu tokens, %zu documents (%s), all ids < %d\n", path.c_str(), tokens.size(), docs,
+                   o.bytes ? "byte 0" : "<|endoftext|>", vocab_size);
         } catch (const std::exception& e) {
             die(e.what());
         }

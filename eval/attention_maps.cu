@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "dataloader/tokenizer.h"
+#include "dataloader/text_codec.h"
 #include "eval/attention_maps.h"
 #include "eval/loss_vs_length.h"
 #include "runtime/backend.h"
@@ -79,15 +79,13 @@ static void write_stats_rows(FILE* f, int layer, int head, const std::vector<Att
 static std::vector<int> input_tokens(const std::string& text, bool have_text, const std::string& shards, int T,
                                      const Checkpoint& ck, const std::string& ckpt_path) {
     if (have_text) {
-        if (ck.config.vocab_size != GPT2Tokenizer::VOCAB_SIZE)
-            cli_fail(ckpt_path + ": vocab_size is " + std::to_string(ck.config.vocab_size) +
-                 ", but -text is GPT-2 BPE tokenized: it needs a model trained on GPT-2 tokens (vocab_size " +
-                 std::to_string(GPT2Tokenizer::VOCAB_SIZE) + "); give tokens of its own vocabulary with -j SHARDS instead");
         if (text.empty()) cli_fail("-text: the text is empty; give at least one word, e.g. -text \"In the beginning\"");
-        GPT2Tokenizer tok;
-        tok.load(GPT2Tokenizer::default_dir());  // its message names the missing file and the install script
         std::vector<int> ids;
-        tok.encode(text, ids, nullptr);
+        try {  // GPT-2 BPE (a missing vocabulary file is named with its install script) or bytes
+            TextCodec::for_vocab(ck.config.vocab_size).encode(text, ids);
+        } catch (const std::invalid_argument& e) {
+            cli_fail(ckpt_path + ": " + e.what() + "; give tokens of its own vocabulary with -j SHARDS instead of -text");
+        }
         return ids;
     }
     std::vector<int> span = read_token_span(shards, (size_t)T, ck.config.vocab_size);
@@ -165,7 +163,7 @@ static void print_bucket_table(const std::vector<std::vector<AttnSummary>>& buck
 // The command line: one line per flag (runtime/cli.h's CliTable makes the parser and -h from it); bad
 // input ends the program.
 struct MapsOptions {
-    std::string ckpt_path, text, shards = "data/kjv/kjv_val_*.bin", prefix, p_text;
+    std::string ckpt_path, text, shards = "data/kjv/kjv_val_*.bin", prefix, p_text, rw_text;
     std::string precision = CLI_DEFAULT_PRECISION;
     bool have_text = false;
     int T = 0, max_rows = 1024;
@@ -181,8 +179,9 @@ static CliTable maps_flags(MapsOptions& o) {
     t.text("-e", &o.ckpt_path, "<path>", "checkpoint (required)")
      .text("-p", &o.p_text, "<float>", "re-weighting power to evaluate at instead of the checkpoint's (>= 1; variants "
            "with re-weighting only)")
+     .text("-rw", &o.rw_text, "<p>", CLI_REWEIGHT_HELP)
      .choice("-pr", &o.precision, {"fp32", "bf16", "auto"}, CLI_PRECISION_HELP)
-     .text("-text", &o.text, "<text>", "the text, GPT-2 tokenized (needs a checkpoint of GPT-2's vocabulary)")
+     .text("-text", &o.text, "<text>", "the text, as the checkpoint's tokens: GPT-2 BPE, or bytes for a byte-level model (vocabulary 256)")
      .text("-j", &o.shards, "<glob>", "or: validation shards, the first -T tokens")
      .integer("-T", &o.T, 1, 1 << 20, "tokens read from -j (default: the checkpoint's max length)")
      .integer("-layer", &o.layer, 0, 1 << 20, "one layer (default: all)")
@@ -190,7 +189,7 @@ static CliTable maps_flags(MapsOptions& o) {
      .text("-o", &o.prefix, "<prefix>", "write PREFIX_L<l>_H<h>.csv per layer and head chosen (row,then T weights; "
            "zeros above the diagonal) and PREFIX_stats.csv (layer,head,row,entropy,span,max,self,distance)")
      .integer("-rows", &o.max_rows, 1, 1 << 20, "most rows in a weights CSV: above it, that many rows evenly spaced");
-    t.epilogue = "-text needs the GPT-2 vocabulary (bash scripts/install_gpt2_vocab.sh, or GPT2_VOCAB_DIR=DIR).";
+    t.epilogue = "-text of a GPT-2 vocabulary checkpoint needs the GPT-2 vocabulary files (bash scripts/install_gpt2_vocab.sh, or GPT2_VOCAB_DIR=DIR).";
     return t;
 }
 
@@ -213,9 +212,7 @@ int main(int argc, char** argv) {
     const long long layer = o.layer, head = o.head;
     int T = o.T;
     try {
-        Checkpoint ck = cli_read_checkpoint(ckpt_path, ATTN_NAME);
-        cli_print_learned_p(ck);
-        cli_override_p(ck, ckpt_path, o.p_text);
+        Checkpoint ck = cli_read_eval_checkpoint(ckpt_path, ATTN_NAME, o.p_text, o.rw_text);
         const GPT2Config& cc = ck.config;
         if (layer >= cc.num_layers)
             cli_fail("-layer " + std::to_string(layer) + ": the checkpoint has " + std::to_string(cc.num_layers) +

@@ -74,3 +74,10 @@ CUDA_BINS += $(BUILD)/gradcheck_cu_$(ATTN)
 $(BUILD)/test_gradcheck: test/test_gradcheck.cpp $(DOCTEST_MAIN) $(BUILD)/gradcheck_cu_emu_lssar | $(BUILD)
 	$(CXX_HOST) $< $(DOCTEST_MAIN) -o $@ $(LDLIBS)
 TESTS += $(BUILD)/test_gradcheck
+
+# re-weighting at evaluation (-rw): an lssa checkpoint through each lssar tool, as the lssar checkpoint
+# with its weights
+$(BUILD)/test_reweight_eval: test/test_reweight_eval.cpp $(DOCTEST_MAIN) $(TRAINER_OBJS) $(BUILD)/loss_vs_length_cpu_lssar \
+                             $(BUILD)/passkey_cpu_lssar $(BUILD)/mc_eval_cpu_lssar $(BUILD)/attention_maps_cpu_lssar | $(BUILD)
+	$(CXX_HOST) $< $(DOCTEST_MAIN) $(TRAINER_OBJS) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
+TESTS += $(BUILD)/test_reweight_eval

@@ -1,7 +1,12 @@
-// Loss versus length of a checkpoint (method: eval/loss_vs_length.h).
-//   ./loss_vs_length_cpu_lssar -e out/ckpt_00001000.bin -j "data/kjv/kjv_val_*.bin" -o lvl.csv
+// Loss versus length of one checkpoint or several (seeds), method and statistics in
+// eval/loss_vs_length.h:
+//   ./loss_vs_length_cpu_lssar -e out/s1/ckpt_00001200.bin,out/s2/ckpt_00001200.bin
+//       -j "data/kjv_bytes/kjv_val_*.bin" -o lvl.csv -ob buckets.csv -ot tokens.bin [-vs softmax_tokens.bin]
 // Built per attention variant like the trainer (make loss_vs_length_cpu ATTN=...), and refuses a
-// checkpoint of another variant. Prints a table and writes a CSV: length,loss,tokens.
+// checkpoint of another variant (but for -rw: runtime/cli.h). Prints, per checkpoint and
+// across them, the window mean at every length, the mean beyond the training length, the paired
+// difference against 1x, the loss per position bucket, and with -vs the paired difference against
+// another model's token losses; writes them as CSV (-o, -ob) and the token losses (-ot).
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -19,21 +24,26 @@
 
 // The command line: one line per flag (runtime/cli.h's CliTable makes the parser and -h from it).
 struct LvlOptions {
-    std::string ckpt_path, val_pattern = "data/kjv/kjv_val_*.bin", csv_path, p_text;
+    std::string ckpt_paths, val_pattern = "data/kjv/kjv_val_*.bin", csv_path, buckets_path, tokens_path, vs_path,
+        p_text, rw_text;
     std::string precision = CLI_DEFAULT_PRECISION;
     std::vector<long long> multiples = {1, 2, 4, 8, 16};
     int T_train = 0, tokens_per_forward = 4096;
-    long long max_tokens = 0;
+    long long max_tokens = 0, bootstrap_seed = 1337;
 };
 
 static CliTable lvl_flags(LvlOptions& o) {
-    CliTable t("-e CHECKPOINT [options]",
-               std::string("Mean validation loss of a checkpoint at several sequence lengths, the same tokens scored at\n"
-                           "every length (each length cuts one span of N tokens into windows and scores every position).\n"
+    CliTable t("-e CHECKPOINT[,CHECKPOINT...] [options]",
+               std::string("Validation loss of a checkpoint at several sequence lengths, the same tokens scored at every\n"
+                           "length (each length cuts one span of N tokens into windows and scores every position): the\n"
+                           "window mean, the mean over the positions at or beyond the training length, their paired\n"
+                           "difference against 1x (95% block-bootstrap interval over windows), the loss per position\n"
+                           "bucket. Several checkpoints (one per seed): each, and their mean with a 95% t-interval.\n"
                            "Attention variant of this binary: ") + ATTN_NAME + ".");
-    t.text("-e", &o.ckpt_path, "<path>", "checkpoint (required)")
+    t.text("-e", &o.ckpt_paths, "<paths>", "checkpoints, comma separated (required; several: one per seed)")
      .text("-p", &o.p_text, "<float>", "re-weighting power to evaluate at instead of the checkpoint's (>= 1; variants "
            "with re-weighting only)")
+     .text("-rw", &o.rw_text, "<p>", CLI_REWEIGHT_HELP)
      .choice("-pr", &o.precision, {"fp32", "bf16", "auto"}, CLI_PRECISION_HELP)
      .text("-j", &o.val_pattern, "<glob>", "validation shards")
      .integer("-t", &o.T_train, 1, 1000000000, "training length the multiples refer to (default: the checkpoint's "
@@ -42,28 +52,110 @@ static CliTable lvl_flags(LvlOptions& o) {
      .integer("-n", &o.max_tokens, 1, 1000000000, "most tokens to score (default 16 x the longest length; fewer if "
               "the shards hold fewer)")
      .integer("-f", &o.tokens_per_forward, 1, 1000000000, "tokens per forward pass: windows are batched up to this")
-     .text("-o", &o.csv_path, "<path>", "CSV output (columns length,loss,tokens; default: none)");
+     .integer("-bs", &o.bootstrap_seed, 0, (1LL << 62), "seed of the block bootstrap's resampling")
+     .text("-o", &o.csv_path, "<path>", "CSV, a row per length: length,loss,tokens and the statistics (default: none)")
+     .text("-ob", &o.buckets_path, "<path>", "CSV of the loss per position bucket, a row per checkpoint, length and "
+           "bucket (default: none)")
+     .text("-ot", &o.tokens_path, "<path>", "every token's loss at every length, for -vs of another model's run "
+           "(default: none)")
+     .text("-vs", &o.vs_path, "<path>", "another model's -ot file (same tokens and lengths): the paired difference, "
+           "this model minus that one (default: none)");
     return t;
+}
+
+static std::vector<std::string> split_commas(const std::string& s) {
+    std::vector<std::string> out;
+    size_t start = 0;
+    while (true) {
+        size_t comma = s.find(',', start);
+        std::string item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        if (item.empty()) cli_fail("-e '" + s + "': an empty checkpoint path; give paths separated by commas");
+        out.push_back(item);
+        if (comma == std::string::npos) return out;
+        start = comma + 1;
+    }
+}
+
+// "[lo, hi]" of an interval, or "" where there is none
+static std::string interval_text(const Interval& r) {
+    if (std::isnan(r.lo)) return "";
+    char buf[64];
+    snprintf(buf, sizeof buf, "[%+.4f, %+.4f]", r.lo, r.hi);
+    return buf;
+}
+static std::string value_text(double x, bool sign = false) {
+    if (std::isnan(x)) return "-";
+    char buf[32];
+    snprintf(buf, sizeof buf, sign ? "%+.4f" : "%.4f", x);
+    return buf;
+}
+
+// One checkpoint's table: every length's window mean, beyond-T mean and paired difference against 1x.
+static void print_stats(const std::vector<LengthStats>& s, int T_train) {
+    printf("%8s %7s %9s %10s %22s %9s %22s\n", "length", "x train", "val loss", "beyond-T", "95% CI (bootstrap)",
+           "vs 1x", "95% CI (bootstrap)");
+    for (const LengthStats& r : s)
+        printf("%8d %7.3g %9.4f %10s %22s %9s %22s\n", r.length, (double)r.length / T_train, r.loss,
+               value_text(r.beyond.mean).c_str(), interval_text(r.beyond).c_str(),
+               value_text(r.paired.mean, true).c_str(), interval_text(r.paired).c_str());
+}
+
+// Position buckets (rows) at every length (columns), the mean over the checkpoints.
+static void print_buckets(const std::vector<std::vector<LengthStats>>& per_ckpt) {
+    const std::vector<LengthStats>& first = per_ckpt[0];
+    printf("loss per position bucket (mean over %zu checkpoint%s):\n%14s", per_ckpt.size(), per_ckpt.size() > 1 ? "s" : "",
+           "positions");
+    for (const LengthStats& r : first) printf(" %9d", r.length);
+    printf("\n");
+    const std::vector<BucketLoss>& longest = first.back().buckets;
+    for (size_t b = 0; b < longest.size(); b++) {
+        char name[32];
+        snprintf(name, sizeof name, "[%d, %d)", longest[b].lo, longest[b].hi);
+        printf("%14s", name);
+        for (size_t k = 0; k < first.size(); k++) {
+            if (b >= first[k].buckets.size() || first[k].buckets[b].hi != longest[b].hi) { printf(" %9s", ""); continue; }
+            double m = 0;
+            for (const auto& s : per_ckpt) m += s[k].buckets[b].loss / (double)per_ckpt.size();
+            printf(" %9.4f", m);
+        }
+        printf("\n");
+    }
+}
+
+static FILE* open_output(const std::string& path, const char* flag) {
+    if (path.empty()) return nullptr;
+    FILE* f = fopen((path + ".tmp").c_str(), "w");
+    if (!f) cli_fail(std::string(flag) + " " + path + ": cannot write " + path + ".tmp (" + strerror(errno) + ")");
+    return f;
+}
+static void close_output(FILE* f, const std::string& path) {
+    if (!f) return;
+    if (fclose(f) != 0 || rename((path + ".tmp").c_str(), path.c_str()) != 0)
+        cli_fail("writing " + path + " failed (" + strerror(errno) + ")");
+    printf("wrote %s\n", path.c_str());
 }
 
 int main(int argc, char** argv) {
     LvlOptions o;
     CliTable flags = lvl_flags(o);
     flags.parse(argc, argv);
-    if (o.ckpt_path.empty()) { flags.print_usage(stderr, argv[0]); cli_fail("-e CHECKPOINT is required"); }
-    const std::string &ckpt_path = o.ckpt_path, &val_pattern = o.val_pattern, &csv_path = o.csv_path;
-    const std::vector<long long>& multiples = o.multiples;
-    const int tokens_per_forward = o.tokens_per_forward;
+    if (o.ckpt_paths.empty()) { flags.print_usage(stderr, argv[0]); cli_fail("-e CHECKPOINT is required"); }
+    const std::string &val_pattern = o.val_pattern, &csv_path = o.csv_path;
+    std::vector<std::string> ckpt_paths = split_commas(o.ckpt_paths);
     int T_train = o.T_train;
     long long max_tokens = o.max_tokens;
+    const uint64_t seed = (uint64_t)o.bootstrap_seed;
     try {
-        Checkpoint ck = cli_read_checkpoint(ckpt_path, ATTN_NAME);
-        cli_print_learned_p(ck);
-        cli_override_p(ck, ckpt_path, o.p_text);
-        if (T_train == 0) T_train = ck.config.max_seq_len;
+        std::vector<Checkpoint> cks;
+        for (const std::string& path : ckpt_paths) cks.push_back(cli_read_eval_checkpoint(path, ATTN_NAME, o.p_text, o.rw_text));
+        for (size_t i = 1; i < cks.size(); i++) {
+            std::string mismatch = checkpoint_config_mismatch(ckpt_paths[i], cks[i].config, cks[0].config, false);
+            if (!mismatch.empty()) cli_fail("-e: the checkpoints are of different models: " + mismatch);
+        }
+        if (T_train == 0) T_train = cks[0].config.max_seq_len;
         std::vector<int> lengths;
         int64_t lcm = 1;  // N is a multiple of every length
-        for (long long m : multiples) {
+        for (long long m : o.multiples) {
             if (m * T_train > (1 << 24))
                 cli_fail("-l: " + std::to_string(m) + " x -t " + std::to_string(T_train) + " = " +
                          std::to_string(m * T_train) + " tokens exceeds the longest length scored, 16777216");
@@ -73,40 +165,126 @@ int main(int argc, char** argv) {
         }
         int longest = *std::max_element(lengths.begin(), lengths.end());
         if (max_tokens == 0) max_tokens = 16LL * longest;
-        FILE* csv = nullptr;  // opened before scoring, so that an unwritable -o fails at once
-        if (!csv_path.empty() && (csv = fopen((csv_path + ".tmp").c_str(), "w")) == nullptr)
-            cli_fail("-o " + csv_path + ": cannot write " + csv_path + ".tmp (" + strerror(errno) + ")");
-        std::vector<int> span = read_token_span(val_pattern, (size_t)max_tokens + 1, ck.config.vocab_size);
+        std::vector<TokenLosses> other;
+        int other_T = 0;
+        if (!o.vs_path.empty()) {
+            other = read_token_losses(o.vs_path, &other_T);
+            if (other[0].lengths != lengths || other_T != T_train)
+                cli_fail("-vs " + o.vs_path + ": scored at other lengths or another training length than these (" +
+                         std::to_string(other_T) + "); score both models with the same -t and -l");
+        }
+        // opened before scoring, so that an unwritable output fails at once
+        FILE* csv = open_output(csv_path, "-o");
+        FILE* buckets_csv = open_output(o.buckets_path, "-ob");
+        std::vector<int> span = read_token_span(val_pattern, (size_t)max_tokens + 1, cks[0].config.vocab_size);
         int64_t N = scored_token_count(lengths, (int64_t)span.size(), max_tokens);
         if (N == 0) {
             if (csv) fclose(csv), remove((csv_path + ".tmp").c_str());
+            if (buckets_csv) fclose(buckets_csv), remove((o.buckets_path + ".tmp").c_str());
             if ((long long)span.size() == max_tokens + 1)  // -n, not the shards, is the limit
                 cli_fail("-n " + std::to_string(max_tokens) + ": fewer tokens than the " + std::to_string(lcm) +
                          " the lengths need (a multiple of every length); raise -n to at least " + std::to_string(lcm));
             cli_fail("the shards '" + val_pattern + "' hold " + std::to_string(span.size()) + " tokens, fewer than the " +
                      std::to_string(lcm + 1) + " the lengths need (a multiple of every length, + 1)");
         }
+        if (!other.empty() && other[0].N != N)
+            cli_fail("-vs " + o.vs_path + ": " + std::to_string(other[0].N) + " tokens scored there, " +
+                     std::to_string(N) + " here; score both models on the same shards with the same -n");
 
-        GPT2Config config = ck.config;
-        config.max_seq_len = std::max(longest, config.max_seq_len);
-        Model model(config);
-        cli_select_precision(model, o.precision);
-        model.set_params(ck.params);
-        printf("checkpoint %s: %s, p %g, step %lld, %d layers, %d heads, %d channels\n", ckpt_path.c_str(),
-               attn_kind_name(config.attn), config.p, (long long)ck.train.step, config.num_layers,
-               config.num_heads, config.channels);
         printf("scoring the same %lld tokens of %s at every length (training length %d)\n", (long long)N,
                val_pattern.c_str(), T_train);
-        std::vector<LengthLoss> result = loss_vs_length(model, span, N, lengths, tokens_per_forward);
-        printf("%8s %8s %10s %10s\n", "length", "x train", "val loss", "tokens");
-        for (const LengthLoss& r : result)
-            printf("%8d %8.3g %10.4f %10lld\n", r.length, (double)r.length / T_train, r.loss, (long long)r.tokens);
+        std::vector<TokenLosses> runs;
+        std::vector<std::vector<LengthStats>> stats;
+        for (size_t c = 0; c < cks.size(); c++) {
+            GPT2Config config = cks[c].config;
+            config.max_seq_len = std::max(longest, config.max_seq_len);
+            Model model(config);
+            cli_select_precision(model, o.precision);
+            model.set_params(cks[c].params);
+            printf("checkpoint %s: %s, p %g, step %lld, %d layers, %d heads, %d channels, vocabulary %d\n",
+                   ckpt_paths[c].c_str(), attn_kind_name(config.attn), config.p, (long long)cks[c].train.step,
+                   config.num_layers, config.num_heads, config.channels, config.vocab_size);
+            runs.push_back(score_tokens(model, span, N, lengths, o.tokens_per_forward));
+            stats.push_back(length_stats(runs.back(), T_train, seed));
+            print_stats(stats.back(), T_train);
+        }
+        // across the checkpoints: mean and 95% t-interval of each statistic
+        std::vector<Interval> loss_s(lengths.size()), beyond_s(lengths.size()), paired_s(lengths.size());
+        for (size_t k = 0; k < lengths.size(); k++) {
+            std::vector<double> l, b, d;
+            for (const auto& s : stats) l.push_back(s[k].loss), b.push_back(s[k].beyond.mean), d.push_back(s[k].paired.mean);
+            loss_s[k] = across_seeds(l);
+            beyond_s[k] = across_seeds(b);
+            paired_s[k] = across_seeds(d);
+        }
+        if (cks.size() > 1) {
+            printf("across the %zu checkpoints (mean, 95%% t-interval over checkpoints):\n%8s %7s %9s %22s %10s %22s %9s "
+                   "%22s\n", cks.size(), "length", "x train", "val loss", "95% CI", "beyond-T", "95% CI", "vs 1x", "95% CI");
+            for (size_t k = 0; k < lengths.size(); k++)
+                printf("%8d %7.3g %9.4f %22s %10s %22s %9s %22s\n", lengths[k], (double)lengths[k] / T_train,
+                       loss_s[k].mean, interval_text(loss_s[k]).c_str(), value_text(beyond_s[k].mean).c_str(),
+                       interval_text(beyond_s[k]).c_str(), value_text(paired_s[k].mean, true).c_str(),
+                       interval_text(paired_s[k]).c_str());
+        }
+        print_buckets(stats);
+        // against another model's token losses
+        std::vector<PairedLength> vs;
+        std::vector<Interval> vs_seeds(lengths.size()), vs_seeds_beyond(lengths.size());
+        if (!other.empty()) {
+            vs = paired_difference(runs, other, T_train, seed);
+            bool seed_pairs = other.size() == runs.size() && runs.size() > 1;
+            for (size_t k = 0; seed_pairs && k < lengths.size(); k++) {
+                std::vector<double> d, db;
+                for (size_t c = 0; c < runs.size(); c++) {
+                    std::vector<PairedLength> one = paired_difference({runs[c]}, {other[c]}, T_train, seed);
+                    d.push_back(one[k].all.mean);
+                    db.push_back(one[k].beyond.mean);
+                }
+                vs_seeds[k] = across_seeds(d);
+                vs_seeds_beyond[k] = across_seeds(db);
+            }
+            printf("paired difference against %s (%zu checkpoint%s): this model's loss minus that one's, token by token\n"
+                   "(each model's mean over its checkpoints; 95%% intervals by block bootstrap over windows%s):\n",
+                   o.vs_path.c_str(), other.size(), other.size() > 1 ? "s" : "",
+                   seed_pairs ? ", and a t-interval over the checkpoint pairs" : "");
+            printf("%8s %7s %9s %22s %10s %22s%s\n", "length", "x train", "all", "95% CI", "beyond-T", "95% CI",
+                   seed_pairs ? "   over pairs (all / beyond-T)" : "");
+            for (size_t k = 0; k < lengths.size(); k++) {
+                printf("%8d %7.3g %+9.4f %22s %10s %22s", lengths[k], (double)lengths[k] / T_train, vs[k].all.mean,
+                       interval_text(vs[k].all).c_str(), value_text(vs[k].beyond.mean, true).c_str(),
+                       interval_text(vs[k].beyond).c_str());
+                if (seed_pairs)
+                    printf("   %s / %s", interval_text(vs_seeds[k]).c_str(), interval_text(vs_seeds_beyond[k]).c_str());
+                printf("\n");
+            }
+        }
         if (csv) {
-            fprintf(csv, "length,loss,tokens\n");
-            for (const LengthLoss& r : result) fprintf(csv, "%d,%.6f,%lld\n", r.length, r.loss, (long long)r.tokens);
-            if (fclose(csv) != 0 || rename((csv_path + ".tmp").c_str(), csv_path.c_str()) != 0)
-                cli_fail("writing " + csv_path + " failed (" + strerror(errno) + ")");
-            printf("wrote %s\n", csv_path.c_str());
+            fprintf(csv, "length,loss,tokens,checkpoints,loss_lo,loss_hi,beyond_loss,beyond_lo,beyond_hi,beyond_tokens,"
+                         "paired_1x,paired_1x_lo,paired_1x_hi,interval,vs_all,vs_all_lo,vs_all_hi,vs_beyond,vs_beyond_lo,"
+                         "vs_beyond_hi\n");
+            bool one = cks.size() == 1;
+            for (size_t k = 0; k < lengths.size(); k++) {
+                const LengthStats& s0 = stats[0][k];
+                Interval b = one ? s0.beyond : beyond_s[k], d = one ? s0.paired : paired_s[k];
+                PairedLength v = vs.empty() ? PairedLength{lengths[k], {}, {}} : vs[k];
+                fprintf(csv, "%d,%.6f,%lld,%zu,%.6f,%.6f,%.6f,%.6f,%.6f,%lld,%.6f,%.6f,%.6f,%s,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n",
+                        lengths[k], loss_s[k].mean, (long long)N, cks.size(), loss_s[k].lo, loss_s[k].hi, b.mean, b.lo,
+                        b.hi, (long long)s0.beyond_tokens, d.mean, d.lo, d.hi, one ? "bootstrap" : "seeds", v.all.mean,
+                        v.all.lo, v.all.hi, v.beyond.mean, v.beyond.lo, v.beyond.hi);
+            }
+            close_output(csv, csv_path);
+        }
+        if (buckets_csv) {
+            fprintf(buckets_csv, "checkpoint,length,bucket_lo,bucket_hi,loss,tokens\n");
+            for (size_t c = 0; c < stats.size(); c++)
+                for (const LengthStats& s : stats[c])
+                    for (const BucketLoss& b : s.buckets)
+                        fprintf(buckets_csv, "%zu,%d,%d,%d,%.6f,%lld\n", c, s.length, b.lo, b.hi, b.loss, (long long)b.tokens);
+            close_output(buckets_csv, o.buckets_path);
+        }
+        if (!o.tokens_path.empty()) {
+            write_token_losses(o.tokens_path, runs, T_train);
+            printf("wrote %s\n", o.tokens_path.c_str());
         }
     } catch (const std::exception& e) {
         cli_fail(e.what());

@@ -18,7 +18,7 @@
 
 // The command line: one line per flag (runtime/cli.h's CliTable makes the parser and -h from it).
 struct McOptions {
-    std::string ckpt_path, file_path, csv_path, p_text;
+    std::string ckpt_path, file_path, csv_path, p_text, rw_text;
     std::string precision = CLI_DEFAULT_PRECISION;
     int max_examples = 0;
 };
@@ -34,6 +34,7 @@ static CliTable mc_flags(McOptions& o) {
     t.text("-e", &o.ckpt_path, "<path>", "checkpoint (required)")
      .text("-p", &o.p_text, "<float>", "re-weighting power to evaluate at instead of the checkpoint's (>= 1; variants "
            "with re-weighting only)")
+     .text("-rw", &o.rw_text, "<p>", CLI_REWEIGHT_HELP)
      .choice("-pr", &o.precision, {"fp32", "bf16", "auto"}, CLI_PRECISION_HELP)
      .text("-f", &o.file_path, "<path>", "eval file in llm.c's format, e.g. data/mc/hellaswag_val.bin (required; "
            "scripts/prepare_mc.py TASK writes them)")
@@ -85,9 +86,7 @@ int main(int argc, char** argv) {
     const std::string &ckpt_path = o.ckpt_path, &file_path = o.file_path, &csv_path = o.csv_path;
     const int max_examples = o.max_examples;
     try {
-        Checkpoint ck = cli_read_checkpoint(ckpt_path, ATTN_NAME);
-        cli_print_learned_p(ck);
-        cli_override_p(ck, ckpt_path, o.p_text);
+        Checkpoint ck = cli_read_eval_checkpoint(ckpt_path, ATTN_NAME, o.p_text, o.rw_text);
         const GPT2Config& config = ck.config;
         McFile file = mc_read(file_path, config.vocab_size, config.max_seq_len);
         int total = (int)file.examples.size();

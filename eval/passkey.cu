@@ -18,7 +18,7 @@
 
 // The command line: one line per flag (runtime/cli.h's CliTable makes the parser and -h from it).
 struct PasskeyOptions {
-    std::string ckpt_path, csv_path, trials_path, p_text;
+    std::string ckpt_path, csv_path, trials_path, p_text, rw_text;
     std::string precision = CLI_DEFAULT_PRECISION;
     std::vector<long long> lengths = {1024, 1536, 2048, 4096, 8192};
     int trials = 100;
@@ -34,6 +34,7 @@ static CliTable passkey_flags(PasskeyOptions& o) {
     t.text("-e", &o.ckpt_path, "<path>", "checkpoint (required)")
      .text("-p", &o.p_text, "<float>", "re-weighting power to evaluate at instead of the checkpoint's (>= 1; variants "
            "with re-weighting only)")
+     .text("-rw", &o.rw_text, "<p>", CLI_REWEIGHT_HELP)
      .choice("-pr", &o.precision, {"fp32", "bf16", "auto"}, CLI_PRECISION_HELP)
      .int_list("-l", &o.lengths, 1, 1 << 24, 64, "1024,2048,4096", "prompt lengths in tokens, comma separated")
      .integer("-n", &o.trials, 1, 1000000, "trials per length")
@@ -90,18 +91,17 @@ int main(int argc, char** argv) {
     const uint64_t seed = o.seed;
     std::vector<int> lengths(o.lengths.begin(), o.lengths.end());
     try {
-        Checkpoint ck = cli_read_checkpoint(ckpt_path, ATTN_NAME);
-        cli_print_learned_p(ck);
-        cli_override_p(ck, ckpt_path, o.p_text);
-        if (ck.config.vocab_size != GPT2Tokenizer::VOCAB_SIZE)
-            cli_fail(ckpt_path + ": vocab_size is " + std::to_string(ck.config.vocab_size) +
-                 ", but the passkey prompt is GPT-2 BPE text: it needs a model trained on GPT-2 tokens (vocab_size " +
-                 std::to_string(GPT2Tokenizer::VOCAB_SIZE) + ")");
-
-        // the tokenizer's own message names the missing file and scripts/install_gpt2_vocab.sh
-        GPT2Tokenizer tok;
-        tok.load(GPT2Tokenizer::default_dir());
-        PasskeyParts parts = passkey_parts(tok);
+        Checkpoint ck = cli_read_eval_checkpoint(ckpt_path, ATTN_NAME, o.p_text, o.rw_text);
+        // the prompt's text in the model's tokens: GPT-2 BPE (the tokenizer's own message names a missing
+        // file and scripts/install_gpt2_vocab.sh) or bytes; another vocabulary is refused
+        TextCodec codec;
+        try {
+            codec = TextCodec::for_vocab(ck.config.vocab_size);
+        } catch (const std::invalid_argument& e) {
+            cli_fail(ckpt_path + ": " + e.what() + ", so it has no passkey prompt");
+        }
+        PasskeyParts parts = passkey_parts(codec);
+        printf("prompt text as %s\n", codec.name());
         int min_len = passkey_min_length(parts);
         for (int L : lengths)
             if (L < min_len)

@@ -35,7 +35,7 @@
 #include <string>
 #include <vector>
 
-#include "dataloader/tokenizer.h"
+#include "dataloader/text_codec.h"
 #include "model/rand.h"
 
 constexpr int PASSKEY_MIN_KEY = 10000, PASSKEY_MAX_KEY = 99999;
@@ -57,28 +57,29 @@ inline std::string passkey_answer_text(int key) { return " " + std::to_string(ke
 
 // The key-independent parts, encoded once.
 struct PasskeyParts {
-    const GPT2Tokenizer* tok = nullptr;
+    TextCodec codec;  // GPT-2 BPE or bytes: the model's vocabulary
     std::vector<int> instruction, filler, question;
     int max_needle_answer = 0;  // the most tokens needle + answer take over all 5-digit keys
 };
 
-inline PasskeyParts passkey_parts(const GPT2Tokenizer& tok) {
+inline PasskeyParts passkey_parts(const TextCodec& codec) {
     PasskeyParts p;
-    p.tok = &tok;
-    tok.encode(passkey_instruction_text(), p.instruction, nullptr);
-    tok.encode(passkey_filler_text(), p.filler, nullptr);
-    tok.encode(passkey_question_text(), p.question, nullptr);
+    p.codec = codec;
+    codec.encode(passkey_instruction_text(), p.instruction);
+    codec.encode(passkey_filler_text(), p.filler);
+    codec.encode(passkey_question_text(), p.question);
     // the key's digits split into a key-dependent number of tokens, three times over (twice in
     // the needle, once as the answer): the shortest usable length is set by the longest
     BpeCache cache;
     std::vector<int> ids;
     for (int key = PASSKEY_MIN_KEY; key <= PASSKEY_MAX_KEY; key++) {
         ids.clear();
-        tok.encode(passkey_needle_text(key) + passkey_answer_text(key), ids, &cache);
+        codec.encode(passkey_needle_text(key) + passkey_answer_text(key), ids, &cache);
         p.max_needle_answer = std::max(p.max_needle_answer, (int)ids.size());
     }
     return p;
 }
+inline PasskeyParts passkey_parts(const GPT2Tokenizer& tok) { return passkey_parts(TextCodec::bpe(tok)); }
 
 // The smallest L that holds instruction + needle + question + answer for every key (no filler).
 inline int passkey_min_length(const PasskeyParts& p) {
@@ -105,8 +106,8 @@ inline PasskeyPrompt passkey_prompt(const PasskeyParts& p, int key, double depth
     PasskeyPrompt r;
     r.key = key;
     std::vector<int> needle;
-    p.tok->encode(passkey_needle_text(key), needle, nullptr);
-    p.tok->encode(passkey_answer_text(key), r.answer, nullptr);
+    p.codec.encode(passkey_needle_text(key), needle);
+    p.codec.encode(passkey_answer_text(key), r.answer);
     int fixed = (int)(p.instruction.size() + needle.size() + p.question.size() + r.answer.size());
     if (fixed > L)
         throw std::invalid_argument("length " + std::to_string(L) + " is too short for the passkey prompt: "
@@ -142,7 +143,8 @@ auto passkey_logits_from(Model& model, size_t row, int) -> decltype(model.set_lo
 template <class Model>
 void passkey_logits_from(Model&, size_t, long) {}
 
-// One forward pass over prompt + answer at (1, T) (EOT after them) and the greedy prediction at
+// One forward pass over prompt + answer at (1, T) (padded after them with EOT, or the last token
+// of a smaller vocabulary: positions after the answer are never read) and the greedy prediction at
 // every answer position: predicted[i] is the argmax after prompt + answer[0, i). Returns whether
 // predicted == answer, i.e. whether greedy decoding would reproduce the answer.
 template <class Model>
@@ -152,7 +154,7 @@ bool passkey_greedy_match(Model& model, const std::vector<int>& prompt, const st
     if (prompt.empty() || answer.empty() || n > T)
         throw std::invalid_argument("passkey_greedy_match: prompt " + std::to_string(prompt.size()) + " + answer " +
                                     std::to_string(answer.size()) + " tokens do not fit T = " + std::to_string(T));
-    std::vector<int> inputs(T, GPT2Tokenizer::EOT);  // (1, T)
+    std::vector<int> inputs(T, std::min(GPT2Tokenizer::EOT, model.config.vocab_size - 1));  // (1, T)
     std::copy(prompt.begin(), prompt.end(), inputs.begin());
     std::copy(answer.begin(), answer.end(), inputs.begin() + prompt.size());
     passkey_logits_from(model, prompt.size() - 1, 0);  // only the answer positions are read

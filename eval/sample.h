@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "dataloader/tokenizer.h"
+#include "dataloader/text_codec.h"
 #include "model/rand.h"
 
 // The next token from logits (only the first V of them are real tokens).
@@ -62,19 +62,19 @@ void generate(Model& model, std::vector<int>& tokens, int n_new, int B, int T, i
     }
 }
 
-// "---- sample at step N", the prompt and n_new sampled tokens decoded (their ids where there is no
-// tokenizer), "----". The context starts with eot, then the prompt's tokens; eot also fills the
+// "---- sample at step N", the prompt and n_new sampled tokens as text (GPT-2 BPE or bytes: their
+// ids where there is no codec), "----". The context starts with eot, then the prompt's tokens; eot also fills the
 // unused positions.
 template <class Model>
-void print_sample(Model& model, const GPT2Tokenizer* tokenizer, const std::string& prompt, int eot, int step,
-                  int n_new, int B, int T, int top_k, float temperature, Rng& rng) {
+void print_sample(Model& model, const TextCodec* codec, const std::string& prompt, int eot, int step, int n_new, int B,
+                  int T, int top_k, float temperature, Rng& rng) {
     std::vector<int> tokens = {eot};
-    if (!prompt.empty()) tokenizer->encode(prompt, tokens, nullptr);
+    if (!prompt.empty()) codec->encode(prompt, tokens);
     size_t prompt_len = tokens.size();
     generate(model, tokens, n_new, B, T, top_k, temperature, rng, eot);
     printf("---- sample at step %d\n", step);
-    if (tokenizer != nullptr) {
-        printf("%s%s\n", prompt.c_str(), tokenizer->decode(tokens.data() + prompt_len, tokens.size() - prompt_len).c_str());
+    if (codec != nullptr) {
+        printf("%s%s\n", prompt.c_str(), codec->decode(tokens.data() + prompt_len, tokens.size() - prompt_len).c_str());
     } else {
         for (size_t i = prompt_len; i < tokens.size(); i++) printf("%d ", tokens[i]);
         printf("\n");

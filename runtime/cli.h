@@ -417,3 +417,71 @@ inline void cli_print_learned_p(const Checkpoint& ck) {
     }
 }
 
+
+// ----------------------------------------------------------------------------
+// Re-weighting at evaluation (doc/attention.md, section 'Re-weighting at evaluation'): a checkpoint
+// trained without re-weighting evaluated by the re-weighting variant with the same parameters
+// (the same score, phi and normalisation: lssa -> lssar, softmax -> softmax_rw) at power p, the
+// paper's fine-tuning-free use of the re-weighting. The evaluation tools' -rw <p>.
+constexpr const char* CLI_REWEIGHT_HELP =
+    "re-weighting at evaluation: the checkpoint was trained without re-weighting (lssa for an lssar build, softmax "
+    "for softmax_rw) and is evaluated with it at this power (>= 1) (default: off)";
+
+// The variant without re-weighting whose parameters `kind` shares (ATTN_NUM_KINDS: none).
+inline AttnKind attn_without_reweighting(AttnKind kind) {
+    AttnVariant v = attn_variant(kind);
+    for (const AttnVariant& w : ATTN_VARIANT_TABLE)
+        if (!w.reweight && w.score == v.score && w.phi == v.phi && w.norm == v.norm) return w.kind;
+    return ATTN_NUM_KINDS;
+}
+
+// "lssa -> lssar, softmax -> softmax_rw": every pair re-weighting at evaluation is defined for
+inline std::string attn_reweighting_pairs() {
+    std::string s;
+    for (const AttnVariant& v : ATTN_VARIANT_TABLE) {
+        AttnKind base = v.reweight ? attn_without_reweighting(v.kind) : ATTN_NUM_KINDS;
+        if (base != ATTN_NUM_KINDS) s += (s.empty() ? "" : ", ") + std::string(attn_kind_name(base)) + " -> " + v.name;
+    }
+    return s;
+}
+
+// The checkpoint an evaluation tool built for attn_name evaluates: its own variant's (at -p p_text
+// if given), or, with -rw rw_text, one of the variant without re-weighting with the same parameters,
+// evaluated as attn_name at p = rw_text. Prints the learned p and what is evaluated; refuses, naming
+// the reason, where re-weighting at evaluation is not defined.
+inline Checkpoint cli_read_eval_checkpoint(const std::string& path, const char* attn_name, const std::string& p_text,
+                                           const std::string& rw_text) {
+    if (rw_text.empty()) {
+        Checkpoint ck = cli_read_checkpoint(path, attn_name);
+        cli_print_learned_p(ck);
+        cli_override_p(ck, path, p_text);
+        return ck;
+    }
+    AttnKind built = ATTN_NUM_KINDS;
+    attn_kind_from_name(attn_name, &built);
+    if (!p_text.empty()) cli_fail("-rw " + rw_text + " and -p " + p_text + ": -rw gives the power; leave -p out");
+    if (!attn_reweights(built))
+        cli_fail("-rw " + rw_text + ": this program is built for " + attn_name +
+                 ", which has no re-weighting; re-weighting at evaluation runs on the build of the re-weighting "
+                 "variant (" + attn_reweighting_pairs() + ")");
+    AttnKind base = attn_without_reweighting(built);
+    if (base == ATTN_NUM_KINDS)
+        cli_fail("-rw " + rw_text + ": no variant without re-weighting has " + attn_name +
+                 "'s score, phi and normalisation, so its parameters are no other variant's and re-weighting at "
+                 "evaluation is not defined for it (it is for " + attn_reweighting_pairs() + ")");
+    double p;
+    std::string err = cli_p_override_error(built, path, rw_text, &p);
+    if (!err.empty()) cli_fail("-rw" + err.substr(2));
+    Checkpoint ck;
+    checkpoint_read(path, ck);
+    if (ck.config.attn != base)
+        cli_fail("-rw " + rw_text + ": checkpoint " + path + " is " + attn_kind_name(ck.config.attn) + "; -rw evaluates a " +
+                 attn_kind_name(base) + " checkpoint (trained without re-weighting) as " + attn_name +
+                 (ck.config.attn == built ? std::string(" (for this one, leave -rw out; -p sets its power)") : ""));
+    ck = cli_read_checkpoint(path, attn_kind_name(base));  // every other field checked as usual
+    ck.config.attn = built;
+    ck.config.p = (float)p;
+    printf("re-weighting at evaluation: checkpoint %s (%s, trained without re-weighting) evaluated as %s at p %g\n",
+           path.c_str(), attn_kind_name(base), attn_name, p);
+    return ck;
+}
