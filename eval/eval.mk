@@ -81,3 +81,10 @@ $(BUILD)/test_reweight_eval: test/test_reweight_eval.cpp $(DOCTEST_MAIN) $(TRAIN
                              $(BUILD)/passkey_cpu_lssar $(BUILD)/mc_eval_cpu_lssar $(BUILD)/attention_maps_cpu_lssar | $(BUILD)
 	$(CXX_HOST) $< $(DOCTEST_MAIN) $(TRAINER_OBJS) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
 TESTS += $(BUILD)/test_reweight_eval
+
+# the comparisons' statistics (eval/stats_tests.py against SciPy) and the report tools using them
+$(BUILD)/test_stats_tools: test/test_stats_tools.py eval/stats_tests.py eval/compare_mc.py eval/passkey_report.py \
+                           eval/extrapolation_report.py eval/plot_positions.py | $(BUILD)
+	printf '#!/bin/sh\nexec /usr/bin/python3 test/test_stats_tools.py\n' > $@
+	chmod +x $@
+TESTS += $(BUILD)/test_stats_tools

@@ -261,16 +261,18 @@ int main(int argc, char** argv) {
         if (csv) {
             fprintf(csv, "length,loss,tokens,checkpoints,loss_lo,loss_hi,beyond_loss,beyond_lo,beyond_hi,beyond_tokens,"
                          "paired_1x,paired_1x_lo,paired_1x_hi,interval,vs_all,vs_all_lo,vs_all_hi,vs_beyond,vs_beyond_lo,"
-                         "vs_beyond_hi\n");
+                         "vs_beyond_hi,vs_pairs_lo,vs_pairs_hi,vs_beyond_pairs_lo,vs_beyond_pairs_hi\n");
             bool one = cks.size() == 1;
             for (size_t k = 0; k < lengths.size(); k++) {
                 const LengthStats& s0 = stats[0][k];
                 Interval b = one ? s0.beyond : beyond_s[k], d = one ? s0.paired : paired_s[k];
                 PairedLength v = vs.empty() ? PairedLength{lengths[k], {}, {}} : vs[k];
-                fprintf(csv, "%d,%.6f,%lld,%zu,%.6f,%.6f,%.6f,%.6f,%.6f,%lld,%.6f,%.6f,%.6f,%s,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n",
+                fprintf(csv, "%d,%.6f,%lld,%zu,%.6f,%.6f,%.6f,%.6f,%.6f,%lld,%.6f,%.6f,%.6f,%s,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,"
+                             "%.6f,%.6f,%.6f,%.6f\n",
                         lengths[k], loss_s[k].mean, (long long)N, cks.size(), loss_s[k].lo, loss_s[k].hi, b.mean, b.lo,
                         b.hi, (long long)s0.beyond_tokens, d.mean, d.lo, d.hi, one ? "bootstrap" : "seeds", v.all.mean,
-                        v.all.lo, v.all.hi, v.beyond.mean, v.beyond.lo, v.beyond.hi);
+                        v.all.lo, v.all.hi, v.beyond.mean, v.beyond.lo, v.beyond.hi, vs_seeds[k].lo, vs_seeds[k].hi,
+                        vs_seeds_beyond[k].lo, vs_seeds_beyond[k].hi);
             }
             close_output(csv, csv_path);
         }

@@ -3,12 +3,17 @@ Passkey retrieval of several models from their per-trial CSVs (build/passkey_cpu
 length,trial,key,depth,distance,correct): a table of accuracy per length and model with its
 binomial 95% interval (Clopper-Pearson, exact), the accuracy of needles within and beyond the
 training length's distance of the question, a PNG of accuracy against length, and a PNG heatmap
-of accuracy per length and needle depth for each model.
+of accuracy per length and needle depth for each model. With --baseline, every other model against
+that one, Fisher's exact test (two-sided) at each length, and at each length over the trials
+whose needle lies within the training length of the question (the distance-stratified table): a
+difference is a claim only where p is small; small counts stay small counts.
 
     /usr/bin/python3 eval/passkey_report.py softmax=out/softmax/passkey_trials.csv \
-        "lssar p=15"=out/lssar/passkey_trials.csv --train-len 128 -o acc.png --heatmap depth.png
+        "lssar p=15"=out/lssar/passkey_trials.csv --train-len 128 -o acc.png --heatmap depth.png --baseline softmax
 """
 import argparse
+import os
+import sys
 
 import matplotlib
 
@@ -17,7 +22,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from scipy.stats import beta  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from plot_common import finish_length_axes, lengths_of, read_runs  # noqa: E402
+from stats_tests import fisher_exact  # noqa: E402
 
 COLUMNS = ["length", "trial", "key", "depth", "distance", "correct"]
 DEPTH_BINS = 4  # quarters of depth, as build/passkey_cpu_<attn>'s table
@@ -65,6 +72,33 @@ def print_distance(runs, train_len):
         far = [r[5] for r in rows if r[4] > train_len]
         part = [f"{100 * sum(v) / len(v):5.1f}% of {len(v):>4}" if v else "   -        " for v in (near, far)]
         print(f"{label:>14}: {part[0]} | {part[1]}")
+
+
+def counts(rows, length, near=None):
+    """(correct, trials) at length; near: only the trials whose needle is within near tokens of the question."""
+    v = [r[5] for r in rows if r[0] == length and (near is None or r[4] <= near)]
+    return sum(v), len(v)
+
+
+def print_fisher(runs, lengths, baseline, train_len):
+    """Each model against the baseline: Fisher's exact test at each length, all trials and (with
+    --train-len) the trials whose needle is within the training length of the question."""
+    base = dict(runs).get(baseline)
+    if base is None:
+        raise SystemExit(f"error: --baseline {baseline}: no model of that label (labels: {', '.join(l for l, _ in runs)})")
+    tables = [("all trials", None)] + ([(f"needle within {train_len} tokens of the question", train_len)] if train_len else [])
+    for title, near in tables:
+        print(f"against {baseline}, Fisher's exact test (two-sided), {title}: correct/trials, p")
+        print(f"{'length':>7} {baseline:>12}" + "".join(f" {label:>26}" for label, _ in runs if label != baseline))
+        for L in lengths:
+            kb, nb = counts(base, L, near)
+            line = f"{L:>7} {f'{kb}/{nb}':>12}"
+            for label, rows in runs:
+                if label == baseline:
+                    continue
+                k, n = counts(rows, L, near)
+                line += f" {f'{k}/{n}':>10} p = {fisher_exact(k, n, kb, nb):<9.3g}" if n and nb else f" {'-':>26}"
+            print(line)
 
 
 def plot_accuracy(runs, lengths, train_len, title, out):
@@ -115,11 +149,14 @@ def main():
     ap.add_argument("--heatmap", help="PNG of accuracy per length and depth, one panel per model")
     ap.add_argument("--train-len", type=int, default=0, help="training length, marked on the plot")
     ap.add_argument("--title", default="Passkey retrieval")
+    ap.add_argument("--baseline", help="label of the model the others are tested against (Fisher's exact test)")
     args = ap.parse_args()
     runs = read_runs(args.runs, COLUMNS, "build/passkey_cpu_<attn> -ot")
     lengths = lengths_of(runs)
     print_table(runs, lengths)
     print_distance(runs, args.train_len)
+    if args.baseline:
+        print_fisher(runs, lengths, args.baseline, args.train_len)
     plot_accuracy(runs, lengths, args.train_len, args.title, args.out)
     if args.heatmap:
         plot_heatmaps(runs, lengths, args.title, args.heatmap)

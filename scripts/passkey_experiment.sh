@@ -106,7 +106,9 @@ for spec in $RUNS; do
     curves+=("$label=$OUT/$name/log.jsonl")
 done
 [ ${#specs[@]} -gt 0 ] || { echo "no run finished" >&2; exit 1; }
-/usr/bin/python3 eval/passkey_report.py "${specs[@]}" --train-len "$T" \
+baseline=()
+[[ " ${specs[*]}" == *" softmax="* ]] && baseline=(--baseline softmax)
+/usr/bin/python3 eval/passkey_report.py "${specs[@]}" --train-len "$T" "${baseline[@]}" \
     --title "passkey mix f=$FRACTION pm=$PROMPTS, $MODEL, T $T, $STEPS steps" \
     -o "$OUT/passkey_accuracy.png" --heatmap "$OUT/passkey_depth.png" | tee "$OUT/passkey_table.txt"
 /usr/bin/python3 eval/plot_training.py "${curves[@]}" --title "passkey mix, $MODEL, T $T" -o "$OUT/training_curves.png"
