@@ -11,7 +11,7 @@ baseline model's token losses), as Markdown:
      the block bootstrap over windows (seed-averaged losses) and the t-interval over seed pairs.
 
     /usr/bin/python3 eval/extrapolation_report.py --train-len 64 --baseline softmax \
-        softmax=out/x/softmax.csv lssar=out/x/lssar.csv ... [-o out/x/results.md]
+        softmax=out/x/softmax.csv lssar=out/x/lssar.csv ... [-o RESULTS]
 """
 import argparse
 import csv
@@ -59,7 +59,7 @@ def main():
     ap.add_argument("models", nargs="+", help="LABEL=CSV, one per model")
     ap.add_argument("--train-len", type=int, required=True)
     ap.add_argument("--baseline", help="the label whose token losses the others' -vs columns were paired against")
-    ap.add_argument("-o", "--out", help="also write the tables to this Markdown file")
+    ap.add_argument("-o", "--out", help="also write the tables (Markdown) to this file")
     args = ap.parse_args()
 
     models = [read_model(s) for s in args.models]

@@ -13,7 +13,7 @@
 # Settings: SEEDS (3), STEPS (1200), MODEL (d4c128h2v256), B (32), LR (2e-3), EVAL_TOKENS (32768),
 # PRECISION (the trainer's and the tools' -pr, default auto), JOBS (2 runs at a time, 1 thread each).
 # Writes OUT (out/extrapolation_<corpus>[_quick]): <model>_s<seed>/ (log.jsonl, train.out, checkpoint),
-# <model>.csv, <model>_buckets.csv, <model>_tokens.bin, <model>.out (the tool's output), results.md,
+# <model>.csv, <model>_buckets.csv, <model>_tokens.bin, <model>.out (the tool's output), results.txt,
 # positions.png. Running it again reuses finished runs and evaluations.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -99,8 +99,8 @@ done
     echo "$CORPUS bytes, $MODEL, T $T, B $B, $STEPS steps ($((STEPS * B * T)) tokens per model), lr $LR cosine to 10%,"
     echo "warmup $((STEPS / 20)), p warmup $P_WARMUP steps, seeds $SEED_LIST, -pr $PRECISION; $EVAL_TOKENS validation bytes scored at every length."
     echo
-} >"$OUT/results.md"
-/usr/bin/python3 eval/extrapolation_report.py --train-len $T --baseline softmax "${specs[@]}" | tee -a "$OUT/results.md"
+} >"$OUT/results.txt"
+/usr/bin/python3 eval/extrapolation_report.py --train-len $T --baseline softmax "${specs[@]}" | tee -a "$OUT/results.txt"
 /usr/bin/python3 eval/plot_positions.py "${buckets[@]}" --train-len $T -o "$OUT/positions.png" \
     --title "$CORPUS bytes, trained at $T: loss against position (mean over $SEEDS seed(s))"
-echo "== done in $(( ($(date +%s) - start_s) / 60 )) minutes (load: $(cut -d' ' -f1-3 /proc/loadavg)); $OUT/results.md, $OUT/positions.png"
+echo "== done in $(( ($(date +%s) - start_s) / 60 )) minutes (load: $(cut -d' ' -f1-3 /proc/loadavg)); $OUT/results.txt, $OUT/positions.png"

@@ -379,7 +379,7 @@ TEST_CASE("the tool refuses other variants, bad indices, text without GPT-2 voca
         {" -e " + ckpt + j + " -layer 2", "-layer 2: the checkpoint has 2 layers"},
         {" -e " + ckpt + j + " -head 7", "-head 7: the checkpoint has 2 heads"},
         {" -e " + ckpt + j + " -layer x", "-layer x: expected an integer"},
-        {" -e " + ckpt + " -text 'hello'", "vocab_size is 512"},
+        {" -e " + ckpt + " -text 'hello'", "a vocabulary of 512 tokens is neither bytes (256) nor GPT-2 BPE"},
         {" -e " + ckpt + " -text 'hello'" + j, "give one of them"},
         {" -e " + ckpt + j + " -p 0.5", "-p 0.5: the re-weighting power must be >= 1"},
         {" -e " + ckpt + j + " -p x", "-p x: expected a number"},

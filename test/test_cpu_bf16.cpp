@@ -492,5 +492,5 @@ TEST_CASE("trainer: -pr bf16 trains, resumes bit for bit (-xi, -y 1); without bf
     CHECK(loss_records(f32.path + "/log.jsonl") != la);
     Result bad = run(tiny_run(data.path, f32.path, "-pr fp16"));
     CHECK(bad.code != 0);
-    CHECK(bad.output.find("-pr fp16: precision must be fp32, bf16 or auto") != std::string::npos);
+    CHECK(bad.output.find("-pr fp16: expected fp32, bf16 or auto") != std::string::npos);
 }

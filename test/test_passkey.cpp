@@ -374,8 +374,8 @@ TEST_CASE("the tool refuses other vocabularies, other attention, short lengths, 
     std::string small_vocab = write_checkpoint(dir.path, "v512.bin", small_config(ATTN_LSSAR, 512, 512), 1);
     Result r = run(std::string(TOOL) + " -e " + small_vocab + " -l 256 -n 1");
     CHECK(r.code != 0);
-    CHECK(r.output.find("vocab_size is 512") != std::string::npos);
-    CHECK(r.output.find("50257") != std::string::npos);
+    CHECK(r.output.find("a vocabulary of 512 tokens is neither bytes (256) nor GPT-2 BPE (50257)") != std::string::npos);
+    CHECK(r.output.find("so it has no passkey prompt") != std::string::npos);
 
     std::string softmax = write_checkpoint(dir.path, "softmax.bin", small_config(ATTN_SOFTMAX), 1);
     r = run(std::string(TOOL) + " -e " + softmax + " -l 256 -n 1");

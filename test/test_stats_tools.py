@@ -147,13 +147,13 @@ write_lvl(f"{tmp}/ls.csv", [dict(length=64, loss=1.52, checkpoints=3, interval="
                                  vs_beyond_lo=-0.4, vs_beyond_hi=-0.3, vs_beyond_pairs_lo=-0.5,
                                  vs_beyond_pairs_hi=-0.2)])
 code, out = run(os.path.join(EVAL, "extrapolation_report.py"), "--train-len", "64", "--baseline", "sm",
-                f"sm={tmp}/sm.csv", f"ls={tmp}/ls.csv", "-o", f"{tmp}/r.md")
+                f"sm={tmp}/sm.csv", f"ls={tmp}/ls.csv", "-o", f"{tmp}/r.txt")
 check(code == 0, "extrapolation_report.py runs")
 check("| sm | 1.5000 [1.4000, 1.6000] | 1.9000 [1.8000, 2.0000] |" in out, "extrapolation_report.py: per-model row")
 check("| ls | +0.0200 [+0.0100, +0.0300] seeds [-0.0100, +0.0500] | -0.3400* [-0.4000, -0.3000] seeds "
       "[-0.5000, -0.2000] |" in out,
       "extrapolation_report.py: the paired row, * only where both intervals exclude 0")
-check(os.path.exists(f"{tmp}/r.md"), "extrapolation_report.py writes -o")
+check(os.path.exists(f"{tmp}/r.txt"), "extrapolation_report.py writes -o")
 code, out = run(os.path.join(EVAL, "extrapolation_report.py"), "--train-len", "64", f"sm={tmp}/a.csv")
 check(code != 0 and "not a CSV of loss_vs_length -o" in out, "extrapolation_report.py refuses another CSV")
 

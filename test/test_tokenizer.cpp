@@ -510,6 +510,26 @@ TEST_CASE("build/tokenize shard: <|endoftext|> before each document, every 3rd d
         CHECK(read_split(dir + "/a", "val", 7) == val);
         CHECK(read_shard_header(dir + "/a_train_000000.bin") == 7);  // full shards before the last
     }
+    SUBCASE("--bytes: every byte a token, byte 0 before each document, no tokenizer; a 0 byte in a document refused") {
+        std::vector<int> btrain, bval;
+        for (size_t d = 0; d < docs.size(); d++) {
+            std::vector<int>& split = (d % 3 == 2) ? bval : btrain;
+            split.push_back(0);
+            for (unsigned char c : docs[d]) split.push_back(c);
+        }
+        std::string cmd = tool + " shard --bytes --vocab /nonexistent -o " + dir + "/y --val 0.34 --shard-tokens 16";
+        for (auto& f : files) cmd += " " + f;
+        std::string out = run(cmd + " 2>&1");
+        CHECK_MESSAGE(out.find("5 documents") != std::string::npos, out);
+        CHECK(read_split(dir + "/y", "train", 16) == btrain);
+        CHECK(read_split(dir + "/y", "val", 16) == bval);
+        out = run(tool + " info --bytes " + dir + "/y_val_000000.bin 2>&1");
+        CHECK_MESSAGE(out.find("1 documents (byte 0), all ids < 256") != std::string::npos, out);
+        write_file(dir + "/nul.txt", std::string("ab\0cd", 5));
+        out = run("(" + tool + " shard --bytes -o " + dir + "/z --val 0 " + dir + "/nul.txt 2>&1; echo rc=$?)");
+        CHECK_MESSAGE(out.find("holds a 0 byte at offset 2") != std::string::npos, out);
+        CHECK(out.find("rc=0") == std::string::npos);
+    }
     SUBCASE("documents separated inside one file") {
         std::string all;
         for (size_t d = 0; d < docs.size(); d++) all += (d ? "\n@@@\n" : "") + docs[d];

@@ -607,7 +607,7 @@ TEST_CASE("loss versus length scores the same tokens at every length") {
     std::istringstream in(read_file(csv));
     std::string line;
     std::getline(in, line);
-    CHECK(line == "length,loss,tokens");
+    CHECK(line.rfind("length,loss,tokens,", 0) == 0);  // the columns plot_loss_vs_length.py reads come first
     // independently: each window its own forward (B = 1), losses summed in order
     Checkpoint ck;
     checkpoint_read(good.path, ck);
