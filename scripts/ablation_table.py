@@ -1,7 +1,9 @@
 """
 The attention ablation as one table and one PNG: each run's measured validation loss at 1x..16x
 its training length (CSVs of eval/loss_vs_length.cu) beside the paper's row for that variant
-(GPT-2 124M + RoPE on FineWeb, trained at 1K: its 1K/2K/4K/8K are the 1x/2x/4x/8x columns).
+(GPT-2 124M + RoPE on FineWeb, trained at 1K: its 1K/2K/4K/8K are the 1x/2x/4x/8x columns). Where a
+CSV holds several checkpoints (seeds), the loss is their mean and +- the half-width of its 95%
+t-interval over seeds; with one seed there is no interval, and no row is a claim against another.
 
     /usr/bin/python3 scripts/ablation_table.py softmax=out/a/softmax.csv lssar_p15=out/a/lssar_p15.csv \
         --train-len 64 -o out/a/ablations.png
@@ -9,6 +11,8 @@ its training length (CSVs of eval/loss_vs_length.cu) beside the paper's row for 
 A run's label names its variant as make's ATTN= does, with _p<P> for the re-weighted ones.
 """
 import argparse
+import csv
+import math
 import os
 import sys
 
@@ -50,18 +54,35 @@ def main():
     args = ap.parse_args()
 
     runs = read_runs(args.runs, ["length", "loss", "tokens"], "eval/loss_vs_length.cu")
+    spread = {}  # label: {length: half-width of the 95% interval over seeds}, seeds
+    for spec in args.runs:
+        label, _, path = spec.rpartition("=")
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+        seeds = int(rows[0].get("checkpoints", 1))
+        half = {int(r["length"]): (float(r["loss_hi"]) - float(r["loss_lo"])) / 2 for r in rows
+                if "loss_hi" in r and not math.isnan(float(r["loss_hi"]))}
+        spread[label] = (half, seeds)
     mults = [1, 2, 4, 8, 16]
-    print(f"{'run':<18}" + "".join(f" {f'{m}x':>7}" for m in mults) + "   | paper " +
+    width = 15 if any(h for h, _ in spread.values()) else 7
+    print(f"{'run':<18} {'seeds':>5}" + "".join(f" {f'{m}x':>{width}}" for m in mults) + "   | paper " +
           "".join(f" {k:>6}" for k in ("1K", "2K", "4K", "8K")))
     for label, rows in runs:
         loss = {r[0]: r[1] for r in rows}
-        measured = "".join(f" {loss[m * args.train_len]:>7.3f}" if m * args.train_len in loss else f" {'-':>7}"
-                           for m in mults)
+        half, seeds = spread[label]
+
+        def measured_cell(L):
+            if L not in loss:
+                return f" {'-':>{width}}"
+            text = f"{loss[L]:.3f}" + (f" +-{half[L]:.3f}" if L in half else "")
+            return f" {text:>{width}}"
+        measured = f" {seeds:>5}" + "".join(measured_cell(m * args.train_len) for m in mults)
         paper = PAPER.get(label, (None,) * 4)
         print(f"{label:<18}{measured}   |       " + "".join(f" {cell(v)}" for v in paper))
     tokens = {t for _, rows in runs for _, _, t in rows}
     print(f"(measured: validation loss, {', '.join(str(t) for t in sorted(tokens))} tokens scored at every "
-          f"length, trained at {args.train_len}; paper: GPT-2 124M on FineWeb, trained at 1K)")
+          f"length, trained at {args.train_len}, mean over the seeds +- the 95% t-interval's half-width; paper: "
+          f"GPT-2 124M on FineWeb, trained at 1K)")
 
     fig, ax = plt.subplots(figsize=(7.2, 4.6))
     for label, rows in runs:

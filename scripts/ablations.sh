@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # The paper's attention ablation on the CPU: every variant of the family (attention/attention_kind.h)
-# trained with the same budget and seed on the same data, each evaluated at 1x..16x its training
-# length, one table beside the paper's rows (its 1K/2K/4K/8K = our 1x/2x/4x/8x) and one PNG.
-#   bash scripts/ablations.sh                     8 models, ~2-3 minutes of training each on 2 cores
+# trained with the same budget and seeds on the same data, each evaluated at 1x..16x its training
+# length (the mean over SEEDS seeds with a 95% t-interval over them), one table beside the paper's
+# rows (its 1K/2K/4K/8K = our 1x/2x/4x/8x) and one PNG.
+#   bash scripts/ablations.sh                     10 runs x 3 seeds, ~2-3 minutes of training each on 2 cores
+#   SEEDS=1 bash scripts/ablations.sh             one seed: a look at how the rows start, no comparison
 #   STEPS=600 MODEL=d6c192h3 bash scripts/ablations.sh
 #   DATA=data/mine  (its *_train_*.bin and *_val_*.bin shards; default data/kjv, made if missing)
 #   VARIANTS="softmax lssar" P=15 THREADS=8 OUT=out/ablations EVAL_TOKENS=4096
 #   PRECISION=fp32   the trainer's -pr: the fp32 reference path (default auto: the bf16 path where the
-#                    CPU has bf16 matmuls, 2-3x faster; evaluation is fp32 either way)
+#                    CPU has bf16 matmuls, 2-3x faster; the evaluation takes the same -pr)
 # The re-weighted variants train at p = $P (LSSAR also at p = 3, the paper's two rows), and
 # LSSAR once more with p learned per layer and head from p = $P (-pl 1; run lssar_pl).
-# Writes $OUT/<run>/ (log.jsonl, final checkpoint), $OUT/<run>.csv, $OUT/ablations.txt (the table)
+# Writes $OUT/<run>_s<seed>/ (log.jsonl, final checkpoint), $OUT/<run>.csv, $OUT/ablations.txt (the table)
 # and $OUT/ablations.png. Running it again resumes or reuses finished runs (-y 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +22,9 @@ OUT=${OUT:-out/ablations}
 MODEL=${MODEL:-d4c128h2}      # 4 layers, 128 channels, 2 heads of 64
 DATA=${DATA:-data/kjv}
 P=${P:-15}
-SEED=${SEED:-1337}
+SEEDS=${SEEDS:-3}             # seeds 1337, 1338, ...
+[[ $SEEDS =~ ^[1-9][0-9]*$ ]] || { echo "ablations.sh: SEEDS=$SEEDS: give a positive integer" >&2; exit 2; }
+SEED_LIST=$(seq 1337 $((1336 + SEEDS)))
 VARIANTS=${VARIANTS:-softmax sigmoid relu lssa lssar softmax_rw sigmoid_l1_rw relu_l1_rw}
 WARMUP=${WARMUP:-$(( STEPS / 10 ))}  # learning-rate warmup steps, then cosine decay to 0.1x
 EVAL_TOKENS=${EVAL_TOKENS:-16384}   # validation tokens scored at every length (16 x the longest)
@@ -46,15 +50,18 @@ mkdir -p "$OUT"
 final=$(printf "ckpt_%08d.bin" "$STEPS")
 runs=()
 train_eval() {  # run-name variant extra-flags...
-    local run=$1 v=$2
+    local run=$1 v=$2 ckpts=""
     shift 2
-    echo "== training $MODEL with $run: $STEPS steps of 16 x $T tokens, seed $SEED"
-    "./train_gpt2cpu_$v" -i "$train_pattern" -j "$val_pattern" -o "$OUT/$run" -e "$MODEL" "$@" \
-        -b 16 -t $T -x "$STEPS" -l 2e-3 -u "$WARMUP" -k cosine -q 0.1 -c 0.1 -gc 1.0 -rs "$SEED" \
-        -v 50 -m 20 -s 0 -n "$STEPS" -nk 1 -y 1 -pr "$PRECISION"
-    echo "== loss versus length, $run"
-    "./build/loss_vs_length_cpu_$v" -e "$OUT/$run/$final" -j "$val_pattern" -t $T -l 1,2,4,8,16 -n "$EVAL_TOKENS" \
-        -o "$OUT/$run.csv"
+    for seed in $SEED_LIST; do
+        echo "== training $MODEL with $run: $STEPS steps of 16 x $T tokens, seed $seed"
+        "./train_gpt2cpu_$v" -i "$train_pattern" -j "$val_pattern" -o "$OUT/${run}_s$seed" -e "$MODEL" "$@" \
+            -b 16 -t $T -x "$STEPS" -l 2e-3 -u "$WARMUP" -k cosine -q 0.1 -c 0.1 -gc 1.0 -rs "$seed" \
+            -v 50 -m 20 -s 0 -n "$STEPS" -nk 1 -y 1 -pr "$PRECISION"
+        ckpts="$ckpts${ckpts:+,}$OUT/${run}_s$seed/$final"
+    done
+    echo "== loss versus length, $run ($SEEDS seed(s))"
+    "./build/loss_vs_length_cpu_$v" -e "$ckpts" -j "$val_pattern" -t $T -l 1,2,4,8,16 -n "$EVAL_TOKENS" \
+        -pr "$PRECISION" -o "$OUT/$run.csv" > "$OUT/$run.out"
     runs+=("$run=$OUT/$run.csv")
 }
 for v in $VARIANTS; do
@@ -68,5 +75,5 @@ done
 
 echo "== the ablation table (validation loss; paper: GPT-2 124M, FineWeb, trained at 1K)"
 /usr/bin/python3 scripts/ablation_table.py "${runs[@]}" --train-len $T \
-    --title "KJV, $MODEL, trained at $T tokens for $STEPS steps (seed $SEED)" -o "$OUT/ablations.png" \
+    --title "$(basename "$DATA"), $MODEL, trained at $T tokens for $STEPS steps ($SEEDS seed(s))" -o "$OUT/ablations.png" \
     | tee "$OUT/ablations.txt"

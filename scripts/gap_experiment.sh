@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The in-distribution gap: how far LSSAR (p = 15) stays behind softmax in validation loss at the
 # training length, and how that moves with the number of steps, the learning rate and the warmup.
-# Every setting trains the demo's model (d4c128h2, T = 64, B = 16, cosine schedule) on CORPUS twice,
-# softmax and LSSAR, with the same seed; validation every 50 steps on the same tokens.
+# Every setting trains the BPE demo's model (d4c128h2, T = 64, B = 16, cosine schedule) on CORPUS,
+# softmax and LSSAR, once per seed (SEEDS, default 3: the pair of a seed shares it); validation
+# every 50 steps on the same tokens; the gap is the mean over the seed pairs with a 95% t-interval.
 #   CORPUS=kjv (default: scripts/prepare_kjv.sh) or CORPUS=fortunes (scripts/prepare_fortunes.sh)
 #   bash scripts/gap_experiment.sh                       the settings below, JOBS runs at a time
 #   SETTINGS="400:2e-3:20 400:4e-3:20" bash scripts/gap_experiment.sh
-# A setting is STEPS:LR:WARMUP. Writes OUT/<setting>_<attn>/ (log.jsonl, train.out),
+# A setting is STEPS:LR:WARMUP. Writes OUT/<setting>_<attn>_<seed>/ (log.jsonl, train.out),
 # OUT/gap_table.txt and OUT/gap.png (OUT: out/gap for KJV, out/gap_<corpus> otherwise). Running it again reuses finished runs.
 # PRECISION: the trainer's -pr (default auto, the fastest CPU path; fp32 for the reference).
 set -euo pipefail
@@ -19,6 +20,9 @@ CORPUS=${CORPUS:-kjv}
 case $CORPUS in kjv) OUT=${OUT:-out/gap} ;; fortunes) OUT=${OUT:-out/gap_fortunes} ;;
     *) echo "gap_experiment.sh: CORPUS=$CORPUS is not known; use kjv or fortunes" >&2; exit 2 ;; esac
 MODEL=${MODEL:-d4c128h2}
+SEEDS=${SEEDS:-3}
+[[ $SEEDS =~ ^[1-9][0-9]*$ ]] || { echo "gap_experiment.sh: SEEDS=$SEEDS: give a positive integer" >&2; exit 2; }
+SEED_LIST=$(seq 1337 $((1336 + SEEDS)))
 T=64
 start_s=$(date +%s)
 
@@ -29,24 +33,24 @@ per_job=$((THREADS / JOBS)); [ "$per_job" -ge 1 ] || per_job=1
 export OMP_NUM_THREADS=$per_job OPENBLAS_NUM_THREADS=$per_job OMP_WAIT_POLICY=passive
 mkdir -p "$OUT"
 
-train_one() {  # steps lr warmup attn
-    local steps=$1 lr=$2 warmup=$3 attn=$4 dir="$OUT/s$1_lr$2_u$3_$4"
+train_one() {  # steps lr warmup attn seed
+    local steps=$1 lr=$2 warmup=$3 attn=$4 seed=$5 dir="$OUT/s$1_lr$2_u$3_$4_$5"
     if grep -q "\"step\":$steps,\"val_loss\"" "$dir/log.jsonl" 2>/dev/null; then return 0; fi
     mkdir -p "$dir"
     ./train_gpt2cpu_$attn -i "data/$CORPUS/${CORPUS}_train_*.bin" -j "data/$CORPUS/${CORPUS}_val_*.bin" -o "$dir" -e "$MODEL" $(p_flag $attn 15) \
         -b 16 -t $T -x "$steps" -l "$lr" -u "$warmup" -k cosine -q 0.1 -c 0.1 -gc 1.0 -v 50 -m 20 -s 0 -n 0 \
-        -rs 1337 -pr "${PRECISION:-auto}" >"$dir/train.out" 2>&1 || { echo "training failed: $dir/train.out" >&2; tail -3 "$dir/train.out" >&2; return 1; }
+        -rs "$seed" -pr "${PRECISION:-auto}" >"$dir/train.out" 2>&1 || { echo "training failed: $dir/train.out" >&2; tail -3 "$dir/train.out" >&2; return 1; }
     echo "[$(basename "$dir")] $(grep '^val loss' "$dir/train.out" | tail -1)"
 }
 
 # every (setting, attention) run, JOBS at a time
 jobs_list=()
-for s in $SETTINGS; do for attn in softmax lssar; do jobs_list+=("$s:$attn"); done; done
+for s in $SETTINGS; do for seed in $SEED_LIST; do for attn in softmax lssar; do jobs_list+=("$s:$attn:$seed"); done; done; done
 running=0
 for job in "${jobs_list[@]}"; do
-    IFS=: read -r steps lr warmup attn <<<"$job"
-    echo "== $attn: $steps steps, lr $lr, warmup $warmup ($per_job thread(s))"
-    train_one "$steps" "$lr" "$warmup" "$attn" &
+    IFS=: read -r steps lr warmup attn seed <<<"$job"
+    echo "== $attn: $steps steps, lr $lr, warmup $warmup, seed $seed ($per_job thread(s))"
+    train_one "$steps" "$lr" "$warmup" "$attn" "$seed" &
     running=$((running + 1))
     if [ "$running" -ge "$JOBS" ]; then wait -n; running=$((running - 1)); fi
 done
@@ -55,7 +59,11 @@ wait
 pairs=()
 for s in $SETTINGS; do
     IFS=: read -r steps lr warmup <<<"$s"
-    pairs+=("$steps steps, lr $lr, warmup $warmup=$OUT/s${steps}_lr${lr}_u${warmup}_softmax/log.jsonl,$OUT/s${steps}_lr${lr}_u${warmup}_lssar/log.jsonl")
+    logs=""
+    for seed in $SEED_LIST; do
+        logs="$logs${logs:+,}$OUT/s${steps}_lr${lr}_u${warmup}_softmax_$seed/log.jsonl,$OUT/s${steps}_lr${lr}_u${warmup}_lssar_$seed/log.jsonl"
+    done
+    pairs+=("$steps steps, lr $lr, warmup $warmup=$logs")
 done
 /usr/bin/python3 eval/gap_report.py "${pairs[@]}" --title "$CORPUS, $MODEL, T $T: LSSAR p=15 against softmax" \
     -o "$OUT/gap.png" | tee "$OUT/gap_table.txt"

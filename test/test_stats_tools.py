@@ -4,7 +4,8 @@ The comparisons' statistics: eval/stats_tests.py against SciPy's independent imp
 tables; eval/compare_mc.py on per-example CSVs written here (McNemar from counts computed here,
 refusals of files that do not pair); eval/passkey_report.py's Fisher table on per-trial CSVs
 written here; eval/extrapolation_report.py and eval/plot_positions.py on loss_vs_length-style
-CSVs (the tables' values, a PNG, refusals).
+CSVs (the tables' values, a PNG, refusals); eval/gap_report.py's gap over seed pairs and
+scripts/ablation_table.py's interval over seeds.
 Run by `make test` (build/test_stats_tools); exits 1 on the first failure.
 """
 import csv
@@ -169,6 +170,38 @@ with open(f"{tmp}/p.png", "rb") as f:
     check(f.read(8) == b"\x89PNG\r\n\x1a\n", "plot_positions.py: the file is a PNG")
 code, out = run(os.path.join(EVAL, "plot_positions.py"), f"m={tmp}/a.csv", "--train-len", "64", "-o", f"{tmp}/q.png")
 check(code != 0 and "loss_vs_length -ob" in out, "plot_positions.py refuses a CSV of other columns")
+
+# ---- gap_report.py: the gap over seed pairs and its t-interval
+import json  # noqa: E402
+
+
+def write_log(path, vals):  # {step: val_loss}
+    with open(path, "w") as f:
+        f.write(json.dumps({"step": 0, "world_size": 1, "tokens_per_step": 1024, "B": 16, "T": 64}) + "\n")
+        for step, v in sorted(vals.items()):
+            f.write(json.dumps({"step": step, "loss": v + 0.1, "grad_norm": 1.0, "lr": 1e-3}) + "\n")
+            f.write(json.dumps({"step": step, "val_loss": v}) + "\n")
+
+
+gaps = []
+logs = []
+for i, (soft, lssar) in enumerate([(5.0, 5.15), (5.1, 5.20), (4.9, 5.10)]):
+    write_log(f"{tmp}/soft{i}.jsonl", {50: soft + 0.5, 100: soft})
+    write_log(f"{tmp}/lssar{i}.jsonl", {50: lssar + 0.5, 100: lssar})
+    logs += [f"{tmp}/soft{i}.jsonl", f"{tmp}/lssar{i}.jsonl"]
+    gaps.append(100 * (lssar - soft) / soft)
+m = sum(gaps) / 3
+half = 4.303 * (sum((g - m) ** 2 for g in gaps) / 2) ** 0.5 / 3 ** 0.5
+code, out = run(os.path.join(EVAL, "gap_report.py"), "three=" + ",".join(logs), "-o", f"{tmp}/gap.png")
+check(code == 0 and f"{m:+6.2f}% {f'[{m - half:+.2f}, {m + half:+.2f}]':>19}" in out,
+      f"gap_report.py: the mean gap over 3 seed pairs ({m:.2f}%) and its t-interval (+-{half:.2f})")
+code, out = run(os.path.join(EVAL, "gap_report.py"), "odd=" + ",".join(logs[:3]), "-o", f"{tmp}/gap.png")
+check(code != 0 and "SOFTMAX_LOG,LSSAR_LOG" in out, "gap_report.py refuses an odd number of logs")
+
+# ---- ablation_table.py: the mean over seeds and the interval's half-width
+code, out = run(os.path.join(HERE, "..", "scripts", "ablation_table.py"), f"softmax={tmp}/sm.csv", "--train-len", "64",
+                "-o", f"{tmp}/abl.png")
+check(code == 0 and "1.500 +-0.100" in out, "ablation_table.py: mean +- the half-width over seeds")
 
 print(f"{failures} failure(s)")
 sys.exit(1 if failures else 0)
