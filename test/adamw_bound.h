@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 // One element's AdamW step t from moments m, v with gradient x moves it by lr (u(x) + wd theta):
 //   u(x) = mhat / (sqrt(vhat) + eps),  mhat = (b1 m + (1 - b1) x) / bc1,  vhat = (b2 v + (1 - b2) x^2) / bc2.
@@ -43,4 +44,39 @@ inline double adamw_step_exact(double theta, double& m, double& v, double g, dou
     v = beta2 * v + (1 - beta2) * g * g;
     double mhat = m / (1 - std::pow(beta1, t)), vhat = v / (1 - std::pow(beta2, t));
     return theta - lr * (mhat / (std::sqrt(vhat) + eps) + weight_decay * theta);
+}
+
+// How far apart two runs of S AdamW steps of one element can end when each step's gradient may
+// differ by delta_s from g_s (the reference run's gradients, g[s] and delta[s] for steps s = 1..S,
+// learning rates lr[s]; no weight decay). Step t's direction u_t = M_t / (sqrt(V_t) + eps) depends
+// on every gradient so far: M_t = sum_s w_ts g_s, V_t = sum_s c_ts g_s^2 with
+// w_ts = (1 - b1) b1^(t-s) / (1 - b1^t), c_ts = (1 - b2) b2^(t-s) / (1 - b2^t), so
+//   du_t/dg_s = w_ts / D_t - M_t c_ts g_s / (sqrt(V_t) D_t^2),   D_t = sqrt(V_t) + eps,
+// and the end points differ by at most sum_t lr_t |du_t| with |du_t| <= sum_{s<t} |du_t/dg_s| delta_s
+// (first order in the earlier gradients) + adamw_sensitivity's bound for the step's own gradient
+// (over its whole interval, so a gradient within delta of 0 counts fully).
+inline double adamw_trajectory_bound(const std::vector<double>& g, const std::vector<double>& delta,
+                                     const std::vector<double>& lr, double beta1, double beta2, double eps) {
+    double total = 0;
+    for (size_t t = 1; t <= g.size(); t++) {
+        double bc1 = 1 - std::pow(beta1, (double)t), bc2 = 1 - std::pow(beta2, (double)t);
+        double M = 0, V = 0, m_before = 0, v_before = 0;  // m, v before step t: as AdamW keeps them
+        for (size_t s = 1; s <= t; s++) {
+            double w = (1 - beta1) * std::pow(beta1, (double)(t - s)), c = (1 - beta2) * std::pow(beta2, (double)(t - s));
+            M += w / bc1 * g[s - 1];
+            V += c / bc2 * g[s - 1] * g[s - 1];
+            if (s < t) {
+                m_before += (1 - beta1) * std::pow(beta1, (double)(t - 1 - s)) * g[s - 1];
+                v_before += (1 - beta2) * std::pow(beta2, (double)(t - 1 - s)) * g[s - 1] * g[s - 1];
+            }
+        }
+        double sv = std::sqrt(V), D = sv + eps, du = 0;
+        for (size_t s = 1; s < t && sv > 0; s++) {
+            double w = (1 - beta1) * std::pow(beta1, (double)(t - s)) / bc1, c = (1 - beta2) * std::pow(beta2, (double)(t - s)) / bc2;
+            du += std::fabs(w / D - M * c * g[s - 1] / (sv * D * D)) * delta[s - 1];
+        }
+        du += adamw_sensitivity(m_before, v_before, g[t - 1], delta[t - 1], beta1, beta2, eps, (int)t) * delta[t - 1];
+        total += lr[t - 1] * du;
+    }
+    return total;
 }

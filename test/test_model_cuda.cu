@@ -32,6 +32,7 @@
 
 #include "model/gpt2_cpu.h"
 #include "model/gpt2_cuda.cuh"
+#include "test/adamw_bound.h"
 #include "test/tiny_gpt2_cuda.h"
 
 constexpr double LOSS_RTOL = 1e-2;         // per-step loss, relative
@@ -354,11 +355,17 @@ TEST_CASE("gradient accumulation over 2 micro-steps, learned p") { check_accumul
 // so every step trains on one batch (theta's gradient then changes slowly; on fresh batches this
 // tiny model's p wander by more than their steps). From p = 15 the model is ill-conditioned
 // (theta's gradient differs by ~50% between the back ends, by ~30% for the bf16-perturbed CPU run),
-// so the moves are compared from p = 3. As for the losses, the bound is the larger of a floor,
-// P_MOVE_RTOL of the CPU's largest move, and SENSITIVITY_FACTOR times the largest so far of what
-// the bf16-perturbed CPU run's move differs by (its move: it starts from theta rounded to bf16),
-// plus the fp32 rounding of theta (1e-6 of p).
-constexpr double P_MOVE_RTOL = 0.1;
+// so the moves are compared from p = 3. Each step of the CUDA back end's theta is checked against
+// AdamW in float64 from its own moments and gradient (a wrong learning rate, moment or bias
+// correction fails it). The runs' p are then compared with the larger of two bounds: how far
+// AdamW can carry two runs apart whose theta gradients differ by check_gradients' tolerance at
+// every step (any one element by up to the tensor's whole L2 tolerance; test/adamw_bound.h's
+// first-order bound over the steps so far, times 2 for its remainder, times dp/dtheta =
+// sigmoid(theta) <= 1), and SENSITIVITY_FACTOR times the largest so far of what the bf16-perturbed
+// CPU run's move differs by (its move: it starts from theta rounded to bf16); plus the fp32
+// rounding of theta (1e-6 of p). A small theta gradient is within that tolerance of 0, where a step
+// may go either way: the bound is loose where AdamW is, not a part of the move (which would hold
+// or not by chance).
 static void compare_learned_p(AttnKind kind, float p0) {
     GPT2Config c = tiny_config(kind, p0, 1);
     const int B = 2, T = 24, STEPS = 5;
@@ -368,10 +375,23 @@ static void compare_learned_p(AttnKind kind, float p0) {
     std::vector<double> start_pert = learned_p_values(c, m.perturbed.params.data());
     CHECK(model_learned_p(m.gpu) == start);
     std::vector<double> envelope(start.size(), 0.0);
+    std::vector<std::vector<double>> g_hist(start.size()), delta_hist(start.size()), lr_hist(start.size());
     for (int step = 1; step <= STEPS; step++) {
         TokenBatch batch = make_token_batch(B, T, c.vocab_size, 301);
         m.forward(batch, B, T);
         m.backward();
+        size_t off = m.cpu.param_offsets[P_PTHETA], n = start.size();
+        {  // theta's gradients and check_gradients' tolerance of them: the error of any one element is
+           // at most the tensor's whole L2 error
+            double ref_norm = norm2(m.cpu.grads.data() + off, n);
+            double pert = diff_norm2(m.perturbed.grads.data() + off, m.cpu.grads.data() + off, n) / ref_norm;
+            double delta = std::max(GRAD_TENSOR_RTOL, SENSITIVITY_FACTOR * pert) * ref_norm;
+            for (size_t k = 0; k < n; k++) {
+                g_hist[k].push_back(m.cpu.grads[off + k]);
+                delta_hist[k].push_back(delta);
+                lr_hist[k].push_back(param_tensor_lr(P_PTHETA, LR, m.cpu.p_lr_scale));
+            }
+        }
         if (step == 1) {
             check_gradients(m, "learned p, step 1");
             std::vector<float> g = download_grads(m.gpu);
@@ -389,9 +409,25 @@ static void compare_learned_p(AttnKind kind, float p0) {
                          << ", of the bf16-perturbed reference "
                          << diff_norm2(m.perturbed.grads.data() + off, m.cpu.grads.data() + off, n) / ref_norm);
         }
+        // the CUDA back end's theta step against AdamW in float64 from its own state and gradient:
+        // within ~10 roundings of the step (16 half-ulps of fp32) and the new theta's own rounding
+        std::vector<float> theta0, m0, v0, g_gpu = download_grads(m.gpu);
+        m.gpu.get_params(theta0);
+        m.gpu.get_optimizer(m0, v0);
         m.cpu.update(LR, BETA1, BETA2, EPS, WEIGHT_DECAY, step);
         m.perturbed.update(LR, BETA1, BETA2, EPS, WEIGHT_DECAY, step);
         m.gpu.update(LR, BETA1, BETA2, EPS, WEIGHT_DECAY, 1.0f, step);
+        std::vector<float> theta1;
+        m.gpu.get_params(theta1);
+        for (size_t k = 0; k < n; k++) {
+            size_t i = off + k;
+            double mm = m0[i], vv = v0[i], u32 = std::ldexp(1.0, -24);
+            double exact = adamw_step_exact(theta0[i], mm, vv, g_gpu[i], param_tensor_lr(P_PTHETA, LR, m.cpu.p_lr_scale),
+                                            BETA1, BETA2, EPS, 0.0, step);
+            double bound = 16 * u32 * std::fabs(exact - theta0[i]) + u32 * std::fabs(exact);
+            INFO(name << " step " << step << ", theta " << k << ": " << theta1[i] << " against AdamW's " << exact);
+            CHECK(std::fabs(theta1[i] - exact) <= bound);
+        }
         std::vector<double> p_cpu = learned_p_values(c, m.cpu.params.data()), p_gpu = model_learned_p(m.gpu);
         std::vector<double> p_pert = learned_p_values(c, m.perturbed.params.data());
         REQUIRE(p_gpu.size() == p_cpu.size());
@@ -400,7 +436,8 @@ static void compare_learned_p(AttnKind kind, float p0) {
         for (size_t k = 0; k < p_cpu.size(); k++) largest_move = std::max(largest_move, std::fabs(p_cpu[k] - start[k]));
         for (size_t k = 0; k < p_cpu.size(); k++) {
             envelope[k] = std::max(envelope[k], std::fabs((p_pert[k] - start_pert[k]) - (p_cpu[k] - start[k])));
-            double tol = std::max(P_MOVE_RTOL * largest_move, SENSITIVITY_FACTOR * envelope[k]) + 1e-6 * p_cpu[k];
+            double apart = 2 * adamw_trajectory_bound(g_hist[k], delta_hist[k], lr_hist[k], BETA1, BETA2, EPS);
+            double tol = std::max(apart, SENSITIVITY_FACTOR * envelope[k]) + 1e-6 * p_cpu[k];
             worst = std::max(worst, std::fabs(p_gpu[k] - p_cpu[k]) / tol);
             char text[96];
             snprintf(text, sizeof text, " %.6f/%.6f/%.6f", p_cpu[k], p_gpu[k], p_pert[k]);
@@ -409,8 +446,13 @@ static void compare_learned_p(AttnKind kind, float p0) {
         MESSAGE(name << " learned p from " << p0 << ", step " << step << ", p cpu/cuda/perturbed cpu of every (layer, head):"
                      << line << "; largest difference / bound " << worst);
         CHECK(worst <= 1.0);
-        // p moved: AdamW's first steps are ~lr on theta, ~lr sigmoid(theta) on p
-        if (step == STEPS) CHECK(largest_move > 0.5 * STEPS * LR * learned_p_dtheta(learned_p_theta0(p0)));
+        // p moved, on both back ends: AdamW's first steps are ~lr on theta, ~lr sigmoid(theta) on p
+        if (step == STEPS) {
+            double gpu_move = 0;
+            for (size_t k = 0; k < p_gpu.size(); k++) gpu_move = std::max(gpu_move, std::fabs(p_gpu[k] - start[k]));
+            CHECK(largest_move > 0.5 * STEPS * LR * learned_p_dtheta(learned_p_theta0(p0)));
+            CHECK(gpu_move > 0.5 * STEPS * LR * learned_p_dtheta(learned_p_theta0(p0)));
+        }
     }
 }
 

@@ -847,7 +847,8 @@ TEST_CASE("learned p on the CUDA back end (emulated): logged, saved, and 2 ranks
     }
     MESSAGE("learned p after 3 steps, largest move " << moved << "; largest difference from 1 process: 2 micro-steps "
                                                      << d_accum << ", 2 ranks (ZeRO-1) " << d_two);
-    CHECK(d_two <= std::max(2 * d_accum, 0.1 * moved));
+    // the yardstick is the same rows summed in another order; the floor, theta's fp32 rounding
+    CHECK(d_two <= 2 * d_accum + 1e-6 * 3.0);
 }
 
 TEST_CASE("a 2-process run resumes bit for bit on 2 processes and refuses 1") {
