@@ -136,8 +136,9 @@ struct Trainer {
         dist.init(dc);  // before the model: selects this rank's GPU
         if (!is_main() && freopen("/dev/null", "w", stdout) == nullptr) cli_fail("cannot redirect stdout to /dev/null");
         if (dc.world > 1)
-            printf("data parallel: %d ranks, run %s, met through %s\n", dc.world, dc.run_id.c_str(),
-                   dc.rendezvous.empty() ? nccl_rendezvous_file(dc).c_str() : dc.rendezvous.c_str());
+            printf("data parallel: %d ranks, run %s, met through %s (ranks from %s%s)\n", dc.world, dc.run_id.c_str(),
+                   dc.rendezvous.empty() ? nccl_rendezvous_file(dc).c_str() : dc.rendezvous.c_str(),
+                   dc.launcher.c_str(), dc.rendezvous_from.empty() ? "" : ("; endpoint from " + dc.rendezvous_from).c_str());
     }
 
     // The config from -e: a descriptor, or a checkpoint whose weights start the run (read here).

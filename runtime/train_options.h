@@ -84,7 +84,7 @@ inline CliTable train_flags(TrainOptions& o) {
      .integer("-t", &o.T, 1, 1 << 20, "sequence length T")
      .integer("-d", &o.total_batch, 1, 1LL << 40, "total batch size in tokens over all ranks, a multiple of "
               "B*T*ranks: gradient accumulation = d/(B*T*ranks) (default B*T*ranks)")
-     .section("Data parallelism (CUDA build; one process per GPU: mpirun -np 8, torchrun --nproc_per_node 8, srun, or "
+     .section("Data parallelism (CUDA build; one process per GPU: mpirun -np 8, torchrun --nproc_per_node 8 --no_python, srun, or "
               "scripts/launch.sh -n 8)")
      .section("  environment: RANK, WORLD_SIZE, LOCAL_RANK (scripts/launch.sh, torchrun), OMPI_COMM_WORLD_RANK/SIZE/"
               "LOCAL_RANK (Open MPI),\n  PMI_RANK, PMI_SIZE, MPI_LOCALRANKID (MPICH), SLURM_PROCID, SLURM_NTASKS, "

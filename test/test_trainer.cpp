@@ -982,6 +982,78 @@ TEST_CASE("two launch.sh 'nodes' of one rank each meet over TCP and train exactl
     unsetenv("SIMT_THREADS");
 }
 
+// What llm.c's launchers give each process, played by scripts (no MPI or PyTorch needed): the
+// trainer must take its rank from them and train exactly as under scripts/launch.sh -n 2 (which the
+// test above holds against 1 process with the combined batch: 2 processes cannot be bitwise 1, the
+// bf16 roundings of the gradient sums fall elsewhere).
+//   mpirun -np 2       one node: OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE; the ranks meet
+//                      through the file in /tmp, the run named after their parent (mpirun)
+//   torchrun, 2 nodes  of 1 rank: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE 1, MASTER_ADDR,
+//                      MASTER_PORT, TORCHELASTIC_RUN_ID; the test holds MASTER_PORT as torchrun's
+//                      agent does (its static rendezvous), so rank 0 serves the id on the port above
+TEST_CASE("the trainer under a fake mpirun and a fake torchrun trains bit for bit as under launch.sh -n 2") {
+    setenv("SIMT_THREADS", "1", 1);
+    TempDir reference, scripts, mpi, torch;
+    const std::string flags = "-b 2 -x 2 -n 2";
+    Result rr = run(launch2(emu_run(reference.path, flags)));
+    INFO(rr.output);
+    REQUIRE(rr.code == 0);
+    auto same_as_reference = [&](const std::string& dir) {
+        std::string model = read_file(reference.path + "/ckpt_00000002.bin");
+        REQUIRE(model.size() > CHECKPOINT_HEADER_BYTES);
+        CHECK(model == read_file(dir + "/ckpt_00000002.bin"));
+        for (int r = 0; r < 2; r++)
+            CHECK(read_file(optimizer_shard_path(reference.path, 2, r, 2)) == read_file(optimizer_shard_path(dir, 2, r, 2)));
+    };
+    // every rank in the background, each with its variables; the outputs in rank order, then the worst status
+    auto launcher = [&](const std::string& name, const std::string& vars) {
+        std::string path = scripts.path + "/" + name;
+        write_file(path, "n=$1; shift\nfor r in $(seq 0 $((n - 1))); do\n  " + vars + " \"$@\" > " + scripts.path +
+                             "/" + name + ".$r.txt 2>&1 &\ndone\nrc=0\nfor p in $(jobs -p); do wait $p || rc=1; done\n"
+                             "cat " + scripts.path + "/" + name + ".*.txt\nexit $rc\n");
+        return "bash " + path + " 2 ";
+    };
+    {  // mpirun -np 2
+        std::string mpirun = launcher("mpirun", "OMPI_COMM_WORLD_RANK=$r OMPI_COMM_WORLD_SIZE=$n "
+                                                "OMPI_COMM_WORLD_LOCAL_RANK=$r OMPI_COMM_WORLD_LOCAL_SIZE=$n");
+        Result r = run(mpirun + emu_run(mpi.path, flags));
+        INFO(r.output);
+        REQUIRE(r.code == 0);
+        CHECK(r.output.find("data parallel: 2 ranks, run mpirun_") != std::string::npos);
+        CHECK(r.output.find("met through /tmp/nccl_id_mpirun_") != std::string::npos);
+        CHECK(r.output.find("(ranks from Open MPI's mpirun)") != std::string::npos);
+        same_as_reference(mpi.path);
+        // the CPU trainer is one process: under mpirun it refuses instead of training twice
+        Result cpu = run(mpirun + std::string(TRAINER) + " -x 1");
+        CHECK(cpu.code != 0);
+        CHECK(cpu.output.find("OMPI_COMM_WORLD_SIZE=2: the CPU trainer runs as one process") != std::string::npos);
+    }
+    {  // torchrun over 2 nodes of 1 rank, MASTER_PORT held by its agent
+        RendezvousSocket agent_store;  // a listening port whose next one is free
+        int port = 0;
+        for (int attempt = 0; attempt < 20 && port == 0; attempt++) {
+            agent_store = rendezvous_tcp_listen(0);
+            int p = rendezvous_tcp_port(agent_store);
+            try {
+                if (p < 65535) rendezvous_tcp_listen(p + 1), port = p;
+            } catch (const std::exception&) {
+            }
+        }
+        REQUIRE(port != 0);
+        std::string torchrun = launcher("torchrun", "RANK=$r WORLD_SIZE=$n LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 GROUP_RANK=$r "
+                                                    "TORCHELASTIC_RUN_ID=none TORCHELASTIC_RESTART_COUNT=0 "
+                                                    "TORCHELASTIC_USE_AGENT_STORE=True MASTER_ADDR=127.0.0.1 "
+                                                    "MASTER_PORT=" + std::to_string(port));
+        Result r = run(torchrun + emu_run(torch.path, flags));
+        INFO(r.output);
+        REQUIRE(r.code == 0);
+        CHECK(r.output.find("met through tcp://127.0.0.1:" + std::to_string(port + 1)) != std::string::npos);
+        CHECK(r.output.find("ranks from torchrun") != std::string::npos);
+        same_as_reference(torch.path);
+    }
+    unsetenv("SIMT_THREADS");
+}
+
 TEST_CASE("a rank that cannot write its optimizer shard stops every rank, and no model file claims the step") {
     // A directory where rank 1's temporary shard file must go makes its write fail (EISDIR); the
     // ranks agree on it before rank 0 writes the model file, so all of them stop, naming it, and
