@@ -33,6 +33,8 @@ static const std::vector<std::string> PROGRAMS = {
     "./build/hidden_states_cpu_lssar",
     "./build/gradcheck_cu_emu_lssar",
     "./build/passkey_mix",
+    "./build/sample_cpu_lssar",
+    "./build/sample_cu_emu_lssar",
 };
 
 struct TableRow {
