@@ -246,7 +246,20 @@ struct Trainer {
         if (opt.out_dir.empty() || !is_main()) return;
         log.open(opt.out_dir + "/log.jsonl", resumed ? state.step : -1);
         if (!resumed)
-            log.line(run_header_record(world(), opt.total_batch, opt.B, opt.T, attn_kind_name(config.attn), config.p));
+            log.line(run_header_record(world(), opt.total_batch, opt.B, opt.T, attn_kind_name(config.attn), config.p,
+                                       schedule_and_guards_record()));
+    }
+
+    // ,"lr":..,"lr_schedule":"wsd",...: the header record's schedule and guard thresholds
+    std::string schedule_and_guards_record() const {
+        const LrSchedule& k = opt.schedule;
+        std::string rec = ",\"lr\":" + json_number(k.lr) + ",\"lr_schedule\":\"" + k.kind + "\",\"warmup\":" +
+                          std::to_string(k.warmup) + ",\"final_lr_frac\":" + json_number(k.final_frac);
+        if (k.kind == "wsd")
+            rec += ",\"cooldown_frac\":" + json_number(k.cooldown_frac) + ",\"cooldown_start\":" +
+                   std::to_string(k.cooldown_start());
+        return rec + ",\"skip_loss_z\":" + json_number(opt.guard.spike_z) + ",\"skip_grad_norm_z\":" +
+               json_number(opt.guard.norm_z);
     }
 
     void load_tokenizer() {
@@ -274,6 +287,12 @@ struct Trainer {
         printf("batch: B %d x T %d x %d accumulation%s = %lld tokens per step; %d steps; train %lld tokens (%s)\n",
                opt.B, opt.T, grad_accum, ranks.c_str(), opt.total_batch, max_steps, (long long)train_loader.num_tokens,
                opt.train_pattern.c_str());
+        const LrSchedule& k = opt.schedule;
+        std::string shape = k.kind == "constant" ? "constant"
+                            : k.kind == "wsd"    ? "held to step " + std::to_string(k.cooldown_start()) + ", then linear"
+                                                 : k.kind;
+        printf("learning rate: %g, warmup %d steps, %s%s\n", k.lr, k.warmup, shape.c_str(),
+               k.kind == "constant" ? "" : (" to " + cli_number(k.lr * k.final_frac) + " at step " + std::to_string(max_steps)).c_str());
     }
 
     // -o: created, locked for this process (rank 0), owned by this run, its orphans removed.

@@ -59,11 +59,13 @@ inline std::string step_record(int step, const StepResult& r, double tok_s, cons
     return rec + "}";
 }
 
-// The first record of a run's log: what eval/plot_training.py needs to put tokens on an axis.
-inline std::string run_header_record(int world, long long tokens_per_step, int B, int T, const char* attn, double p) {
+// The first record of a run's log: what eval/plot_training.py needs to put tokens on an axis, and
+// `extra` (more "key":value pairs, each with its leading comma: the schedule and the guards).
+inline std::string run_header_record(int world, long long tokens_per_step, int B, int T, const char* attn, double p,
+                                     const std::string& extra = "") {
     return "{\"step\":0,\"world_size\":" + std::to_string(world) + ",\"tokens_per_step\":" +
            std::to_string(tokens_per_step) + ",\"B\":" + std::to_string(B) + ",\"T\":" + std::to_string(T) +
-           ",\"attn\":\"" + attn + "\",\"p\":" + json_number(p) + "}";
+           ",\"attn\":\"" + attn + "\",\"p\":" + json_number(p) + extra + "}";
 }
 
 struct JsonlLog {
