@@ -371,7 +371,10 @@ struct Trainer {
         int start = (int)state.step;
         int end = opt.steps_this_run > 0 ? std::min(max_steps, start + opt.steps_this_run) : max_steps;
         double flops_per_step = training_flops_per_token(model->num_parameters, config, opt.T) * opt.total_batch;
-        double peak = device_peak_flops() * world();  // every rank's GPU alike
+        std::string gpu;
+        double peak = device_peak_flops(&gpu);
+        if (peak == 0) printf("%s: no dense bf16 peak is known for %s\n", MFU_UNKNOWN, gpu.c_str());
+        if (peak > 0) peak *= world();  // every rank's GPU alike
         if (have_val && start == 0) validate_and_log(0);
         double time_sum = 0;
         int timed = 0;
@@ -379,7 +382,7 @@ struct Trainer {
             if (opt.p_warmup > 0) set_attention_p(*model, p_at_step(config.p, opt.p_warmup, step));  // -pw
             StepResult r = train_step(step);
             if (step > start + 1 || end - start == 1) { time_sum += r.ms; timed++; }  // the first step warms up
-            double mfu = peak > 0 ? flops_per_step / (r.ms / 1000.0) / peak : 0;
+            double mfu = step_mfu(flops_per_step, r.ms / 1000.0, peak);
             report_step(step, r, mfu, timed > 0 ? time_sum / timed * (end - step) / 1000.0 : 0);
             stop_if_stuck(step, r);
             bool last = step == max_steps;

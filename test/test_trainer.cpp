@@ -37,6 +37,8 @@
 #include "eval/loss_vs_length.h"
 #include "model/backend_cpu.h"
 #include "runtime/checkpoint.h"
+#include "runtime/logger.h"
+#include "runtime/mfu.h"
 #include "model/rand.h"
 #include "runtime/rendezvous.h"
 #include "runtime/schedule.h"
@@ -489,6 +491,29 @@ TEST_CASE("the spike guards skip the first loss (-sl) or gradient norm (-sg) tha
     CHECK(back.train.norm.mean == 1.5);
     CHECK(back.train.norm.var == 0.25);
     CHECK(back.train.norm.count == 33);
+}
+
+TEST_CASE("MFU: the dense bf16 peaks of the GPUs researchers have; an unknown GPU prints n/a, never 0% or less") {
+    // the vendors' dense figures (runtime/mfu.h cites each); a name is matched as a whole word
+    struct Gpu { const char* name; double peak; };
+    for (const Gpu& g : {Gpu{"NVIDIA H100 80GB HBM3", 989e12}, Gpu{"NVIDIA H100 PCIe", 756e12},
+                         Gpu{"NVIDIA H200", 989e12}, Gpu{"NVIDIA A100-SXM4-80GB", 312e12},
+                         Gpu{"NVIDIA L4", 121e12}, Gpu{"NVIDIA L40S", 362e12},
+                         Gpu{"NVIDIA GeForce RTX 4090", 165.2e12}, Gpu{"NVIDIA RTX 6000 Ada Generation", 364.2e12},
+                         Gpu{"NVIDIA B200", 2250e12}, Gpu{"NVIDIA A10", 125e12},
+                         Gpu{"NVIDIA A10G", 0}, Gpu{"NVIDIA GeForce RTX 3060", 0}, Gpu{"Tesla T4", 0}}) {
+        CAPTURE(g.name);
+        CHECK(peak_flops_of(g.name) == g.peak);
+    }
+    StepResult r;
+    r.loss = 5, r.norm = 1, r.lr = 1e-3f, r.ms = 100;
+    std::string unknown = step_line(3, 10, r, 1000, step_mfu(1e12, 0.1, 0), 5);
+    CHECK(unknown.find("| MFU n/a |") != std::string::npos);
+    CHECK(std::string(MFU_UNKNOWN) == "MFU n/a (add its peak to runtime/mfu.h)");
+    std::string known = step_line(3, 10, r, 1000, step_mfu(1e12, 0.1, 165.2e12), 5);
+    CHECK(known.find("| MFU 6.1% |") != std::string::npos);  // 1e13 of 165.2e12 FLOP/s
+    std::string none = step_line(3, 10, r, 1000, step_mfu(1e12, 0.1, -1), 5);  // no GPU: no MFU at all
+    CHECK(none.find("MFU") == std::string::npos);
 }
 
 TEST_CASE("-k wsd: warmup, the learning rate held, then linear to -q over the last -cd of the steps") {
