@@ -91,3 +91,8 @@ $(BUILD)/test_sample: test/test_sample.cpp $(DOCTEST_MAIN) $(TRAINER_OBJS) $(BUI
                       $(BUILD)/sample_cu_emu_lssar train_gpt2cpu_lssar | $(BUILD)
 	$(CXX_HOST) $< $(DOCTEST_MAIN) $(TRAINER_OBJS) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
 TESTS += $(BUILD)/test_sample
+# test_export: scripts/export.py and its PyTorch module against the CPU reference, every variant and
+# learned p, and the export -> import -> export round trip (PyTorch: /usr/bin/python3)
+$(BUILD)/test_export: test/test_export.cpp $(DOCTEST_MAIN) $(TRAINER_OBJS) | $(BUILD)
+	$(CXX_HOST) $< $(DOCTEST_MAIN) $(TRAINER_OBJS) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
+TESTS += $(BUILD)/test_export
