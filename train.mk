@@ -39,7 +39,8 @@ TESTS += $(BUILD)/test_trainer
 CLI_TABLE_PROGRAMS := train_gpt2cpu_lssar $(BUILD)/train_gpt2cu_emu_lssar $(BUILD)/loss_vs_length_cpu_lssar \
                       $(BUILD)/passkey_cpu_lssar $(BUILD)/passkey_cu_emu_lssar $(BUILD)/mc_eval_cpu_lssar \
                       $(BUILD)/mc_eval_cu_emu_lssar $(BUILD)/attention_maps_cpu_lssar $(BUILD)/hidden_states_cpu_lssar \
-                      $(BUILD)/gradcheck_cu_emu_lssar $(BUILD)/passkey_mix
+                      $(BUILD)/gradcheck_cu_emu_lssar $(BUILD)/passkey_mix $(BUILD)/sample_cpu_lssar \
+                      $(BUILD)/sample_cu_emu_lssar
 $(BUILD)/test_cli: test/test_cli.cpp $(DOCTEST_MAIN) $(TRAINER_OBJS) $(CLI_TABLE_PROGRAMS) | $(BUILD)
 	$(CXX_HOST) $< $(DOCTEST_MAIN) $(TRAINER_OBJS) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
 TESTS += $(BUILD)/test_cli

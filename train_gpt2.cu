@@ -136,8 +136,9 @@ struct Trainer {
         dist.init(dc);  // before the model: selects this rank's GPU
         if (!is_main() && freopen("/dev/null", "w", stdout) == nullptr) cli_fail("cannot redirect stdout to /dev/null");
         if (dc.world > 1)
-            printf("data parallel: %d ranks, run %s, met through %s\n", dc.world, dc.run_id.c_str(),
-                   dc.rendezvous.empty() ? nccl_rendezvous_file(dc).c_str() : dc.rendezvous.c_str());
+            printf("data parallel: %d ranks, run %s, met through %s (ranks from %s%s)\n", dc.world, dc.run_id.c_str(),
+                   dc.rendezvous.empty() ? nccl_rendezvous_file(dc).c_str() : dc.rendezvous.c_str(),
+                   dc.launcher.c_str(), dc.rendezvous_from.empty() ? "" : ("; endpoint from " + dc.rendezvous_from).c_str());
     }
 
     // The config from -e: a descriptor, or a checkpoint whose weights start the run (read here).
@@ -245,7 +246,20 @@ struct Trainer {
         if (opt.out_dir.empty() || !is_main()) return;
         log.open(opt.out_dir + "/log.jsonl", resumed ? state.step : -1);
         if (!resumed)
-            log.line(run_header_record(world(), opt.total_batch, opt.B, opt.T, attn_kind_name(config.attn), config.p));
+            log.line(run_header_record(world(), opt.total_batch, opt.B, opt.T, attn_kind_name(config.attn), config.p,
+                                       schedule_and_guards_record()));
+    }
+
+    // ,"lr":..,"lr_schedule":"wsd",...: the header record's schedule and guard thresholds
+    std::string schedule_and_guards_record() const {
+        const LrSchedule& k = opt.schedule;
+        std::string rec = ",\"lr\":" + json_number(k.lr) + ",\"lr_schedule\":\"" + k.kind + "\",\"warmup\":" +
+                          std::to_string(k.warmup) + ",\"final_lr_frac\":" + json_number(k.final_frac);
+        if (k.kind == "wsd")
+            rec += ",\"cooldown_frac\":" + json_number(k.cooldown_frac) + ",\"cooldown_start\":" +
+                   std::to_string(k.cooldown_start());
+        return rec + ",\"skip_loss_z\":" + json_number(opt.guard.spike_z) + ",\"skip_grad_norm_z\":" +
+               json_number(opt.guard.norm_z);
     }
 
     // The samples' text: bytes for a byte-level model (vocabulary 256), GPT-2 BPE for a GPT-2 one
@@ -275,6 +289,12 @@ struct Trainer {
         printf("batch: B %d x T %d x %d accumulation%s = %lld tokens per step; %d steps; train %lld tokens (%s)\n",
                opt.B, opt.T, grad_accum, ranks.c_str(), opt.total_batch, max_steps, (long long)train_loader.num_tokens,
                opt.train_pattern.c_str());
+        const LrSchedule& k = opt.schedule;
+        std::string shape = k.kind == "constant" ? "constant"
+                            : k.kind == "wsd"    ? "held to step " + std::to_string(k.cooldown_start()) + ", then linear"
+                                                 : k.kind;
+        printf("learning rate: %g, warmup %d steps, %s%s\n", k.lr, k.warmup, shape.c_str(),
+               k.kind == "constant" ? "" : (" to " + cli_number(k.lr * k.final_frac) + " at step " + std::to_string(max_steps)).c_str());
     }
 
     // -o: created, locked for this process (rank 0), owned by this run, its orphans removed.
@@ -353,7 +373,10 @@ struct Trainer {
         int start = (int)state.step;
         int end = opt.steps_this_run > 0 ? std::min(max_steps, start + opt.steps_this_run) : max_steps;
         double flops_per_step = training_flops_per_token(model->num_parameters, config, opt.T) * opt.total_batch;
-        double peak = device_peak_flops() * world();  // every rank's GPU alike
+        std::string gpu;
+        double peak = device_peak_flops(&gpu);
+        if (peak == 0) printf("%s: no dense bf16 peak is known for %s\n", MFU_UNKNOWN, gpu.c_str());
+        if (peak > 0) peak *= world();  // every rank's GPU alike
         if (have_val && start == 0) validate_and_log(0);
         double time_sum = 0;
         int timed = 0;
@@ -361,7 +384,7 @@ struct Trainer {
             if (opt.p_warmup > 0) set_attention_p(*model, p_at_step(config.p, opt.p_warmup, step));  // -pw
             StepResult r = train_step(step);
             if (step > start + 1 || end - start == 1) { time_sum += r.ms; timed++; }  // the first step warms up
-            double mfu = peak > 0 ? flops_per_step / (r.ms / 1000.0) / peak : 0;
+            double mfu = step_mfu(flops_per_step, r.ms / 1000.0, peak);
             report_step(step, r, mfu, timed > 0 ? time_sum / timed * (end - step) / 1000.0 : 0);
             stop_if_stuck(step, r);
             bool last = step == max_steps;

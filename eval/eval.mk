@@ -88,3 +88,31 @@ $(BUILD)/test_stats_tools: test/test_stats_tools.py eval/stats_tests.py eval/com
 	printf '#!/bin/sh\nexec /usr/bin/python3 test/test_stats_tools.py\n' > $@
 	chmod +x $@
 TESTS += $(BUILD)/test_stats_tools
+
+# Sampling from a checkpoint (eval/sample.cu), per back end and attention variant, and its test:
+#   make sample_cpu ATTN=lssar  -> build/sample_cpu_lssar    (and sample_cu: nvcc; _cu_emu for tests)
+SAMPLE_CPU_BINS := $(addprefix $(BUILD)/sample_cpu_,$(ATTN_VARIANTS))
+SAMPLE_CU_BINS  := $(addprefix $(BUILD)/sample_cu_,$(ATTN_VARIANTS))
+SAMPLE_EMU_BINS := $(addprefix $(BUILD)/sample_cu_emu_,$(ATTN_VARIANTS))
+$(SAMPLE_CPU_BINS): $(BUILD)/sample_cpu_%: eval/sample.cu $(TRAINER_OBJS) | $(BUILD)
+	$(BUILD_CPU_PROGRAM)
+$(SAMPLE_CU_BINS): $(BUILD)/sample_cu_%: eval/sample.cu $(TRAINER_OBJS) | $(BUILD)
+	$(BUILD_CU_PROGRAM)
+$(SAMPLE_EMU_BINS): $(BUILD)/sample_cu_emu_%: eval/sample.cu $(TRAINER_OBJS) $(EMU_LIBS) | $(BUILD)
+	$(BUILD_EMU_PROGRAM)
+.PHONY: sample_cpu sample_cu
+sample_cpu: $(BUILD)/sample_cpu_$(ATTN)
+sample_cu: $(BUILD)/sample_cu_$(ATTN)
+CPU_BINS  += $(BUILD)/sample_cpu_$(ATTN)
+CUDA_BINS += $(BUILD)/sample_cu_$(ATTN)
+# test_sample: greedy sampling against the reference's teacher-forced argmax (CPU and emulated
+# CUDA), the seed, the refusals, byte-level and GPT-2 text
+$(BUILD)/test_sample: test/test_sample.cpp $(DOCTEST_MAIN) $(TRAINER_OBJS) $(BUILD)/sample_cpu_lssar \
+                      $(BUILD)/sample_cu_emu_lssar train_gpt2cpu_lssar | $(BUILD)
+	$(CXX_HOST) $< $(DOCTEST_MAIN) $(TRAINER_OBJS) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
+TESTS += $(BUILD)/test_sample
+# test_export: scripts/export.py and its PyTorch module against the CPU reference, every variant and
+# learned p, and the export -> import -> export round trip (PyTorch: /usr/bin/python3)
+$(BUILD)/test_export: test/test_export.cpp $(DOCTEST_MAIN) $(TRAINER_OBJS) | $(BUILD)
+	$(CXX_HOST) $< $(DOCTEST_MAIN) $(TRAINER_OBJS) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
+TESTS += $(BUILD)/test_export

@@ -81,7 +81,7 @@ struct PasskeyMixPrompt {
 // Tokens of instruction + needle + question + answer for this key.
 inline int passkey_mix_prompt_tokens(const PasskeyParts& p, int key) {
     std::vector<int> needle_answer;
-    p.tok->encode(passkey_needle_text(key) + passkey_answer_text(key), needle_answer, nullptr);
+    p.codec.encode(passkey_needle_text(key) + passkey_answer_text(key), needle_answer);
     return (int)(p.instruction.size() + needle_answer.size() + p.question.size());
 }
 
@@ -90,8 +90,8 @@ inline int passkey_mix_prompt_tokens(const PasskeyParts& p, int key) {
 inline void passkey_mix_prompt(const PasskeyParts& p, const uint16_t* corpus, int64_t* pos,
                                const PasskeyMixPrompt& pr, int64_t window, std::vector<int>* w, PasskeyMix* mix) {
     std::vector<int> needle, answer;
-    p.tok->encode(passkey_needle_text(pr.key), needle, nullptr);
-    p.tok->encode(passkey_answer_text(pr.key), answer, nullptr);
+    p.codec.encode(passkey_needle_text(pr.key), needle);
+    p.codec.encode(passkey_answer_text(pr.key), answer);
     int before = (int)(pr.depth * pr.filler + 0.5);
     w->insert(w->end(), p.instruction.begin(), p.instruction.end());
     w->insert(w->end(), corpus + *pos, corpus + *pos + before);
@@ -176,8 +176,8 @@ inline PasskeyMix passkey_mix_build(const PasskeyParts& p, const uint16_t* corpu
 inline std::vector<int64_t> passkey_find_needles(const PasskeyParts& p, const uint16_t* tokens, int64_t n,
                                                  bool questions_too = false) {
     std::vector<int> opening, mark;
-    p.tok->encode(" The pass key is", opening, nullptr);
-    p.tok->encode("?", mark, nullptr);
+    p.codec.encode(" The pass key is", opening);
+    p.codec.encode("?", mark);
     std::vector<int64_t> at;
     int64_t m = (int64_t)opening.size();
     for (int64_t i = 0; i + m <= n; i++) {

@@ -29,7 +29,7 @@ typedef GPT2Cuda Model;
 #define BACKEND_NAME "cuda"
 #define BACKEND_BINARY_NAME "cu"
 inline std::string select_precision(GPT2Cuda&, const std::string& name) {
-    if (name == "fp32") throw std::invalid_argument("the CUDA back end trains in bf16 mixed precision only (bf16 or auto)");
+    if (name == "fp32") throw std::invalid_argument("the CUDA back end runs in bf16 mixed precision only (bf16 or auto; the fp32 reference is the CPU back end's)");
     return "bf16 mixed precision (CUDA back end)";
 }
 inline void set_attention_p(GPT2Cuda& model, float p) { model.config.p = p; }

@@ -160,6 +160,7 @@ void checkpoint_write(const std::string& path, const Checkpoint& ck) {
     h.world_size = ck.world_size;
     h.num_parameters = n;
     h.train = ck.train;
+    h.norm_stats = ck.train.norm;
     h.run_seed = ck.run.seed;
     h.data_fingerprint = ck.run.data_fingerprint;
     h.payload_checksum = checkpoint_checksum(ck.params.data(), n * sizeof(float));
@@ -214,7 +215,8 @@ CheckpointHeader checkpoint_read_header(const std::string& path, GPT2Config* con
 
 void checkpoint_read(const std::string& path, Checkpoint& ck) {
     CheckpointHeader h = checkpoint_read_header(path, &ck.config);
-    ck.train = h.train;
+    static_cast<TrainStateStored&>(ck.train) = h.train;
+    ck.train.norm = h.norm_stats;
     ck.run.seed = h.run_seed;
     ck.run.data_fingerprint = h.data_fingerprint;
     ck.world_size = h.world_size;

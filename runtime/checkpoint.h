@@ -37,8 +37,10 @@ constexpr uint32_t CHECKPOINT_VERSION = 3;
 constexpr uint32_t CHECKPOINT_OLDEST_VERSION = 2;  // still read: no run identity, no header checksum
 constexpr size_t CHECKPOINT_HEADER_BYTES = 1024;
 
-// What the trainer needs beyond weights and moments to continue exactly where it stopped.
-struct TrainState {
+// What the trainer needs beyond weights and moments to continue exactly where it stopped: the
+// part the header has held since version 3 (TrainStateStored, its layout fixed), and the gradient
+// norm guard's statistics (-sg), stored after the run's identity (zero in older files: none seen).
+struct TrainStateStored {
     int64_t step = 0;               // optimizer steps completed (skipped ones included)
     uint64_t rng_state = 0;         // the sampling rng (model/rand.h)
     int32_t consecutive_skips = 0;  // updates skipped in a row by the loss / grad-norm guard
@@ -49,6 +51,13 @@ struct TrainState {
     int32_t has_loader = 0;         // 1 if `loader` below holds the training loader's position
     int32_t pad_ = 0;
     DataLoaderState loader{};
+};
+struct RunningStats {  // runtime/guard.h's running mean and variance of a value
+    double mean = 0, var = 0;
+    int64_t count = 0;
+};
+struct TrainState : TrainStateStored {
+    RunningStats norm;  // the gradient-norm spike guard's (-sg)
 };
 
 struct CheckpointHeader {
@@ -61,11 +70,13 @@ struct CheckpointHeader {
     int32_t world_size;  // ranks that trained the run: one optimizer shard file each
     uint64_t num_parameters;
     uint64_t payload_checksum;  // checkpoint_checksum of the weights as stored
-    TrainState train;
+    TrainStateStored train;
     uint64_t run_seed;          // the run's identity (version 3): its -rs seed
     uint64_t data_fingerprint;  // and its training shards (run_data_fingerprint, runtime/run_dir.h)
     int32_t learn_p;            // 1: the weights end with learned p's theta per (layer, head) (0 in older files)
-    uint8_t pad1_[CHECKPOINT_HEADER_BYTES - 64 - sizeof(TrainState) - 28];
+    int32_t pad2_;
+    RunningStats norm_stats;    // TrainState::norm (zero in older files)
+    uint8_t pad1_[CHECKPOINT_HEADER_BYTES - 64 - sizeof(TrainStateStored) - 28 - 4 - sizeof(RunningStats)];
     uint64_t header_checksum;   // checkpoint_checksum of the 1016 bytes before it (version 3)
 };
 static_assert(sizeof(CheckpointHeader) == CHECKPOINT_HEADER_BYTES, "checkpoint header must be 1024 bytes");

@@ -20,15 +20,25 @@
 //   resume: model.set_params(params, step); dist.attach(...); dist.restore_optimizer(model, shard, step)
 //   dist.finish();
 //
-// Environment (dist_config_from_env):
-//   RANK, WORLD_SIZE, LOCAL_RANK        (scripts/launch.sh, torchrun) or
-//   SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID (srun); both sets may be given if they agree
-//   DIST_RUN_ID   names this run's rendezvous file (default SLURM_JOB_ID.SLURM_STEP_ID); required
-//                 when WORLD_SIZE > 1; scripts/launch.sh makes a fresh one per launch
+// Environment (dist_config_from_env): the rank, world size and local rank from any launcher,
+//   RANK, WORLD_SIZE, LOCAL_RANK (+ LOCAL_WORLD_SIZE)   scripts/launch.sh, torchrun
+//   OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK (+ _LOCAL_SIZE)  Open MPI's mpirun
+//   PMI_RANK, PMI_SIZE, MPI_LOCALRANKID (+ MPI_LOCALNRANKS)   MPICH's mpiexec (hydra)
+//   SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID                 srun
+//   (several sets may be given if they agree; no MPI library is linked: mpirun only starts the
+//   processes), and
+//   DIST_RUN_ID   names this run's rendezvous file; required when WORLD_SIZE > 1, except where the
+//                 launcher gives one (dist_default_run_id: torchrun's TORCHELASTIC_RUN_ID, Open
+//                 MPI's PMIx namespace, Slurm's job and step, one node's launcher process);
+//                 scripts/launch.sh makes a fresh one per launch
 //   DIST_ID_DIR   a directory every rank can read (default /tmp: one node; a shared file system
 //                 across nodes)
 //   DIST_RENDEZVOUS  tcp://HOST:PORT (or HOST:PORT): rank 0 serves the id on PORT of HOST instead
-//                 of writing the file (nodes without a shared file system)
+//                 of writing the file (nodes without a shared file system). Under torchrun over
+//                 several nodes it defaults to MASTER_ADDR:MASTER_PORT (MASTER_PORT + 1 where
+//                 torchrun's agent keeps its own store on MASTER_PORT). Ranks on several nodes (a
+//                 launcher's local size below the world size) without either are refused: a file
+//                 in one node's /tmp cannot reach the others.
 //   DIST_TIMEOUT_S  seconds a rank waits for the rendezvous and for a collective (default 600)
 //
 // Rendezvous (runtime/rendezvous.h): rank 0 draws the NCCL unique id and hands it to the others
@@ -72,6 +82,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -102,6 +113,8 @@ struct DistConfig {
     std::string id_dir = "/tmp";
     std::string rendezvous;  // DIST_RENDEZVOUS: "tcp://HOST:PORT" or "HOST:PORT"; empty: the file in id_dir
     double timeout_s = 600;  // rendezvous and collective watchdog
+    std::string launcher;    // whose variables gave the rank ("" for one process), as printed
+    std::string rendezvous_from;  // where the rendezvous endpoint came from, when not DIST_RENDEZVOUS
     bool communicator_for_one = false;  // a communicator even for world 1 (tests: NCCL on one GPU)
 };
 
@@ -119,7 +132,8 @@ inline std::string dist_config_error(const DistConfig& c) {
     if (c.world > 1) {
         if (c.run_id.empty()) {
             return "world size " + std::to_string(c.world) + " needs a run id: set DIST_RUN_ID to the same fresh "
-                   "value on every rank (scripts/launch.sh does), or run under Slurm (SLURM_JOB_ID)";
+                   "value on every rank (scripts/launch.sh does; mpirun -x DIST_RUN_ID=ID, mpiexec -genv "
+                   "DIST_RUN_ID ID), or run under Slurm (SLURM_JOB_ID), torchrun or Open MPI";
         }
         if (c.run_id.size() > 100 || c.run_id.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
                                                                   "0123456789._-") != std::string::npos) {
@@ -154,47 +168,155 @@ inline bool dist_env_int(const char* name, int* out) {
     return true;
 }
 
+// The variables a launcher gives each process: its rank, the world size, its local rank (its GPU)
+// and, where the launcher says it, the number of ranks on its node. Any of these sets may be given,
+// several if they agree.
+struct DistLauncher {
+    const char* who;  // as printed
+    const char *rank, *world, *local, *local_size;  // local_size: null where the launcher has none
+};
+inline const DistLauncher DIST_LAUNCHERS[] = {
+    {"torchrun or scripts/launch.sh", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
+    {"Open MPI's mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE"},
+    {"MPICH's mpiexec", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
+    {"srun", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nullptr},
+};
+
+// One launcher's values as found in the environment.
+struct DistLaunch {
+    const DistLauncher* vars = nullptr;
+    int rank = 0, world = 1, local = 0, local_size = 0;
+    bool has_local = false, has_local_size = false;
+    std::string names() const {
+        return std::string(vars->rank) + "/" + vars->world + "/" + vars->local;
+    }
+    std::string values() const {
+        return std::to_string(rank) + "/" + std::to_string(world) + "/" + (has_local ? std::to_string(local) : "-");
+    }
+};
+
+// The launchers whose variables are set, each checked whole; those that disagree are refused.
+inline std::vector<DistLaunch> dist_launches_from_env() {
+    std::vector<DistLaunch> found;
+    for (const DistLauncher& v : DIST_LAUNCHERS) {
+        DistLaunch l;
+        l.vars = &v;
+        bool has_rank = dist_env_int(v.rank, &l.rank), has_world = dist_env_int(v.world, &l.world);
+        l.has_local = dist_env_int(v.local, &l.local);
+        l.has_local_size = v.local_size != nullptr && dist_env_int(v.local_size, &l.local_size);
+        if (!has_rank && !has_world && !l.has_local) continue;
+        if (!has_rank || !has_world)
+            throw std::runtime_error(std::string("environment: ") + v.rank + ", " + v.world + " and " + v.local +
+                                     " go together (set all three, or none for one process); " + v.who + " sets them");
+        found.push_back(l);
+    }
+    const DistLaunch* with_local = nullptr;
+    for (const DistLaunch& l : found)
+        if (l.has_local) { with_local = &l; break; }
+    if (!found.empty() && with_local == nullptr)
+        throw std::runtime_error(std::string("environment: ") + found[0].vars->rank + ", " + found[0].vars->world +
+                                 " and " + found[0].vars->local + " go together (set all three, or none for one "
+                                 "process); " + found[0].vars->who + " sets them");
+    for (const DistLaunch& l : found) {
+        const DistLaunch& a = *with_local;
+        bool agree = l.rank == a.rank && l.world == a.world && (!l.has_local || l.local == a.local) &&
+                     (!l.has_local_size || !a.has_local_size || l.local_size == a.local_size);
+        if (!agree)
+            throw std::runtime_error("environment: " + a.names() + " = " + a.values() + " (" + a.vars->who +
+                                     ") disagree with " + l.names() + " = " + l.values() + " (" + l.vars->who +
+                                     "): unset one set");
+    }
+    return found;
+}
+
+// s with every character outside [A-Za-z0-9._-] replaced by '_', at most 100 characters (a run id)
+inline std::string dist_run_id_text(const std::string& s) {
+    std::string out = s.substr(0, 100);
+    for (char& ch : out)
+        if (!isalnum((unsigned char)ch) && ch != '.' && ch != '_' && ch != '-') ch = '_';
+    return out;
+}
+
+inline std::string dist_env(const char* name) {
+    const char* v = getenv(name);
+    return v != nullptr ? v : "";
+}
+
+// The run id when DIST_RUN_ID is not set: one every rank of this launch shares and an earlier
+// launch did not have. torchrun: its run id and restart count, and on one node its agent (the
+// ranks' parent) and port; Open MPI: its job's PMIx namespace; one node of mpirun or mpiexec: the
+// launcher's process on the node (the ranks' parent); Slurm: the job and step. "" where there is
+// none (the config then asks for DIST_RUN_ID).
+inline std::string dist_default_run_id(const std::vector<DistLaunch>& launches, bool one_node) {
+    auto launched_by = [&](const char* rank_var) {
+        for (const DistLaunch& l : launches)
+            if (strcmp(l.vars->rank, rank_var) == 0) return true;
+        return false;
+    };
+    std::string parent = std::to_string((long long)getppid());
+    if (launched_by("RANK") && !dist_env("TORCHELASTIC_RUN_ID").empty()) {
+        std::string id = "torchrun_" + dist_env("TORCHELASTIC_RUN_ID") + "_" + dist_env("TORCHELASTIC_RESTART_COUNT");
+        if (one_node) id += "_" + dist_env("MASTER_PORT") + "_" + parent;
+        return dist_run_id_text(id);
+    }
+    if (launched_by("OMPI_COMM_WORLD_RANK")) {
+        for (const char* job : {"PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_ess_jobid"})
+            if (!dist_env(job).empty()) return dist_run_id_text("mpirun_" + dist_env(job));
+        if (one_node) return "mpirun_" + parent;
+    }
+    if (launched_by("PMI_RANK") && one_node) return "mpiexec_" + parent;
+    std::string job = dist_env("SLURM_JOB_ID");
+    if (!job.empty()) {
+        std::string step = dist_env("SLURM_STEP_ID");
+        return "slurm" + job + "." + (step.empty() ? "0" : step);
+    }
+    return "";
+}
+
 // The config from the environment (see the top of this file); a process with none of it is rank 0
 // of 1. Throws std::runtime_error on missing or inconsistent values.
 inline DistConfig dist_config_from_env() {
     DistConfig c;
-    int rank = 0, world = 1, local = 0, s_rank = 0, s_world = 1, s_local = 0;
-    bool has_rank = dist_env_int("RANK", &rank), has_world = dist_env_int("WORLD_SIZE", &world);
-    bool has_local = dist_env_int("LOCAL_RANK", &local);
-    bool has_s_rank = dist_env_int("SLURM_PROCID", &s_rank), has_s_world = dist_env_int("SLURM_NTASKS", &s_world);
-    bool has_s_local = dist_env_int("SLURM_LOCALID", &s_local);
-    if (has_rank || has_world || has_local) {
-        if (!(has_rank && has_world && has_local)) {
-            throw std::runtime_error("environment: RANK, WORLD_SIZE and LOCAL_RANK go together (set all three, or "
-                                     "none for one process); scripts/launch.sh sets them");
-        }
-        if ((has_s_rank && s_rank != rank) || (has_s_world && s_world != world) || (has_s_local && s_local != local)) {
-            throw std::runtime_error("environment: RANK/WORLD_SIZE/LOCAL_RANK = " + std::to_string(rank) + "/" +
-                                     std::to_string(world) + "/" + std::to_string(local) +
-                                     " disagree with SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID = " +
-                                     std::to_string(s_rank) + "/" + std::to_string(s_world) + "/" +
-                                     std::to_string(s_local) + ": unset one set");
-        }
-        c.rank = rank; c.world = world; c.local_rank = local;
-    } else if (has_s_rank || has_s_world) {
-        if (!(has_s_rank && has_s_world && has_s_local)) {
-            throw std::runtime_error("environment: SLURM_PROCID, SLURM_NTASKS and SLURM_LOCALID go together "
-                                     "(launch the ranks with srun)");
-        }
-        c.rank = s_rank; c.world = s_world; c.local_rank = s_local;
+    std::vector<DistLaunch> launches = dist_launches_from_env();
+    int node_ranks = 0;  // ranks on this node, where a launcher says (0: unknown)
+    for (const DistLaunch& l : launches) {
+        if (l.has_local) c.local_rank = l.local;
+        if (l.has_local_size) node_ranks = l.local_size;
+        c.rank = l.rank, c.world = l.world;
     }
-    const char* run_id = getenv("DIST_RUN_ID");
-    const char* job = getenv("SLURM_JOB_ID");
-    if (run_id != nullptr && *run_id != '\0') {
-        c.run_id = run_id;
-    } else if (job != nullptr && *job != '\0') {
-        const char* step = getenv("SLURM_STEP_ID");
-        c.run_id = std::string("slurm") + job + "." + (step != nullptr && *step != '\0' ? step : "0");
-    }
+    if (!launches.empty()) c.launcher = launches[0].vars->who;
+    for (const DistLaunch& l : launches)
+        if (l.has_local_size) c.launcher = l.vars->who;
+    bool several_nodes = node_ranks > 0 && node_ranks < c.world;
+    bool torchrun = !dist_env("TORCHELASTIC_RUN_ID").empty();
+    if (torchrun) c.launcher = "torchrun";
+    c.run_id = dist_env("DIST_RUN_ID");
+    if (c.run_id.empty()) c.run_id = dist_default_run_id(launches, node_ranks > 0 && !several_nodes);
     const char* dir = getenv("DIST_ID_DIR");
-    if (dir != nullptr && *dir != '\0') c.id_dir = dir;
-    const char* endpoint = getenv("DIST_RENDEZVOUS");
-    if (endpoint != nullptr && *endpoint != '\0') c.rendezvous = endpoint;
+    bool dir_given = dir != nullptr && *dir != '\0';
+    if (dir_given) c.id_dir = dir;
+    c.rendezvous = dist_env("DIST_RENDEZVOUS");
+    if (c.rendezvous.empty() && torchrun && several_nodes && !dir_given) {
+        // torchrun's rank 0 node: MASTER_ADDR; its static rendezvous (TORCHELASTIC_USE_AGENT_STORE=True)
+        // keeps its agent's store on MASTER_PORT, so rank 0 serves the id on the port above it
+        std::string addr = dist_env("MASTER_ADDR"), port_text = dist_env("MASTER_PORT");
+        int port = 0;
+        if (addr.empty() || !dist_env_int("MASTER_PORT", &port) || port < 1 || port > 65534)
+            throw std::runtime_error("environment: torchrun over several nodes without MASTER_ADDR and MASTER_PORT "
+                                     "(MASTER_ADDR='" + addr + "', MASTER_PORT='" + port_text + "'): set "
+                                     "DIST_RENDEZVOUS=tcp://HOST:PORT (rank 0's node and a free port)");
+        bool agent_store = dist_env("TORCHELASTIC_USE_AGENT_STORE") == "True";
+        c.rendezvous = "tcp://" + addr + ":" + std::to_string(agent_store ? port + 1 : port);
+        c.rendezvous_from = agent_store ? "torchrun's MASTER_ADDR, MASTER_PORT + 1 (its agent's store holds MASTER_PORT)"
+                                        : "torchrun's MASTER_ADDR and MASTER_PORT";
+    }
+    if (several_nodes && c.rendezvous.empty() && !dir_given)
+        throw std::runtime_error("environment: " + std::to_string(c.world) + " ranks on several nodes (" +
+                                 std::to_string(node_ranks) + " on this one, " + c.launcher + "): the NCCL id cannot "
+                                 "pass through a file in /tmp of one node; set DIST_RENDEZVOUS=tcp://HOST:PORT (rank "
+                                 "0's node and a free port) or DIST_ID_DIR to a directory every node shares, on every "
+                                 "rank (mpirun -x VAR=value, mpiexec -genv VAR value)");
     const char* timeout = getenv("DIST_TIMEOUT_S");
     if (timeout != nullptr && *timeout != '\0') {
         char* end = nullptr;

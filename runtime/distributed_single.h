@@ -12,12 +12,12 @@
 
 struct DistConfig {
     int rank = 0, world = 1;
-    std::string run_id, rendezvous;
+    std::string run_id, rendezvous, launcher, rendezvous_from;
 };
 
 // One process; a launcher's world size above 1 is refused (the CPU back end has no collectives).
 inline DistConfig dist_config_from_env() {
-    for (const char* name : {"WORLD_SIZE", "SLURM_NTASKS"}) {
+    for (const char* name : {"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
         const char* v = getenv(name);
         if (v != nullptr && *v != 0 && strcmp(v, "1") != 0)
             throw std::runtime_error(std::string(name) + "=" + v + ": the CPU trainer runs as one process; train "

@@ -36,15 +36,23 @@ struct StepResult {
     std::string skip_reason;
 };
 
-// "step  5/200 | loss ... | norm ... | lr ... | ms | tok/s[ | MFU] | ETA[ | extra][ | SKIPPED: why]"
+// "step  5/200 | loss ... | norm ... | lr ... | ms | tok/s[ | MFU x% or n/a] | ETA[ | extra][ | SKIPPED: why]"
+// mfu: runtime/mfu.h's step_mfu (NaN: a GPU of unknown peak; < 0: no GPU, nothing printed)
+inline std::string step_line(int step, int max_steps, const StepResult& r, double tok_s, double mfu, double eta_s,
+                             const std::string& extra = "") {
+    char mfu_text[32] = "";
+    if (std::isnan(mfu)) snprintf(mfu_text, sizeof mfu_text, " | MFU n/a");
+    else if (mfu > 0) snprintf(mfu_text, sizeof mfu_text, " | MFU %.1f%%", 100.0 * mfu);
+    std::string skipped = (extra.empty() ? "" : " | " + extra) + (r.applied ? "" : " | SKIPPED: " + r.skip_reason);
+    char head[256];
+    snprintf(head, sizeof head, "step %*d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s%s | ETA ",
+             (int)std::to_string(max_steps).size(), step, max_steps, r.loss, r.norm, r.lr, r.ms, tok_s, mfu_text);
+    return head + format_duration(eta_s) + skipped;
+}
+
 inline void print_step_line(int step, int max_steps, const StepResult& r, double tok_s, double mfu, double eta_s,
                             const std::string& extra = "") {
-    char mfu_text[32] = "";
-    if (mfu > 0) snprintf(mfu_text, sizeof mfu_text, " | MFU %.1f%%", 100.0 * mfu);
-    std::string skipped = (extra.empty() ? "" : " | " + extra) + (r.applied ? "" : " | SKIPPED: " + r.skip_reason);
-    printf("step %*d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s%s | ETA %s%s\n",
-           (int)std::to_string(max_steps).size(), step, max_steps, r.loss, r.norm, r.lr, r.ms, tok_s, mfu_text,
-           format_duration(eta_s).c_str(), skipped.c_str());
+    printf("%s\n", step_line(step, max_steps, r, tok_s, mfu, eta_s, extra).c_str());
     fflush(stdout);
 }
 
@@ -59,11 +67,13 @@ inline std::string step_record(int step, const StepResult& r, double tok_s, cons
     return rec + "}";
 }
 
-// The first record of a run's log: what eval/plot_training.py needs to put tokens on an axis.
-inline std::string run_header_record(int world, long long tokens_per_step, int B, int T, const char* attn, double p) {
+// The first record of a run's log: what eval/plot_training.py needs to put tokens on an axis, and
+// `extra` (more "key":value pairs, each with its leading comma: the schedule and the guards).
+inline std::string run_header_record(int world, long long tokens_per_step, int B, int T, const char* attn, double p,
+                                     const std::string& extra = "") {
     return "{\"step\":0,\"world_size\":" + std::to_string(world) + ",\"tokens_per_step\":" +
            std::to_string(tokens_per_step) + ",\"B\":" + std::to_string(B) + ",\"T\":" + std::to_string(T) +
-           ",\"attn\":\"" + attn + "\",\"p\":" + json_number(p) + "}";
+           ",\"attn\":\"" + attn + "\",\"p\":" + json_number(p) + extra + "}";
 }
 
 struct JsonlLog {

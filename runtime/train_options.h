@@ -16,7 +16,7 @@ struct TrainOptions {
     std::string model = "d12";                               // -e
     int B = 4, T = 1024;                                     // -b, -t
     long long total_batch = -1;                              // -d
-    LrSchedule schedule;                                     // -l, -k, -u, -q (max_steps set by the run)
+    LrSchedule schedule;                                     // -l, -k, -u, -q, -cd (max_steps set by the run)
     float weight_decay = 0.0f;                               // -c
     float clip = 1.0f;                                       // -gc
     int max_steps = -1;                                      // -x
@@ -36,7 +36,7 @@ struct TrainOptions {
     float rope_base = 10000.0f;                              // -rb
     bool rope_given = false;
     int max_skips = 5;                                       // -sk
-    UpdateGuard guard;                                       // -sl
+    UpdateGuard guard;                                       // -sl, -sg
     int zero1 = 0;                                           // -z
     std::string mc_files;                                    // -f
     int mc_every = 0, mc_max = 0;                            // -fv, -fn
@@ -84,7 +84,7 @@ inline CliTable train_flags(TrainOptions& o) {
      .integer("-t", &o.T, 1, 1 << 20, "sequence length T")
      .integer("-d", &o.total_batch, 1, 1LL << 40, "total batch size in tokens over all ranks, a multiple of "
               "B*T*ranks: gradient accumulation = d/(B*T*ranks) (default B*T*ranks)")
-     .section("Data parallelism (CUDA build; one process per GPU: mpirun -np 8, torchrun --nproc_per_node 8, srun, or "
+     .section("Data parallelism (CUDA build; one process per GPU: mpirun -np 8, torchrun --nproc_per_node 8 --no_python, srun, or "
               "scripts/launch.sh -n 8)")
      .section("  environment: RANK, WORLD_SIZE, LOCAL_RANK (scripts/launch.sh, torchrun), OMPI_COMM_WORLD_RANK/SIZE/"
               "LOCAL_RANK (Open MPI),\n  PMI_RANK, PMI_SIZE, MPI_LOCALRANKID (MPICH), SLURM_PROCID, SLURM_NTASKS, "
@@ -94,10 +94,14 @@ inline CliTable train_flags(TrainOptions& o) {
               "(default {}; no effect with one rank)")
      .section("Optimisation (AdamW, betas 0.9 0.95, eps 1e-8)")
      .number("-l", &o.schedule.lr, 0, 3e38, "learning rate")
-     .choice("-k", &o.schedule.kind, LrSchedule::kinds(), "schedule after warmup")
+     .choice("-k", &o.schedule.kind, LrSchedule::kinds(), "schedule after warmup: cosine or linear decay to -l x -q "
+             "at the last step, constant, or wsd (warmup, stable, linear cooldown over the last -cd of the steps)")
      .integer("-u", &o.schedule.warmup, 0, BIG, "warmup steps, linear from lr/u")
      .number("-q", &o.schedule.final_frac, 0, 1, "final learning rate fraction: the rate at the last step is -l times "
              "this")
+     .number("-cd", &o.schedule.cooldown_frac, 0, 1, "cooldown fraction of -k wsd: the learning rate stays at -l "
+             "after the warmup and falls linearly to -l x -q over this last share of the steps (default {}; llm.c's wsd "
+             "falls as 1 - sqrt over the last 0.2)")
      .number("-c", &o.weight_decay, 0, 10, "weight decay, on the matrices only")
      .number("-gc", &o.clip, 0, 1e30, "gradient clipping norm: the global gradient norm is scaled down to this "
              "(default {}; 0 = off)")
@@ -107,9 +111,13 @@ inline CliTable train_flags(TrainOptions& o) {
      .integer("-rs", &o.seed, 0, 1LL << 62, "random seed: initialisation, data order, sampling")
      .section("Guards")
      .integer("-sk", &o.max_skips, 1, BIG, "consecutive skips: stop after this many skipped updates in a row "
-              "(default {}). An update is skipped when the loss or the gradient norm is not finite, or is a spike (-sl)")
+              "(default {}). An update is skipped when the loss or the gradient norm is not finite, or is a spike (-sl, -sg)")
      .number("-sl", &o.guard.spike_z, 0, 1e30, "loss spike threshold: skip the update when the loss is this many "
              "standard deviations above its running mean (default {} = off)")
+     .number("-sg", &o.guard.norm_z, 0, 1e30, "gradient norm spike threshold (llm.c's -sg): skip the update when "
+             "the gradient norm is this many standard deviations above its running mean (default {} = off). The "
+             "running means of -sl and -sg: exact over the first 20 accepted steps, then exponential with weight 1/20 "
+             "(llm.c's: a window of 128)")
      .section("Evaluation and sampling")
      .integer("-v", &o.val_every, 0, BIG, "validation interval: validation loss every this many steps, and at the end "
               "(default {}; 0 = never)")
@@ -174,6 +182,9 @@ inline TrainOptions train_parse_args(int argc, char** argv) {
         if (("," + o.mc_files + ",").find(std::string(",") + HELLASWAG_FILE + ",") == std::string::npos)
             o.mc_files += (o.mc_files.empty() ? "" : ",") + std::string(HELLASWAG_FILE);
     }
+    if (t.given("-cd") && o.schedule.kind != "wsd")
+        cli_fail("-cd " + cli_number(o.schedule.cooldown_frac) + ": the cooldown fraction is -k wsd's; -k " +
+                 o.schedule.kind + " decays over every step after the warmup");
     if (o.learn_p && !attn_reweights(ATTN_BUILT))
         cli_fail(std::string("-pl 1: ") + ATTN_NAME + " attention has no re-weighting, so there is no p to learn");
     if (!plr_text.empty() && !o.learn_p)

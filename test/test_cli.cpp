@@ -10,6 +10,8 @@
 #include "test/run_command.h"
 #include "test/temp_dir.h"
 
+#include <cmath>
+#include <cstring>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -33,6 +35,8 @@ static const std::vector<std::string> PROGRAMS = {
     "./build/hidden_states_cpu_lssar",
     "./build/gradcheck_cu_emu_lssar",
     "./build/passkey_mix",
+    "./build/sample_cpu_lssar",
+    "./build/sample_cu_emu_lssar",
 };
 
 struct TableRow {
@@ -186,4 +190,54 @@ TEST_CASE("llm.c's letters: -h 0|1 is the HellaSwag switch, -h alone the help; -
             CHECK(contains(r.output, std::string(flag) + ": llm.c's " + flag + " is "));
         }
     }
+}
+
+// Reads a .npy of float32 (hidden_states' output): the values after the header.
+static std::vector<float> npy_floats(const std::string& path) {
+    std::string bytes = read_file(path);
+    REQUIRE(bytes.size() > 10);
+    size_t header = 10 + (unsigned char)bytes[8] + 256 * (unsigned char)bytes[9];
+    std::vector<float> v((bytes.size() - header) / 4);
+    memcpy(v.data(), bytes.data() + header, v.size() * 4);
+    return v;
+}
+
+TEST_CASE("the tools' -pr: fp32 by default on the CPU, bf16 runs the bf16 path and says so, fp32 refused on CUDA") {
+    HellaswagRun h;
+    Result train = run(h.trainer("-e d2c64h2v512 -t 32 -x 2 -n 2 -o run"));
+    INFO(train.output);
+    REQUIRE(train.code == 0);
+    const std::string ckpt = h.dir.path + "/run/ckpt_00000002.bin", shard = h.dir.path + "/train_000000.bin";
+    // hidden states on both CPU paths: bf16 rounds the matmuls' inputs (2^-9 relative each), so the
+    // states, O(1) after the final layernorm, agree within a few percent (rms), and are not fp32's
+    std::vector<float> states[2];
+    for (int bf16 = 0; bf16 < 2; bf16++) {
+        std::string out = h.dir.path + (bf16 ? "/bf16.npy" : "/fp32.npy");
+        Result r = run("OMP_WAIT_POLICY=passive ./build/hidden_states_cpu_lssar -e " + ckpt + " -i " + shard +
+                       " -t 40 -n 4 -o " + out + (bf16 ? " -pr bf16" : ""));
+        INFO(r.output);
+        REQUIRE(r.code == 0);
+        CHECK(contains(r.output, bf16 ? "precision: " : "precision: fp32 (the reference CPU path)"));
+        states[bf16] = npy_floats(out);
+    }
+    REQUIRE(states[0].size() == (size_t)4 * 40 * 64);
+    REQUIRE(states[1].size() == states[0].size());
+    double d = 0, n = 0;
+    for (size_t i = 0; i < states[0].size(); i++) {
+        d += (states[1][i] - states[0][i]) * (states[1][i] - states[0][i]);
+        n += states[0][i] * states[0][i];
+    }
+    MESSAGE("hidden states, bf16 path against fp32: relative rms difference " << std::sqrt(d / n));
+    CHECK(std::sqrt(d / n) < 0.05);
+    Result lvl = run("OMP_WAIT_POLICY=passive ./build/loss_vs_length_cpu_lssar -e " + ckpt + " -j " + shard +
+                     " -l 1 -n 64 -pr bf16");
+    CHECK(lvl.code == 0);
+    CHECK(contains(lvl.output, "precision: "));
+    // the CUDA back end has no fp32 path: refused, as the trainer's -pr fp32 there
+    Result cu = run("./build/sample_cu_emu_lssar -e " + ckpt + " -g 1 -pr fp32");
+    CHECK(cu.code == 1);
+    CHECK(contains(cu.output, "-pr fp32: the CUDA back end runs in bf16 mixed precision only"));
+    Result cu_default = run("./build/sample_cu_emu_lssar -e " + ckpt + " -g 1 -gi 1");
+    CHECK(cu_default.code == 0);
+    CHECK(contains(cu_default.output, "precision: bf16 mixed precision (CUDA back end)"));
 }

@@ -671,6 +671,105 @@ TEST_CASE("config from the environment: torchrun/launch.sh and Slurm names, erro
     clear();
 }
 
+TEST_CASE("config from the environment: Open MPI's mpirun, MPICH's mpiexec and torchrun") {
+    const char* names[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS",
+                           "SLURM_LOCALID", "SLURM_JOB_ID", "SLURM_STEP_ID", "DIST_RUN_ID", "DIST_ID_DIR",
+                           "DIST_TIMEOUT_S", "DIST_RENDEZVOUS", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                           "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMIX_NAMESPACE",
+                           "OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_ess_jobid", "PMI_RANK", "PMI_SIZE",
+                           "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT",
+                           "TORCHELASTIC_USE_AGENT_STORE", "MASTER_ADDR", "MASTER_PORT"};
+    auto clear = [&] { for (const char* n : names) unsetenv(n); };
+    auto set = [](std::initializer_list<std::pair<const char*, const char*>> vars) {
+        for (auto& v : vars) setenv(v.first, v.second, 1);
+    };
+    const std::string parent = std::to_string((long long)getppid());
+    clear();
+    SUBCASE("Open MPI on one node: the ranks' parent (mpirun) names the run, or the job's PMIx namespace") {
+        set({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+             {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}});
+        DistConfig c = dist_config_from_env();
+        CHECK(c.rank == 1);
+        CHECK(c.world == 4);
+        CHECK(c.local_rank == 1);
+        CHECK(c.launcher == "Open MPI's mpirun");
+        CHECK(c.run_id == "mpirun_" + parent);
+        CHECK(c.rendezvous.empty());
+        CHECK(c.id_dir == "/tmp");
+        setenv("PMIX_NAMESPACE", "prterun-node0-4242@1", 1);
+        CHECK(dist_config_from_env().run_id == "mpirun_prterun-node0-4242_1");
+        setenv("DIST_RUN_ID", "mine", 1);
+        CHECK(dist_config_from_env().run_id == "mine");
+        setenv("RANK", "2", 1);  // another launcher's set must agree
+        setenv("WORLD_SIZE", "4", 1);
+        setenv("LOCAL_RANK", "1", 1);
+        std::string err = error_of([] { dist_config_from_env(); });
+        CHECK(err.find("disagree") != std::string::npos);
+        CHECK(err.find("OMPI_COMM_WORLD_RANK") != std::string::npos);
+        setenv("RANK", "1", 1);
+        CHECK(dist_config_from_env().rank == 1);
+        unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");  // RANK's set gives the local rank
+        CHECK(dist_config_from_env().local_rank == 1);
+        unsetenv("RANK"), unsetenv("WORLD_SIZE"), unsetenv("LOCAL_RANK");
+        CHECK(error_of([] { dist_config_from_env(); }).find("go together") != std::string::npos);
+    }
+    SUBCASE("ranks on several nodes need DIST_RENDEZVOUS or DIST_ID_DIR, and a run id every node knows") {
+        set({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+             {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}, {"PMIX_NAMESPACE", "job7"}});
+        std::string err = error_of([] { dist_config_from_env(); });
+        CHECK(err.find("several nodes") != std::string::npos);
+        CHECK(err.find("DIST_RENDEZVOUS") != std::string::npos);
+        CHECK(err.find("DIST_ID_DIR") != std::string::npos);
+        setenv("DIST_RENDEZVOUS", "tcp://node0:29500", 1);
+        DistConfig c = dist_config_from_env();
+        CHECK(c.rendezvous == "tcp://node0:29500");
+        CHECK(c.run_id == "mpirun_job7");
+        unsetenv("DIST_RENDEZVOUS");
+        setenv("DIST_ID_DIR", "/shared", 1);
+        CHECK(dist_config_from_env().id_dir == "/shared");
+        unsetenv("PMIX_NAMESPACE");  // no job id and not one node: only DIST_RUN_ID names the run
+        CHECK(error_of([] { dist_config_from_env(); }).find("DIST_RUN_ID") != std::string::npos);
+    }
+    SUBCASE("MPICH's mpiexec: PMI_RANK, PMI_SIZE, MPI_LOCALRANKID; srun's PMI without a local rank") {
+        set({{"PMI_RANK", "2"}, {"PMI_SIZE", "3"}, {"MPI_LOCALRANKID", "2"}, {"MPI_LOCALNRANKS", "3"}});
+        DistConfig c = dist_config_from_env();
+        CHECK(c.rank == 2);
+        CHECK(c.world == 3);
+        CHECK(c.local_rank == 2);
+        CHECK(c.run_id == "mpiexec_" + parent);
+        unsetenv("MPI_LOCALRANKID");
+        CHECK(error_of([] { dist_config_from_env(); }).find("MPI_LOCALRANKID go together") != std::string::npos);
+        set({{"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "3"}, {"SLURM_LOCALID", "0"}, {"SLURM_JOB_ID", "55"}});
+        unsetenv("MPI_LOCALNRANKS");
+        c = dist_config_from_env();
+        CHECK(c.local_rank == 0);
+        CHECK(c.run_id == "slurm55.0");
+    }
+    SUBCASE("torchrun: one node meets through the file; several nodes over MASTER_ADDR:MASTER_PORT") {
+        set({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
+             {"TORCHELASTIC_RUN_ID", "none"}, {"TORCHELASTIC_RESTART_COUNT", "0"},
+             {"TORCHELASTIC_USE_AGENT_STORE", "True"}, {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "29500"}});
+        DistConfig c = dist_config_from_env();
+        CHECK(c.launcher == "torchrun");
+        CHECK(c.rendezvous.empty());
+        CHECK(c.run_id == "torchrun_none_0_29500_" + parent);
+        set({{"RANK", "1"}, {"LOCAL_RANK", "0"}, {"LOCAL_WORLD_SIZE", "1"}});  // 2 nodes of 1
+        c = dist_config_from_env();
+        CHECK(c.local_rank == 0);
+        CHECK(c.rendezvous == "tcp://node0:29501");  // the agent's store holds MASTER_PORT
+        CHECK(c.rendezvous_from.find("MASTER_PORT + 1") != std::string::npos);
+        CHECK(c.run_id == "torchrun_none_0");
+        setenv("TORCHELASTIC_USE_AGENT_STORE", "False", 1);  // c10d rendezvous: MASTER_PORT is free
+        CHECK(dist_config_from_env().rendezvous == "tcp://node0:29500");
+        setenv("DIST_RENDEZVOUS", "tcp://elsewhere:1234", 1);
+        CHECK(dist_config_from_env().rendezvous == "tcp://elsewhere:1234");
+        unsetenv("DIST_RENDEZVOUS");
+        unsetenv("MASTER_ADDR");
+        CHECK(error_of([] { dist_config_from_env(); }).find("MASTER_ADDR") != std::string::npos);
+    }
+    clear();
+}
+
 // ----------------------------------------------------------------------------
 // scripts/launch.sh
 

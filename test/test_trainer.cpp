@@ -37,6 +37,8 @@
 #include "eval/loss_vs_length.h"
 #include "model/backend_cpu.h"
 #include "runtime/checkpoint.h"
+#include "runtime/logger.h"
+#include "runtime/mfu.h"
 #include "model/rand.h"
 #include "runtime/rendezvous.h"
 #include "runtime/schedule.h"
@@ -413,49 +415,141 @@ TEST_CASE("an update that blows up the weights never becomes a checkpoint, and t
     CHECK(max_abs < 100);  // GPT-2's initialisation and 8 steps at lr <= 3e-3: |w| stays O(1)
 }
 
-TEST_CASE("the spike guard skips the first loss that is -sl standard deviations above its running mean") {
-    // The run without the guard gives the losses; the guard's rule (train_gpt2.cu, -sl), written
-    // again here, gives each loss's distance above its running mean in running standard deviations
-    // (exact mean/variance for the first 20 losses, then exponential with weight 1/20). With -sl at
-    // half the largest distance seen after 20 losses, the guard must skip first at the first step
-    // beyond it; until that step the two runs are identical. A learning rate of 1e-9 keeps the
-    // model still, so the losses scatter around a level mean (a falling loss never rises above it).
-    TempDir dir, control;
-    Result c = run(tiny_run(control.path, "-x 40 -sk 100 -v 0 -s 0 -l 1e-9 -u 0"));
-    REQUIRE(c.code == 0);
-    CHECK(read_file(control.path + "/log.jsonl").find("skipped") == std::string::npos);
-    std::vector<std::pair<int, double>> z_of_step;  // (step, z) for the losses after the first 20
+// The first step a spike guard on `key` ("loss" or "grad_norm") at threshold z must skip, from
+// the values of a run without the guard: the guard's rule (runtime/guard.h), written again here,
+// gives each value's distance above its running mean in running standard deviations (exact
+// mean/variance for the first 20 values, then exponential with weight 1/20). Sets z to half the
+// largest distance seen after 20 values (as printed with 6 decimals); 0 if none rises above.
+static int first_spike(const std::string& log_path, const std::string& key, std::string* z) {
+    std::vector<std::pair<int, double>> z_of_step;  // (step, z) for the values after the first 20
     double mean = 0, var = 0, z_max = 0;
     long count = 0;
-    for (const std::string& rec : loss_records(control.path + "/log.jsonl")) {
+    std::istringstream in(read_file(log_path));
+    std::string rec;
+    while (std::getline(in, rec)) {
         int step;
-        double loss;
-        if (sscanf(rec.c_str(), "{\"step\":%d,\"loss\":%lf", &step, &loss) != 2) continue;
+        size_t at = rec.find("\"" + key + "\":");
+        if (sscanf(rec.c_str(), "{\"step\":%d,", &step) != 1 || rec.find(",\"loss\":") == std::string::npos ||
+            at == std::string::npos)
+            continue;  // not a step record
+        double x = atof(rec.c_str() + at + key.size() + 3);
         if (count >= 20 && var > 0) {
-            double zs = (loss - mean) / std::sqrt(var);
+            double zs = (x - mean) / std::sqrt(var);
             z_of_step.push_back({step, zs});
             z_max = std::max(z_max, zs);
         }
         count++;
-        double w = std::max(1.0 / count, 0.05), delta = loss - mean;
+        double w = std::max(1.0 / count, 0.05), delta = x - mean;
         mean += w * delta;
         var = (1 - w) * (var + w * delta * delta);
     }
-    REQUIRE_MESSAGE(z_max > 0, "no loss after the first 20 is above its running mean");
-    char z[32];
-    snprintf(z, sizeof z, "%.6f", z_max / 2);
-    int predicted = 0;
-    for (auto& [step, zs] : z_of_step) {
-        if (zs > atof(z)) { predicted = step; break; }
+    if (!(z_max > 0)) return 0;
+    char buf[32];
+    snprintf(buf, sizeof buf, "%.6f", z_max / 2);
+    *z = buf;
+    for (auto& [step, zs] : z_of_step)
+        if (zs > atof(buf)) return step;
+    return 0;
+}
+
+TEST_CASE("the spike guards skip the first loss (-sl) or gradient norm (-sg) that many standard deviations above its running mean") {
+    // With the threshold at half the largest distance seen after 20 values, the guard must skip
+    // first at the first step beyond it; until that step the two runs are identical. A learning
+    // rate of 1e-9 keeps the model still, so the values scatter around a level mean (a falling
+    // loss never rises above it).
+    TempDir control;
+    Result c = run(tiny_run(control.path, "-x 40 -sk 100 -v 0 -s 0 -l 1e-9 -u 0 -n 40"));
+    REQUIRE(c.code == 0);
+    CHECK(read_file(control.path + "/log.jsonl").find("skipped") == std::string::npos);
+    struct Guard { const char *flag, *key, *reason; };
+    for (const Guard& g : {Guard{"-sl", "loss", "loss spike ("}, Guard{"-sg", "grad_norm", "gradient norm spike ("}}) {
+        CAPTURE(g.flag);
+        std::string z;
+        int predicted = first_spike(control.path + "/log.jsonl", g.key, &z);
+        REQUIRE_MESSAGE(predicted > 0, "no " << g.key << " after the first 20 rises above half the largest distance");
+        TempDir dir;
+        Result r = run(tiny_run(dir.path, std::string("-x 40 -sk 100 -v 0 -s 0 -l 1e-9 -u 0 ") + g.flag + " " + z));
+        INFO(r.output);
+        REQUIRE(r.code == 0);
+        std::string log = read_file(dir.path + "/log.jsonl");
+        size_t first = log.find(std::string("\"skipped\":\"") + g.reason);
+        REQUIRE(first != std::string::npos);
+        size_t rec = log.rfind("{\"step\":", first);
+        CHECK(std::atoi(log.c_str() + rec + 8) == predicted);
+        CHECK(log.find(std::string(g.flag == std::string("-sl") ? "\"skip_loss_z\":" : "\"skip_grad_norm_z\":") + z.substr(0, 4)) !=
+              std::string::npos);  // the threshold in the header record
     }
-    Result r = run(tiny_run(dir.path, std::string("-x 40 -sk 100 -v 0 -s 0 -l 1e-9 -u 0 -sl ") + z));
+    // the gradient norm guard's statistics go into the checkpoint and come back (a resume guards alike)
+    Checkpoint ck;
+    checkpoint_read(control.path + "/ckpt_00000040.bin", ck);
+    CHECK(ck.train.norm.count == 40);
+    CHECK(ck.train.norm.mean > 0);
+    ck.train.norm = {1.5, 0.25, 33};
+    checkpoint_write(control.path + "/copy.bin", ck);
+    Checkpoint back;
+    checkpoint_read(control.path + "/copy.bin", back);
+    CHECK(back.train.norm.mean == 1.5);
+    CHECK(back.train.norm.var == 0.25);
+    CHECK(back.train.norm.count == 33);
+}
+
+TEST_CASE("MFU: the dense bf16 peaks of the GPUs researchers have; an unknown GPU prints n/a, never 0% or less") {
+    // the vendors' dense figures (runtime/mfu.h cites each); a name is matched as a whole word
+    struct Gpu { const char* name; double peak; };
+    for (const Gpu& g : {Gpu{"NVIDIA H100 80GB HBM3", 989e12}, Gpu{"NVIDIA H100 PCIe", 756e12},
+                         Gpu{"NVIDIA H200", 989e12}, Gpu{"NVIDIA A100-SXM4-80GB", 312e12},
+                         Gpu{"NVIDIA L4", 121e12}, Gpu{"NVIDIA L40S", 362e12},
+                         Gpu{"NVIDIA GeForce RTX 4090", 165.2e12}, Gpu{"NVIDIA RTX 6000 Ada Generation", 364.2e12},
+                         Gpu{"NVIDIA B200", 2250e12}, Gpu{"NVIDIA A10", 125e12},
+                         Gpu{"NVIDIA A10G", 0}, Gpu{"NVIDIA GeForce RTX 3060", 0}, Gpu{"Tesla T4", 0}}) {
+        CAPTURE(g.name);
+        CHECK(peak_flops_of(g.name) == g.peak);
+    }
+    StepResult r;
+    r.loss = 5, r.norm = 1, r.lr = 1e-3f, r.ms = 100;
+    std::string unknown = step_line(3, 10, r, 1000, step_mfu(1e12, 0.1, 0), 5);
+    CHECK(unknown.find("| MFU n/a |") != std::string::npos);
+    CHECK(std::string(MFU_UNKNOWN) == "MFU n/a (add its peak to runtime/mfu.h)");
+    std::string known = step_line(3, 10, r, 1000, step_mfu(1e12, 0.1, 165.2e12), 5);
+    CHECK(known.find("| MFU 6.1% |") != std::string::npos);  // 1e13 of 165.2e12 FLOP/s
+    std::string none = step_line(3, 10, r, 1000, step_mfu(1e12, 0.1, -1), 5);  // no GPU: no MFU at all
+    CHECK(none.find("MFU") == std::string::npos);
+}
+
+TEST_CASE("-k wsd: warmup, the learning rate held, then linear to -q over the last -cd of the steps") {
+    // the schedule: lr 1, warmup 2, 10 steps, final 0.1, cooldown 0.5 = steps 6..10
+    LrSchedule k;
+    k.lr = 1, k.kind = "wsd", k.warmup = 2, k.final_frac = 0.1f, k.cooldown_frac = 0.5f, k.max_steps = 10;
+    const double want[] = {0.5, 1, 1, 1, 1, 0.82, 0.64, 0.46, 0.28, 0.1};
+    for (int step = 1; step <= 10; step++) CHECK(k.at(step) == doctest::Approx(want[step - 1]).epsilon(1e-6));
+    // a cooldown of every step after the warmup is the linear schedule
+    LrSchedule lin = k;
+    lin.kind = "linear";
+    k.cooldown_frac = 1;
+    for (int step = 1; step <= 10; step++) CHECK(k.at(step) == doctest::Approx(lin.at(step)).epsilon(1e-6));
+    // the trainer logs it: the rates of every step (float, 1e-6 relative), the schedule in the header
+    TempDir dir;
+    Result r = run(tiny_run(dir.path, "-x 10 -v 0 -s 0 -l 1e-3 -u 2 -q 0.1 -k wsd -cd 0.5"));
     INFO(r.output);
     REQUIRE(r.code == 0);
     std::string log = read_file(dir.path + "/log.jsonl");
-    size_t first = log.find("\"skipped\":\"loss spike (");
-    REQUIRE(first != std::string::npos);
-    size_t rec = log.rfind("{\"step\":", first);
-    CHECK(std::atoi(log.c_str() + rec + 8) == predicted);
+    CHECK(log.find("\"lr_schedule\":\"wsd\",\"warmup\":2,\"final_lr_frac\":0.100000001,\"cooldown_frac\":0.5,"
+                   "\"cooldown_start\":5") != std::string::npos);
+    std::istringstream in(log);
+    std::string rec;
+    int steps = 0;
+    while (std::getline(in, rec)) {
+        int step;
+        size_t at = rec.find("\"lr\":");
+        if (sscanf(rec.c_str(), "{\"step\":%d,", &step) != 1 || rec.find(",\"loss\":") == std::string::npos) continue;
+        CHECK(atof(rec.c_str() + at + 5) == doctest::Approx(1e-3 * want[step - 1]).epsilon(1e-6));
+        steps++;
+    }
+    CHECK(steps == 10);
+    // -cd belongs to wsd
+    Result bad = run(tiny_run(dir.path, "-x 10 -k cosine -cd 0.3"));
+    CHECK(bad.code == 1);
+    CHECK(bad.output.find("-cd 0.3: the cooldown fraction is -k wsd's") != std::string::npos);
 }
 
 TEST_CASE("a failed checkpoint write leaves the previous checkpoint intact") {
@@ -566,7 +660,7 @@ TEST_CASE("bad flags are refused, naming the flag and the value") {
         {"-t -5", {"-t -5", "sequence length"}},
         {"-l fast", {"-l fast", "learning rate", "number"}},
         {"-d 100", {"-d 100", "multiple of B*T = 64"}},
-        {"-k step", {"-k step", "cosine, linear or constant"}},
+        {"-k step", {"-k step", "cosine, linear, constant or wsd"}},
         {"-q 2", {"-q 2", "final learning rate fraction"}},
         {"-p 0.5", {"-p 0.5", "re-weighting power p"}},
         {"-pl 2", {"-pl 2", "learned p"}},
@@ -980,6 +1074,78 @@ TEST_CASE("two launch.sh 'nodes' of one rank each meet over TCP and train exactl
     Result bad = run("scripts/launch.sh -n 1 --nnodes 2 --node-rank 1 --rendezvous tcp://127.0.0.1:1 true");
     CHECK(bad.code == 2);
     CHECK(bad.output.find("--nnodes 2 needs --run-id") != std::string::npos);
+    unsetenv("SIMT_THREADS");
+}
+
+// What llm.c's launchers give each process, played by scripts (no MPI or PyTorch needed): the
+// trainer must take its rank from them and train exactly as under scripts/launch.sh -n 2 (which the
+// test above holds against 1 process with the combined batch: 2 processes cannot be bitwise 1, the
+// bf16 roundings of the gradient sums fall elsewhere).
+//   mpirun -np 2       one node: OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE; the ranks meet
+//                      through the file in /tmp, the run named after their parent (mpirun)
+//   torchrun, 2 nodes  of 1 rank: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE 1, MASTER_ADDR,
+//                      MASTER_PORT, TORCHELASTIC_RUN_ID; the test holds MASTER_PORT as torchrun's
+//                      agent does (its static rendezvous), so rank 0 serves the id on the port above
+TEST_CASE("the trainer under a fake mpirun and a fake torchrun trains bit for bit as under launch.sh -n 2") {
+    setenv("SIMT_THREADS", "1", 1);
+    TempDir reference, scripts, mpi, torch;
+    const std::string flags = "-b 2 -x 2 -n 2";
+    Result rr = run(launch2(emu_run(reference.path, flags)));
+    INFO(rr.output);
+    REQUIRE(rr.code == 0);
+    auto same_as_reference = [&](const std::string& dir) {
+        std::string model = read_file(reference.path + "/ckpt_00000002.bin");
+        REQUIRE(model.size() > CHECKPOINT_HEADER_BYTES);
+        CHECK(model == read_file(dir + "/ckpt_00000002.bin"));
+        for (int r = 0; r < 2; r++)
+            CHECK(read_file(optimizer_shard_path(reference.path, 2, r, 2)) == read_file(optimizer_shard_path(dir, 2, r, 2)));
+    };
+    // every rank in the background, each with its variables; the outputs in rank order, then the worst status
+    auto launcher = [&](const std::string& name, const std::string& vars) {
+        std::string path = scripts.path + "/" + name;
+        write_file(path, "n=$1; shift\nfor r in $(seq 0 $((n - 1))); do\n  " + vars + " \"$@\" > " + scripts.path +
+                             "/" + name + ".$r.txt 2>&1 &\ndone\nrc=0\nfor p in $(jobs -p); do wait $p || rc=1; done\n"
+                             "cat " + scripts.path + "/" + name + ".*.txt\nexit $rc\n");
+        return "bash " + path + " 2 ";
+    };
+    {  // mpirun -np 2
+        std::string mpirun = launcher("mpirun", "OMPI_COMM_WORLD_RANK=$r OMPI_COMM_WORLD_SIZE=$n "
+                                                "OMPI_COMM_WORLD_LOCAL_RANK=$r OMPI_COMM_WORLD_LOCAL_SIZE=$n");
+        Result r = run(mpirun + emu_run(mpi.path, flags));
+        INFO(r.output);
+        REQUIRE(r.code == 0);
+        CHECK(r.output.find("data parallel: 2 ranks, run mpirun_") != std::string::npos);
+        CHECK(r.output.find("met through /tmp/nccl_id_mpirun_") != std::string::npos);
+        CHECK(r.output.find("(ranks from Open MPI's mpirun)") != std::string::npos);
+        same_as_reference(mpi.path);
+        // the CPU trainer is one process: under mpirun it refuses instead of training twice
+        Result cpu = run(mpirun + std::string(TRAINER) + " -x 1");
+        CHECK(cpu.code != 0);
+        CHECK(cpu.output.find("OMPI_COMM_WORLD_SIZE=2: the CPU trainer runs as one process") != std::string::npos);
+    }
+    {  // torchrun over 2 nodes of 1 rank, MASTER_PORT held by its agent
+        RendezvousSocket agent_store;  // a listening port whose next one is free
+        int port = 0;
+        for (int attempt = 0; attempt < 20 && port == 0; attempt++) {
+            agent_store = rendezvous_tcp_listen(0);
+            int p = rendezvous_tcp_port(agent_store);
+            try {
+                if (p < 65535) rendezvous_tcp_listen(p + 1), port = p;
+            } catch (const std::exception&) {
+            }
+        }
+        REQUIRE(port != 0);
+        std::string torchrun = launcher("torchrun", "RANK=$r WORLD_SIZE=$n LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 GROUP_RANK=$r "
+                                                    "TORCHELASTIC_RUN_ID=none TORCHELASTIC_RESTART_COUNT=0 "
+                                                    "TORCHELASTIC_USE_AGENT_STORE=True MASTER_ADDR=127.0.0.1 "
+                                                    "MASTER_PORT=" + std::to_string(port));
+        Result r = run(torchrun + emu_run(torch.path, flags));
+        INFO(r.output);
+        REQUIRE(r.code == 0);
+        CHECK(r.output.find("met through tcp://127.0.0.1:" + std::to_string(port + 1)) != std::string::npos);
+        CHECK(r.output.find("ranks from torchrun") != std::string::npos);
+        same_as_reference(torch.path);
+    }
     unsetenv("SIMT_THREADS");
 }
 
