@@ -22,7 +22,7 @@ struct AttnRowInfo {
     float scale;        // the same in natural units: the factor on ds for dK
     float dq_scale;     // lam or 1/sqrt(hd): the factor on ds for dQ (times k_fac)
     float bias;         // the score's bias, in score units
-    float norm;         // l1: lse in log2 units (exp) or 1/S1 (0 for a row with S1 = 0); mean: 1/n
+    float norm;         // l1: lse in log2 units (exp; as saved) or 1/S1 (0 for a row with S1 = 0); mean: 1/n
     float n, o;         // visible keys, the re-weighting's bias
     float inv_m, inv_Z;  // re-weighting: 1/m, 1/Z (0: the row passes no gradient)
     float D2, D1;
@@ -70,7 +70,7 @@ __device__ __forceinline__ AttnRowInfo attn_row_info(int t, int T, const float* 
     ri.bias = attn_row_bias<K>(t) * attn_score_unit<K>();
     ri.n = (float)(t + 1);
     if (V::norm == ATTN_NORM_MEAN) { ri.norm = 1.0f / ri.n; }
-    else { ri.norm = V::phi == ATTN_PHI_EXP ? st[0] * ATTN_LOG2E : st[0] > 0.0f ? 1.0f / st[0] : 0.0f; }
+    else { ri.norm = V::phi == ATTN_PHI_EXP ? st[0] : st[0] > 0.0f ? 1.0f / st[0] : 0.0f; }  // exp: saved in log2 units
     ri.o = t < 3 ? 0.0f : 1.0f;
     bool live = V::reweight && st[1] > 0.0f && st[2] > 0.0f;
     ri.inv_m = live ? 1.0f / st[1] : 0.0f;
@@ -238,8 +238,12 @@ __device__ __forceinline__ void attn_element_grad(float sv, float dW, const Attn
         float x = ri.n * A - ri.o;
         *P = 0.0f;
         dA = 0.0f;
-        if (x > 0.0f && ri.inv_m > 0.0f) {
-            float xm = fminf(x * ri.inv_m, 1.0f);
+        // live where x/m > 0 (x > 0 and 1/m > 0), as attention_rowd_kernel counts it: an x/m below
+        // fp32's smallest normal is 0 under fast math's flush-to-zero, and log2 0 = -inf would give
+        // (p - 1) (-inf) = NaN at p = 1 (the kink's noise: x itself is uncertain by ~2^-24)
+        float r = x * ri.inv_m;
+        if (r > 0.0f) {
+            float xm = fminf(r, 1.0f);
             float xp1 = exp2f((p - 1.0f) * log2f(xm));  // (x/m)^(p-1), xm in (0, 1] (pow_rel_max's error)
             *P = xp1 * xm * ri.inv_Z;                         // W = u / Z
             dA = ri.n * p * xp1 * (dW - ri.D2) * ri.inv_m * ri.inv_Z;
@@ -385,7 +389,7 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
                 AttnRowInfo ri = row_info_b[tl];
                 float P = 0.0f, ds = 0.0f;
                 if (!decltype(masked)::value || (key[r] <= t && t < T)) {
-                    float sv = s[nt].x[i] * ri.score_scale;
+                    float sv = attn_scaled_score<K>(s[nt].x[i], ri.score_scale);  // the forward's s
                     if constexpr (AttnTraits<K>::cos_len) { sv *= kfac[r]; }
                     if constexpr (AttnTraits<K>::score == ATTN_SCORE_DOT_LOGN) { sv += ri.bias; }
                     attn_element_grad<K>(sv, dw[nt].x[i], ri, p, &P, &ds);
