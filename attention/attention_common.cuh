@@ -306,7 +306,8 @@ __global__ void attention_rowdot_kernel(float* rowd, const floatX* dout, const f
 // dq and dk from the gradients of the normalised vectors
 // (doc/attention.md, section 'Through the normalisation of q and k'):
 //   dx = (dxh - xh (xh . dxh)) / |x|  when |x| > eps,  dx = dxh / eps  otherwise.
-// With NORMALISED = false (dot scores) dx = dxh for q only (the backward kernel writes their dk).
+// With NORMALISED = false (dot scores) dx = dxh / sqrt(hd) for q only (the backward kernel
+// accumulates dxh = ds K without the scores' factor, and writes their dk).
 // One warp per (b, t, h) row; writes q (and k) of dqkv.
 template <int HD, bool NORMALISED>
 __global__ void lssa_normgrad_kernel(floatX* dqkv, const float* dqh, const float* dkh, const floatX* qkv,
@@ -322,7 +323,8 @@ __global__ void lssa_normgrad_kernel(floatX* dqkv, const float* dqh, const float
         const floatX* x = qkv + ((size_t)(b * T + t) * 3 + part) * C + h * HD;
         floatX* dx = dqkv + ((size_t)(b * T + t) * 3 + part) * C + h * HD;
         if (!NORMALISED) {
-            for (int i = lane; i < HD; i += 32) { dx[i] = (floatX)dxh[i]; }
+            const float dot_scale = rsqrtf((float)HD);  // attn_row_factor of the dot scores
+            for (int i = lane; i < HD; i += 32) { dx[i] = (floatX)(dxh[i] * dot_scale); }
             continue;
         }
         const float* sc = scales + ((size_t)b * NH + h) * 4 * T;
