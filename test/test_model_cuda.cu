@@ -518,7 +518,8 @@ TEST_CASE("GPT-2 124M evaluates a 16K-token sequence within an 80 GB GPU; activa
 // small buffers of this tiny model, so there it must be at least 90% of what was allocated.
 TEST_CASE("the CUDA back end's memory estimate is what a training step allocates (within 10%)") {
     const std::pair<int, int> shapes[] = {{4, 64}, {2, 128}, {8, 16}};
-    for (auto [B, T] : shapes) {
+    for (const auto& shape : shapes) {
+        const int B = shape.first, T = shape.second;
         CAPTURE(B);
         CAPTURE(T);
         GPT2Config c = tiny_config(ATTN_LSSAR, 15.0f);
