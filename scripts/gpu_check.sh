@@ -218,8 +218,8 @@ if [ $plan = 1 ]; then
         [ "$name" = data_parallel ] && note="  (2+ GPUs only, on the time left unused)"
         bins=$(step_binaries "$name")
         printf "  %2d  %-22s %4d s  %s%s\n" $((i + 1)) "$name" "$budget" "$bins" "$note"
-        for b in $bins; do
-            [ -f "$dir/$b" ] || case " $missing " in *" $b "*) ;; *) missing="$missing $b" ;; esac
+        for b in $bins; do  # as make gpu-check-build leaves it (gzipped), or unpacked
+            [ -f "$dir/$b.gz" ] || [ -f "$dir/$b" ] || case " $missing " in *" $b "*) ;; *) missing="$missing $b" ;; esac
         done
         f=$(step_filter "$name")
         [ -n "$f" ] && misses="$misses$(filter_misses "${f%%|*}" "${f#*|}" | sed "s/^/ $name: /")"
@@ -259,6 +259,13 @@ if [ -z "$dir" ]; then
 fi
 dir=$(cd "$dir" && pwd)
 note "gpu_check $(date -u +%FT%TZ), binaries of $dir (commit $(cat "$dir/COMMIT" 2>/dev/null || echo ?)), TOTAL_S = $TOTAL_S s"
+# the folder's binaries, gzipped by make gpu-check-build: unpacked next to the logs' folder
+if ls "$dir"/*.gz > /dev/null 2>&1; then
+    bindir=$(mktemp -d "${TMPDIR:-/tmp}/gpu_check_bin.XXXXXX")
+    for z in "$dir"/*.gz; do gunzip -c "$z" > "$bindir/$(basename "$z" .gz)" && chmod +x "$bindir/$(basename "$z" .gz)"; done
+    [ -d "$dir/lib" ] && ln -s "$dir/lib" "$bindir/lib"
+    dir=$bindir
+fi
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader | tee -a "$SUMMARY"
 ngpu=$(nvidia-smi -L | grep -c '^GPU')
 # the folder's own OpenBLAS (and its Fortran runtime), gzipped by make gpu-check-build
@@ -331,5 +338,5 @@ for ((i = 0; i < ${#NAMES[@]}; i++)); do run_step $i; done
 total=$(($(date +%s) - start))
 note "gpu_check: $passed passed, $failed failed, $cut cut, $((skipped + not_reached)) skipped ($not_reached not reached); $total s of TOTAL_S = $TOTAL_S s: $([ $failed = 0 ] && echo PASSED || echo FAILED)"
 pack_logs
-rm -rf "$LOGS" "$libdir"
+rm -rf "$LOGS" "$libdir" "${bindir:-}"
 [ $failed = 0 ]

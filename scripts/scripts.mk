@@ -4,10 +4,10 @@
 #                                      and the working tree would not fit a device run (56 MiB of its
 #                                      64), and prints the run's carry list and command
 # The folder's binaries carry sm_90 (H100/H200) code only, are stripped, link only the libraries
-# they use (--as-needed), and find OpenBLAS (the CPU reference's matmuls) in the folder's lib/,
-# gzipped (36 MB -> 11 MB; scripts/gpu_check.sh unpacks it and puts it on LD_LIBRARY_PATH), so a
-# machine without Debian's OpenBLAS runs them too. They are built by the project's own rules (a
-# second make with BUILD=$(BUILD)/gpu_check_obj and these NVCCFLAGS).
+# they use (--as-needed), are gzipped (scripts/gpu_check.sh unpacks them), and find OpenBLAS (the
+# CPU reference's matmuls) in the folder's lib/, gzipped too (36 MB -> 11 MB; unpacked and put on
+# LD_LIBRARY_PATH), so a machine without Debian's OpenBLAS runs them too. They are built by the
+# project's own rules (a second make with BUILD=$(BUILD)/gpu_check_obj and these NVCCFLAGS).
 GPU_CHECK_DIR ?= $(BUILD)/gpu_check
 GPU_CHECK_OBJ := $(BUILD)/gpu_check_obj
 # host objects for any x86-64 (the GPU machine's processor may lack this one's AVX-512)
@@ -34,9 +34,10 @@ $(BUILD)/write_random_shard: scripts/write_random_shard.cpp $(DATALOADER_OBJS) |
 gpu-check-build:
 	+$(MAKE) BUILD=$(GPU_CHECK_OBJ) NVCCFLAGS="$(GPU_CHECK_NVCCFLAGS)" CXXFLAGS="$(GPU_CHECK_CXXFLAGS)" \
 	    $(addprefix $(GPU_CHECK_OBJ)/,$(GPU_CHECK_TESTS) $(GPU_CHECK_TOOLS) write_random_shard)
-	@mkdir -p $(GPU_CHECK_DIR)/lib
+	@rm -rf $(GPU_CHECK_DIR) && mkdir -p $(GPU_CHECK_DIR)/lib
 	cp $(addprefix $(GPU_CHECK_OBJ)/,$(GPU_CHECK_TESTS) $(GPU_CHECK_TOOLS) write_random_shard) $(GPU_CHECK_DIR)/
 	strip $(addprefix $(GPU_CHECK_DIR)/,$(GPU_CHECK_TESTS) $(notdir $(GPU_CHECK_TOOLS)) write_random_shard)
+	gzip -f $(addprefix $(GPU_CHECK_DIR)/,$(GPU_CHECK_TESTS) $(notdir $(GPU_CHECK_TOOLS)) write_random_shard)
 	$(if $(GPU_CHECK_LIBS),cp -L $(GPU_CHECK_LIBS) $(GPU_CHECK_DIR)/lib/ && gzip -f $(GPU_CHECK_DIR)/lib/*.so.*)
 	@git rev-parse --short HEAD > $(GPU_CHECK_DIR)/COMMIT 2>/dev/null || true
 	@ls -l $(GPU_CHECK_DIR) $(GPU_CHECK_DIR)/lib | awk 'NF > 5 { print $$5, $$NF }'
