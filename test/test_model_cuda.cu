@@ -517,7 +517,7 @@ TEST_CASE("GPT-2 124M evaluates a 16K-token sequence within an 80 GB GPU; activa
 // emulator allocates exactly what is asked). On a GPU the driver's 2 MiB granularity adds to the
 // small buffers of this tiny model, so there it must be at least 90% of what was allocated.
 TEST_CASE("the CUDA back end's memory estimate is what a training step allocates (within 10%)") {
-    const std::pair<int, int> shapes[] = {{4, 64}, {2, 128}, {8, 16}};
+    const std::pair<int, int> shapes[] = {{4, 64}, {8, 16}};
     for (const auto& shape : shapes) {
         const int B = shape.first, T = shape.second;
         CAPTURE(B);
