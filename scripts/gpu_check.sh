@@ -307,6 +307,7 @@ run_step() {
     keep=$(step_keep "$name")
     t0=$(date +%s)
     note "$name: running (budget ${give} s)"
+    : > "$log"  # there before tail opens it
     # timeout stops the step's whole process group (a trainer the step started too)
     timeout -k 5 "$give" bash -c 'step_command "$1"' _ "$name" > "$log" 2>&1 &
     pid=$!
