@@ -1096,7 +1096,7 @@ __global__ void flush_to_zero_kernel(float* out, __nv_bfloat16* out_bf16, const 
     out[4] = fmaf(tiny, small, 0.0f);
     atomicAdd(&out[5], sub);                        // atom.add.f32
     out_bf16[0] = __hmul(__float2bfloat16(tiny), __float2bfloat16(small));  // bf16: kept, 2^-130
-    out_bf16[1] = __hadd(__float2bfloat16(sub), __float2bfloat16(0.0f));    // 2^-130 (bf16 subnormal)
+    out_bf16[1] = __hadd(__ushort_as_bfloat16(0x0008), __float2bfloat16(0.0f));  // 8 2^-133 = 2^-130 in, kept
 }
 
 TEST_CASE("flush-to-zero of fast math: fp32 subnormals are 0 on the device, bf16 keeps them, the host too") {
