@@ -164,7 +164,7 @@ struct Trainer {
 
     // Refuses a run that cannot fit, before allocating: the estimate against what this rank has.
     void check_memory() {
-        MemoryEstimate need = training_memory_estimate(config, opt.B, opt.T);
+        MemoryEstimate need = backend_training_memory(config, opt.B, opt.T);
         std::string where;
         double available = backend_memory_available(&where);
         std::string err = memory_shortfall(need, available, "-e " + opt.model + " -b " + std::to_string(opt.B) +
@@ -180,7 +180,7 @@ struct Trainer {
             cli_fail("-e " + opt.model + ": " + e.what());
         } catch (const std::bad_alloc&) {
             cli_fail("-e " + opt.model + ": out of memory allocating the model (" +
-                     format_bytes(training_memory_estimate(config, opt.B, opt.T).state_bytes) + ")");
+                     format_bytes(backend_training_memory(config, opt.B, opt.T).state_bytes) + ")");
         }
         if (!opt.precision.empty()) cli_select_precision(*model, opt.precision);
         set_p_lr_scale(*model, opt.p_lr_scale);  // learned p's theta (-plr)

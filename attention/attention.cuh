@@ -7,7 +7,8 @@
 //   qkv     (B, T, 3, NH, hd) bf16   q, k, v of every head, RoPE applied to q and k
 //   out     (B, T, NH, hd)    bf16
 //   stats   (B, NH, T, 3)     fp32   what the forward saves for the backward (the CPU reference's
-//                                    layout): l1 (lse or S1, m, Z), none and mean (0, 0, 0)
+//                                    layout): l1 (lse or S1, m, Z), none and mean (0, 0, 0); lse in
+//                                    log2 units (lse log2 e: the backward's), the reference's is natural
 //   scratch attention_scratch_bytes(B, T, NH, hd) bytes, reused by forward and backward; the
 //           forward's part (q and k scales, (B, NH, 5, T) in all) is O(B NH T), the backward adds
 //           (B, NH, T, 2) row dots and two fp32 (B, T, NH, hd) gradient accumulators
@@ -29,10 +30,17 @@
 #include "attention/attention_forward.cuh"
 #include "attention/attention_backward.cuh"
 
+// The scratch regions, each starting 16 bytes apart at least (a multiple of 4 floats from the
+// cudaMalloc'd start): dqh takes 8-byte vector atomics (atomic_add2), which fault on a GPU at an
+// address that is not a multiple of 8, whatever B NH T is.
+inline size_t attention_scratch_region_floats(size_t floats) { return (floats + 3) / 4 * 4; }
+
 // Scratch of forward and backward; with backward = false only what the forward needs (evaluation).
 inline size_t attention_scratch_bytes(int B, int T, int NH, int hd, bool backward = true) {
-    size_t rows = (size_t)B * NH * T;
-    return sizeof(float) * (backward ? 5 * rows + 2 * rows + 2 * rows * hd : 5 * rows);
+    size_t rows = (size_t)B * NH * T, scales = attention_scratch_region_floats(5 * rows);
+    if (!backward) { return sizeof(float) * scales; }
+    return sizeof(float) * (scales + attention_scratch_region_floats(2 * rows) +
+                            2 * attention_scratch_region_floats(rows * hd));
 }
 
 struct AttentionScratch {
@@ -43,8 +51,12 @@ struct AttentionScratch {
 };
 inline AttentionScratch attention_scratch_split(void* scratch, int B, int T, int NH, int hd) {
     size_t rows = (size_t)B * NH * T;
-    float* f = (float*)scratch;
-    return AttentionScratch{f, f + 5 * rows, f + 7 * rows, f + 7 * rows + rows * hd};
+    AttentionScratch s;
+    s.scales = (float*)scratch;
+    s.rowd = s.scales + attention_scratch_region_floats(5 * rows);
+    s.dqh = s.rowd + attention_scratch_region_floats(2 * rows);
+    s.dkh = s.dqh + attention_scratch_region_floats(rows * hd);
+    return s;
 }
 
 inline void attention_check_args(int B, int T, int NH, int hd, AttnKind kind, float p, const char* who) {
@@ -159,6 +171,7 @@ inline void attention_backward_cuda(floatX* dqkv, const floatX* dout, const floa
     attention_check_learned_p(kind, p_head, dp_head, "attention_backward_cuda");
     CHECK_ALIGNED16(qkv);
     CHECK_ALIGNED16(dout);
+    CHECK_ALIGNED16(scratch);  // its regions start at multiples of 16 bytes from it
     attn_dispatch(kind, [&](auto k) {
         constexpr AttnKind K = decltype(k)::value;
         switch (hd) {

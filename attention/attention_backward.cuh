@@ -9,7 +9,8 @@
 // unrounded weights (attention_rowd_kernel); none and mean need neither. Then one block per
 // (key tile, head) walks the query tiles from the diagonal down and accumulates dV and dK in
 // registers while dQ goes to fp32 atomics; lssa_normgrad_kernel maps dq-hat and dk-hat
-// through the normalisation (cos_len) or casts dq (dot scores, whose dk the main pass writes).
+// through the normalisation (cos_len) or scales dq by 1/sqrt(hd) and casts it (dot scores, whose
+// dk the main pass writes).
 #pragma once
 
 #include <type_traits>
@@ -20,9 +21,10 @@
 struct AttnRowInfo {
     float score_scale;  // the factor on q~ . k~ in score units (attn_score_unit): lam fac_q (cos_len) or 1/sqrt(hd)
     float scale;        // the same in natural units: the factor on ds for dK
-    float dq_scale;     // lam or 1/sqrt(hd): the factor on ds for dQ (times k_fac)
+    float dq_scale;     // lam or 1/sqrt(hd): the factor on ds for dQ, times k_fac; used for cos_len only
+                        // (dot scores' dQ takes its 1/sqrt(hd) in lssa_normgrad_kernel)
     float bias;         // the score's bias, in score units
-    float norm;         // l1: lse in log2 units (exp) or 1/S1 (0 for a row with S1 = 0); mean: 1/n
+    float norm;         // l1: lse in log2 units (exp; as saved) or 1/S1 (0 for a row with S1 = 0); mean: 1/n
     float n, o;         // visible keys, the re-weighting's bias
     float inv_m, inv_Z;  // re-weighting: 1/m, 1/Z (0: the row passes no gradient)
     float D2, D1;
@@ -70,7 +72,7 @@ __device__ __forceinline__ AttnRowInfo attn_row_info(int t, int T, const float* 
     ri.bias = attn_row_bias<K>(t) * attn_score_unit<K>();
     ri.n = (float)(t + 1);
     if (V::norm == ATTN_NORM_MEAN) { ri.norm = 1.0f / ri.n; }
-    else { ri.norm = V::phi == ATTN_PHI_EXP ? st[0] * ATTN_LOG2E : st[0] > 0.0f ? 1.0f / st[0] : 0.0f; }
+    else { ri.norm = V::phi == ATTN_PHI_EXP ? st[0] : st[0] > 0.0f ? 1.0f / st[0] : 0.0f; }  // exp: saved in log2 units
     ri.o = t < 3 ? 0.0f : 1.0f;
     bool live = V::reweight && st[1] > 0.0f && st[2] > 0.0f;
     ri.inv_m = live ? 1.0f / st[1] : 0.0f;
@@ -238,8 +240,12 @@ __device__ __forceinline__ void attn_element_grad(float sv, float dW, const Attn
         float x = ri.n * A - ri.o;
         *P = 0.0f;
         dA = 0.0f;
-        if (x > 0.0f && ri.inv_m > 0.0f) {
-            float xm = fminf(x * ri.inv_m, 1.0f);
+        // live where x/m > 0 (x > 0 and 1/m > 0), as attention_rowd_kernel counts it: an x/m below
+        // fp32's smallest normal is 0 under fast math's flush-to-zero, and log2 0 = -inf would give
+        // (p - 1) (-inf) = NaN at p = 1 (the kink's noise: x itself is uncertain by ~2^-24)
+        float r = x * ri.inv_m;
+        if (r > 0.0f) {
+            float xm = fminf(r, 1.0f);
             float xp1 = exp2f((p - 1.0f) * log2f(xm));  // (x/m)^(p-1), xm in (0, 1] (pow_rel_max's error)
             *P = xp1 * xm * ri.inv_Z;                         // W = u / Z
             dA = ri.n * p * xp1 * (dW - ri.D2) * ri.inv_m * ri.inv_Z;
@@ -266,6 +272,8 @@ template <int HD, AttnKind K> __host__ __device__ constexpr size_t attn_bwd_dyna
 //   S^T = K~ Q~^T, dW^T = V dO^T   -> P (the final weights), ds elementwise
 //   dV  += P^T dO,  dK~ += (scale ds)^T Q~   (registers)
 //   dQ~ += (dq_scale k_fac ds) K~  through shared memory and fp32 atomics into dqh
+// (dot scores: dq_scale = 1/sqrt(hd) on every row and k_fac = 1, so dQ = ds K, taken times
+// 1/sqrt(hd) by lssa_normgrad_kernel; keys past T occur on the diagonal tile alone, masked there)
 // grid (ceil(T/ROWS), B*NH), block THREADS, attn_bwd_dynamic_smem<HD, K>() bytes of dynamic shared
 // memory; dqh must be zero on entry. p_head: as the forward's.
 // 8 warps per SM (up to 255 registers). 12 warps (minBlocks 12 / WARPS: <= 168 registers) would
@@ -385,15 +393,17 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
                 AttnRowInfo ri = row_info_b[tl];
                 float P = 0.0f, ds = 0.0f;
                 if (!decltype(masked)::value || (key[r] <= t && t < T)) {
-                    float sv = s[nt].x[i] * ri.score_scale;
+                    float sv = attn_scaled_score<K>(s[nt].x[i], ri.score_scale);  // the forward's s
                     if constexpr (AttnTraits<K>::cos_len) { sv *= kfac[r]; }
                     if constexpr (AttnTraits<K>::score == ATTN_SCORE_DOT_LOGN) { sv += ri.bias; }
                     attn_element_grad<K>(sv, dw[nt].x[i], ri, p, &P, &ds);
                 }
                 s[nt].x[i] = P;
                 dsk[nt].x[i] = ds * ri.scale;
-                // (query, key) element of dq_scale k_fac ds for dQ
-                sdS[tl * LDS + warp * 16 + frag_row(lane, i)] = (floatX)(ds * ri.dq_scale * kfac[r]);
+                // (query, key) element of dq_scale k_fac ds for dQ (dot scores: ds, the factor
+                // 1/sqrt(hd) applied by lssa_normgrad_kernel)
+                sdS[tl * LDS + warp * 16 + frag_row(lane, i)] =
+                    (floatX)(AttnTraits<K>::cos_len ? ds * ri.dq_scale * kfac[r] : ds);
             }
         }
         FragA pf[RT / 2], dsf[RT / 2];

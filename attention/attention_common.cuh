@@ -74,6 +74,16 @@ template <AttnKind K> __host__ __device__ constexpr float attn_score_unit() {
     return AttnTraits<K>::phi == ATTN_PHI_EXP ? ATTN_LOG2E : 1.0f;
 }
 
+// The score acc * scale of a tensor-core product acc. For exp it is an fp32 product rounded on
+// its own (__fmul_rn: never fused with the s - shift that follows into one FMA), in the forward
+// and the backward alike: the backward rebuilds 2^(s - lse) from the forward's lse, and at large
+// scores, where an ulp of s is many units of that exponent, only the same rounded s in both makes
+// s - lse on the row's largest key what the forward summed.
+template <AttnKind K> __device__ __forceinline__ float attn_scaled_score(float acc, float scale) {
+    if constexpr (AttnTraits<K>::phi == ATTN_PHI_EXP) { return __fmul_rn(acc, scale); }
+    else { return acc * scale; }
+}
+
 // The factor on the tensor-core product of row t's scores: lam_t (cos_len; times fac_q by the
 // caller) or 1/sqrt(hd); and the score's bias (-ln n_t for dot_logn, else 0). Natural units.
 template <AttnKind K, int HD> __device__ __forceinline__ float attn_row_factor(int t) {
@@ -264,11 +274,11 @@ __device__ __forceinline__ void attn_scores(FragC (&s)[AttnTile<HD>::RTILES], co
         ATTN_UNROLL
         for (int i = 0; i < 4; i++) {
             if constexpr (AttnTraits<K>::score == ATTN_SCORE_DOT_LOGN) {
-                s[nt].x[i] = s[nt].x[i] * row_scale[i / 2] + row_bias[i / 2];
+                s[nt].x[i] = attn_scaled_score<K>(s[nt].x[i], row_scale[i / 2]) + row_bias[i / 2];
             } else if constexpr (AttnTraits<K>::cos_len) {
                 s[nt].x[i] = s[nt].x[i] * kf[i % 2] * row_scale[i / 2];
             } else {
-                s[nt].x[i] = s[nt].x[i] * row_scale[i / 2];
+                s[nt].x[i] = attn_scaled_score<K>(s[nt].x[i], row_scale[i / 2]);
             }
         }
     }
@@ -296,7 +306,8 @@ __global__ void attention_rowdot_kernel(float* rowd, const floatX* dout, const f
 // dq and dk from the gradients of the normalised vectors
 // (doc/attention.md, section 'Through the normalisation of q and k'):
 //   dx = (dxh - xh (xh . dxh)) / |x|  when |x| > eps,  dx = dxh / eps  otherwise.
-// With NORMALISED = false (dot scores) dx = dxh for q only (the backward kernel writes their dk).
+// With NORMALISED = false (dot scores) dx = dxh / sqrt(hd) for q only (the backward kernel
+// accumulates dxh = ds K without the scores' factor, and writes their dk).
 // One warp per (b, t, h) row; writes q (and k) of dqkv.
 template <int HD, bool NORMALISED>
 __global__ void lssa_normgrad_kernel(floatX* dqkv, const float* dqh, const float* dkh, const floatX* qkv,
@@ -312,7 +323,8 @@ __global__ void lssa_normgrad_kernel(floatX* dqkv, const float* dqh, const float
         const floatX* x = qkv + ((size_t)(b * T + t) * 3 + part) * C + h * HD;
         floatX* dx = dqkv + ((size_t)(b * T + t) * 3 + part) * C + h * HD;
         if (!NORMALISED) {
-            for (int i = lane; i < HD; i += 32) { dx[i] = (floatX)dxh[i]; }
+            const float dot_scale = rsqrtf((float)HD);  // attn_row_factor of the dot scores
+            for (int i = lane; i < HD; i += 32) { dx[i] = (floatX)(dxh[i] * dot_scale); }
             continue;
         }
         const float* sc = scales + ((size_t)b * NH + h) * 4 * T;

@@ -7,8 +7,9 @@
 // Shapes (C = NH * HD):
 //   qkv    (B, T, 3, NH, HD) bf16, RoPE applied to q and k
 //   out    (B, T, NH, HD)    bf16
-//   stats  (B, NH, T, 3)     fp32, saved for the backward, as the CPU reference's:
-//                            l1: (lse, m, Z) for exp, (S1, m, Z) otherwise; none, mean: 0
+//   stats  (B, NH, T, 3)     fp32, saved for the backward, as the CPU reference's but lse in
+//                            log2 units: l1: (lse log2 e, m, Z) for exp, (S1, m, Z) otherwise;
+//                            none, mean: 0
 //   scales (B, NH, 4, T)     fp32 (cos_len only): q_mul, q_fac, k_mul, k_fac, then kfm (B, NH, T):
 //                            k_fac k_mul (attention_common.cuh)
 //
@@ -315,8 +316,11 @@ attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const flo
         if (V::norm == ATTN_NORM_L1) { inv[r] = wsum[r] > 0.0f ? 1.0f / wsum[r] : 0.0f; }
         else { inv[r] = V::norm == ATTN_NORM_MEAN ? 1.0f / rows.n[r] : 1.0f; }
         float S1_row = RW ? S1[r] : wsum[r];
-        // exp: lse = ln 2 (max + log2 S1), the max in log2 units
-        st0[r] = V::norm != ATTN_NORM_L1 ? 0.0f : EXP ? ((RW ? shift[r] : row_max[r]) + log2f(S1_row)) * ATTN_LN2 : S1_row;
+        // exp: lse in log2 units, lse log2 e = max + log2 S1 (the max in log2 units), the unit the
+        // backward takes 2^(s - lse) in, so lse is rounded once: a conversion to natural units and
+        // back would round it twice more, each by up to half an ulp of lse, which at large scores is
+        // many units of the exponent of 2^(s - lse)
+        st0[r] = V::norm != ATTN_NORM_L1 ? 0.0f : EXP ? (RW ? shift[r] : row_max[r]) + log2f(S1_row) : S1_row;
     }
     warp_store_rows_scaled<Tile::HTILES>(out + hp.rows_offset, C, rows.row, T, acc, inv, lane);
     if (lane % 4 == 0) {

@@ -188,9 +188,10 @@ __device__ __forceinline__ void warp_store_rows_scaled(floatX* out_rows, int C, 
 }
 
 // dst[0], dst[1] += a, b (dst 8-byte aligned): one vector reduction (red.global.add.v2.f32) on
-// sm_90, two scalar atomics elsewhere and in the emulator.
+// sm_90 and in the emulator (which faults, as sm_90 does, where dst is not 8-byte aligned), two
+// scalar atomics on older GPUs.
 __device__ __forceinline__ void atomic_add2(float* dst, float a, float b) {
-#if defined(__CUDACC__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if defined(SIMT_EMULATOR) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
     atomicAdd(reinterpret_cast<float2*>(dst), make_float2(a, b));
 #else
     atomicAdd(dst, a);

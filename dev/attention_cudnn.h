@@ -10,7 +10,8 @@ so neither side copies anything (C = NH * hd):
   qkv    (B, T, 3, NH, hd) bf16  q, k, v as (b, h, s, d) views: strides (3 T C, hd, 3 C, 1),
                                  offsets 0, C, 2 C; k enters the graphs transposed, (b, h, d, s)
   out    (B, T, NH, hd)    bf16  (b, h, s, d): strides (T C, hd, C, 1)
-  stats  (B, NH, T, 1)     fp32  log sum_j exp(s_tj) of each row: the project's stats[..., 0]
+  stats  (B, NH, T, 1)     fp32  log sum_j exp(s_tj) of each row: the project's stats[..., 0] times
+                                 ln 2 (the project's kernels save it in log2 units)
   dout   (B, T, NH, hd)    bf16  as out
   dqkv   (B, T, 3, NH, hd) bf16  written (=), as attention_backward_cuda
 Scores s = q.k / sqrt(hd), as the project's softmax kernel; RoPE is already in qkv for both.

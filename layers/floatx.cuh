@@ -11,7 +11,8 @@ typedef __nv_bfloat16 floatX;
 
 // ----------------------------------------------------------------------------
 // 128-bit packs: x128 holds 8 floatX, f128 holds 4 floats.
-// A pointer handed to load128/store128 must be 16-byte aligned.
+// A pointer handed to load128/store128 must be 16-byte aligned (the GPU faults otherwise; so does
+// the emulated launch).
 
 template <class T>
 struct alignas(16) Packed128 {
@@ -35,6 +36,7 @@ __device__ __forceinline__ Packed128<T> load128(const T* address) {
     int4 bits = *reinterpret_cast<const int4*>(address);  // one 128-bit load
     memcpy(&p, &bits, sizeof(bits));
 #else
+    simt::detail::global_vector_access(address, 16, "128-bit load (load128)");
     memcpy(&p, address, sizeof(p));
 #endif
     return p;
@@ -47,6 +49,7 @@ __device__ __forceinline__ void store128(T* address, const Packed128<T>& p) {
     memcpy(&bits, &p, sizeof(bits));
     *reinterpret_cast<int4*>(address) = bits;  // one 128-bit store
 #else
+    simt::detail::global_vector_access(address, 16, "128-bit store (store128)");
     memcpy(address, &p, sizeof(p));
 #endif
 }

@@ -9,6 +9,9 @@
 #include "layers/cuda_common.cuh"
 #include "layers/floatx.cuh"
 
+// floats of the cos/sin table of T positions: (T, hd/2, 2)
+inline size_t rope_table_floats(int T, int hd) { return (size_t)T * (hd / 2) * 2; }
+
 // freqs_cis (T, hd/2, 2) float on the host: {cos, sin} of t * base^(-2i/hd)
 inline void rope_precompute_freqs(float* freqs_cis, int T, int hd, double base) {
     for (int t = 0; t < T; t++) {

@@ -44,6 +44,7 @@
 #include "model/gpt2_layout.h"
 #include "model/optimizer_state.cuh"
 #include "model/rand.h"
+#include "runtime/memory.h"
 
 // Empty if the config is valid for the CUDA back end, else a message naming the field and the fix:
 // the model's own rules (gpt2_config_error) plus what the CUDA kernels need.
@@ -495,7 +496,7 @@ struct GPT2Cuda : GPT2ParamLayout {
     void ensure_rope(int len) {
         if (len <= rope_len) return;
         int hd = config.channels / config.num_heads;
-        std::vector<float> table((size_t)len * hd);
+        std::vector<float> table(rope_table_floats(len, hd));
         rope_precompute_freqs(table.data(), len, hd, (double)config.rope_base);
         cudaFree(freqs_cis);
         cudaCheck(cudaMalloc(&freqs_cis, table.size() * sizeof(float)));
@@ -505,28 +506,44 @@ struct GPT2Cuda : GPT2ParamLayout {
 
     // Device bytes of the activations for (B_, T_): what ensure_activations(B_, T_) allocates,
     // counted instead (e.g. whether an evaluation length fits on a GPU).
-    size_t activation_bytes(int B_, int T_) {
-        size_t bytes = 0;
+    size_t activation_bytes(int B_, int T_) const { return activation_bytes(config, B_, T_); }
+    static size_t activation_bytes(const GPT2Config& c, int B_, int T_) {
+        ActivationCounter count;
         GPT2CudaActivations unused{};
-        counted_bytes = &bytes;
-        layout_activations(unused, B_, T_);
-        counted_bytes = nullptr;
-        return bytes;
+        layout_activations(c, unused, B_, T_, count);
+        return count.bytes;
     }
 
-    size_t* counted_bytes = nullptr;  // set: alloc_act adds up sizes instead of allocating
+    // Device bytes the model holds besides its activations, in a training run at sequence length
+    // T: bf16 weights and gradients, fp32 master weights and AdamW moments (all of them: ZeRO-1
+    // shards them later), the global norm's partial sums, learned p's per-head p and dL/dp, the
+    // RoPE table, and cuBLASLt's workspace (cublaslt_setup: one per GPU and process).
+    static size_t state_bytes(const GPT2Config& c, int T) {
+        GPT2ParamLayout layout(c);
+        size_t bytes = layout.num_parameters * (2 * sizeof(floatX) + 3 * sizeof(float));
+        bytes += (GLOBAL_NORM_BLOCKS + 1) * sizeof(float);
+        if (c.learn_p) { bytes += 2 * layout.param_sizes[P_PTHETA] * sizeof(float); }
+        bytes += rope_table_floats(std::max(c.max_seq_len, T), c.channels / c.num_heads) * sizeof(float);
+        return bytes + cublaslt_workspace_size;
+    }
 
-    template <class P> void alloc_act(P*& ptr, size_t count, size_t elem_bytes = sizeof(P)) {
-        if (counted_bytes != nullptr) {
-            *counted_bytes += count * elem_bytes;
-            ptr = nullptr;
-            return;
+    // alloc_act's two modes, for layout_activations
+    struct ActivationAllocator {
+        std::vector<void*>* allocations;
+        template <class P> void operator()(P*& ptr, size_t count, size_t elem_bytes = sizeof(P)) {
+            void* p = nullptr;
+            cudaCheck(cudaMalloc(&p, count * elem_bytes));
+            allocations->push_back(p);
+            ptr = (P*)p;
         }
-        void* p = nullptr;
-        cudaCheck(cudaMalloc(&p, count * elem_bytes));
-        act_allocations.push_back(p);
-        ptr = (P*)p;
-    }
+    };
+    struct ActivationCounter {
+        size_t bytes = 0;
+        template <class P> void operator()(P*& ptr, size_t count, size_t elem_bytes = sizeof(P)) {
+            bytes += count * elem_bytes;
+            ptr = nullptr;
+        }
+    };
 
     void free_activations() {
         for (void* p : act_allocations) cudaFree(p);
@@ -538,14 +555,16 @@ struct GPT2Cuda : GPT2ParamLayout {
     void ensure_activations(int B_, int T_) {
         if (B_ == B && T_ == T) return;
         free_activations();
-        layout_activations(acts, B_, T_);
+        ActivationAllocator alloc{&act_allocations};
+        layout_activations(config, acts, B_, T_, alloc);
         B = B_;
         T = T_;
     }
 
-    // every activation buffer for (B_, T_), through alloc_act
-    void layout_activations(GPT2CudaActivations& a, int B_, int T_) {
-        const GPT2Config& c = config;
+    // every activation buffer of config c for (B_, T_), each through alloc(pointer, count[, bytes
+    // of one element]): allocated (ActivationAllocator) or counted (ActivationCounter)
+    template <class Alloc>
+    static void layout_activations(const GPT2Config& c, GPT2CudaActivations& a, int B_, int T_, Alloc& alloc_act) {
         size_t L = c.num_layers, C = c.channels, NH = c.num_heads, Vp = c.padded_vocab_size;
         size_t BT = (size_t)B_ * T_;
         alloc_act(a.encoded, BT * C);
@@ -579,6 +598,18 @@ struct GPT2Cuda : GPT2ParamLayout {
         alloc_act(a.targets, BT);
     }
 };
+
+// What a training run of config c at micro-batch B x T allocates on the GPU, counted from the lists
+// the model allocates from (the trainer refuses a run that does not fit): every buffer but the
+// CUDA context's and the libraries' internal ones.
+inline MemoryEstimate gpt2_cuda_training_memory(const GPT2Config& c, int B, int T) {
+    MemoryEstimate m;
+    m.state_bytes = (double)GPT2Cuda::state_bytes(c, T);
+    m.activation_bytes = (double)GPT2Cuda::activation_bytes(c, B, T);
+    m.state_what = "bf16 weights and gradients, fp32 master weights and AdamW moments, cuBLASLt workspace";
+    m.activation_what = "bf16 activations and gradient buffers of one micro-batch";
+    return m;
+}
 
 // The learned p of every (layer, head), (L, NH) row-major (empty unless the model learns p), as
 // model_learned_p (model/gpt2_config.h) gives it for the CPU back end, without copying the whole

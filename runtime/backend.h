@@ -10,10 +10,14 @@
 //   set_attention_p(model, p)  the fixed re-weighting power of the next forward (-pw's schedule)
 //   set_p_lr_scale(model, s)  learned p's theta trains at s times the learning rate (-plr); the
 //                          CUDA back end takes s = 1 alone (train_options.h refuses another)
+//   backend_training_memory(config, B, T)  what a training run needs, as this back end states it
+//                          (runtime/memory.h): the CPU's lower bound, the CUDA model's own count
 #pragma once
 
 #include <stdexcept>
 #include <string>
+
+#include "runtime/memory.h"
 
 #ifdef TRAIN_BACKEND_CPU
 #include "model/backend_cpu.h"
@@ -23,6 +27,9 @@ typedef ModelCPU Model;
 inline std::string select_precision(ModelCPU& model, const std::string& name) { return model.select_precision(name); }
 inline void set_p_lr_scale(ModelCPU& model, double s) { model.gpt.p_lr_scale = s; }
 inline void set_attention_p(ModelCPU& model, float p) { model.gpt.config.p = model.config.p = p; }
+inline MemoryEstimate backend_training_memory(const GPT2Config& c, int B, int T) {
+    return cpu_training_memory_estimate(c, B, T);
+}
 #else
 #include "model/gpt2_cuda.cuh"
 typedef GPT2Cuda Model;
@@ -33,6 +40,9 @@ inline std::string select_precision(GPT2Cuda&, const std::string& name) {
     return "bf16 mixed precision (CUDA back end)";
 }
 inline void set_attention_p(GPT2Cuda& model, float p) { model.config.p = p; }
+inline MemoryEstimate backend_training_memory(const GPT2Config& c, int B, int T) {
+    return gpt2_cuda_training_memory(c, B, T);
+}
 inline void set_p_lr_scale(GPT2Cuda&, double s) {
     if (s != 1.0) throw std::invalid_argument("-plr: the CUDA back end trains learned p at the learning rate");
 }

@@ -8,16 +8,22 @@
 
 #include "model/gpt2_config.h"
 
-// Bytes a training run needs at least: fp32 weights, gradients and AdamW's two moments (16 bytes a
-// parameter), and the activations of one micro-batch of B x T (the CPU back end's list,
-// model/gpt2_cpu.h, per layer 20 C + 3 NH + 4 values a position, then C, the logits and the loss;
-// the CPU back end keeps their gradients too, not counted: this is a lower bound).
+// What a training run needs, as its back end states it (runtime/backend.h, backend_training_memory):
+// the state that lives as long as the model (weights, gradients, optimizer moments) and the
+// activations of one micro-batch, with what each holds, for the refusal's message.
 struct MemoryEstimate {
     double state_bytes = 0, activation_bytes = 0;
+    std::string state_what = "weights, gradients and AdamW moments", activation_what = "activations of one micro-batch";
+    bool lower_bound = false;  // the back end allocates more than this (what it leaves out, unknown here)
     double total() const { return state_bytes + activation_bytes; }
 };
 
-inline MemoryEstimate training_memory_estimate(const GPT2Config& c, int B, int T) {
+// The CPU back end: fp32 weights, gradients and AdamW's two moments (16 bytes a parameter), and the
+// activations of one micro-batch of B x T (model/gpt2_cpu.h's list, per layer 20 C + 3 NH + 4
+// values a position, then C, the logits and the loss; it keeps their gradients too, not counted:
+// a lower bound). The CUDA back end counts its own allocations (model/gpt2_cuda.cuh,
+// gpt2_cuda_training_memory).
+inline MemoryEstimate cpu_training_memory_estimate(const GPT2Config& c, int B, int T) {
     size_t sizes[NUM_PARAM_TENSORS];
     gpt2_param_sizes(sizes, c);
     double params = 0;
@@ -26,6 +32,9 @@ inline MemoryEstimate training_memory_estimate(const GPT2Config& c, int B, int T
     MemoryEstimate m;
     m.state_bytes = 16.0 * params;
     m.activation_bytes = 4.0 * (L * BT * (20 * C + 3 * NH + 4) + BT * (2 * C + c.padded_vocab_size + 3));
+    m.state_what = "fp32 weights, gradients and AdamW moments";
+    m.activation_what = "fp32 activations of one micro-batch";
+    m.lower_bound = true;
     return m;
 }
 
@@ -52,14 +61,15 @@ inline std::string format_bytes(double bytes) {
 }
 
 // "" if the estimate fits into `available` bytes (0: unknown, not checked), else the refusal: the
-// flags, the size needed, what the machine has (`where`: which memory) and the fix.
+// flags, the size needed and of what (the back end's figures), what the machine has (`where`:
+// which memory) and the fix.
 inline std::string memory_shortfall(const MemoryEstimate& need, double available, const std::string& flags,
                                     const std::string& where) {
     if (available <= 0 || need.total() <= available) return "";
-    return flags + ": the run needs at least " + format_bytes(need.total()) + " (weights, gradients and AdamW moments " +
-           format_bytes(need.state_bytes) + ", activations of one micro-batch " + format_bytes(need.activation_bytes) +
-           "), the machine has " + format_bytes(available) + " available (" + where +
-           "); use a smaller model (-e), micro-batch (-b) or sequence length (-t)";
+    return flags + ": the run " + (need.lower_bound ? "needs at least " : "allocates ") + format_bytes(need.total()) +
+           " (" + need.state_what + ": " + format_bytes(need.state_bytes) + "; " + need.activation_what + ": " +
+           format_bytes(need.activation_bytes) + "), the machine has " + format_bytes(available) + " available (" +
+           where + "); use a smaller model (-e), micro-batch (-b) or sequence length (-t)";
 }
 
 // The memory a run of this back end can use, and *where what it is measured: the GPU's free memory

@@ -23,7 +23,7 @@ T=1024
 STEPS=${STEPS:-50}    # optimizer steps per variant
 WARMUP=${WARMUP:-5}   # first steps left out of the medians (allocation, cuBLAS heuristics)
 LIMIT_S=${LIMIT_S:-90}   # a run still going after this is stopped; the steps it logged still count
-dir=build/gpu_train_check
+dir=${WORK:-build/gpu_train_check}
 
 # Median tokens/s and MFU of the trainer's step lines after the first $WARMUP:
 #   step  7/50 | loss 10.9 | norm 1.2 | lr 3.00e-04 | 61.2 ms | 267712 tok/s | MFU 38.1% | ETA 0m02s

@@ -1,11 +1,13 @@
 # The prebuilt GPU check: every binary scripts/gpu_check.sh runs, built here into one folder that
 # travels to a GPU machine, where nothing is compiled (bash scripts/gpu_check.sh --prebuilt DIR).
-#   make gpu-check-build            -> $(GPU_CHECK_DIR) (default build/gpu_check), about 60 MB
+#   make gpu-check-build            -> $(GPU_CHECK_DIR) (default build/gpu_check); fails if the folder
+#                                      and the working tree would not fit a device run (56 MiB of its
+#                                      64), and prints the run's carry list and command
 # The folder's binaries carry sm_90 (H100/H200) code only, are stripped, link only the libraries
-# they use (--as-needed), and find OpenBLAS (the CPU reference's matmuls) in the folder's lib/,
-# gzipped (36 MB -> 11 MB; scripts/gpu_check.sh unpacks it and puts it on LD_LIBRARY_PATH), so a
-# machine without Debian's OpenBLAS runs them too. They are built by the project's own rules (a
-# second make with BUILD=$(BUILD)/gpu_check_obj and these NVCCFLAGS).
+# they use (--as-needed), are gzipped (scripts/gpu_check.sh unpacks them), and find OpenBLAS (the
+# CPU reference's matmuls) in the folder's lib/, gzipped too (36 MB -> 11 MB; unpacked and put on
+# LD_LIBRARY_PATH), so a machine without Debian's OpenBLAS runs them too. They are built by the
+# project's own rules (a second make with BUILD=$(BUILD)/gpu_check_obj and these NVCCFLAGS).
 GPU_CHECK_DIR ?= $(BUILD)/gpu_check
 GPU_CHECK_OBJ := $(BUILD)/gpu_check_obj
 # host objects for any x86-64 (the GPU machine's processor may lack this one's AVX-512)
@@ -15,7 +17,7 @@ GPU_CHECK_NVCCFLAGS := -O3 --use_fast_math -std=c++17 -gencode arch=compute_90,c
 # in the order scripts/gpu_check.sh runs them
 GPU_CHECK_TESTS := test_simt_cu test_vendor_host_cu test_layers_cuda_gpu test_attention_cuda_gpu test_model_cuda_gpu \
                    test_distributed_gpu
-GPU_CHECK_TOOLS := gradcheck_cu_softmax gradcheck_cu_lssar attention_forward attention_backward \
+GPU_CHECK_TOOLS := gradcheck_cu_softmax gradcheck_cu_lssar attention_backward \
                    train_gpt2cu_softmax train_gpt2cu_lssar dev/matmul_gpu
 GPU_CHECK_LIBS := $(shell for l in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do \
                       ldconfig -p 2>/dev/null | awk -v l=$$l '$$1 == l && /x86-64/ { print $$NF; exit }'; done)
@@ -32,10 +34,17 @@ $(BUILD)/write_random_shard: scripts/write_random_shard.cpp $(DATALOADER_OBJS) |
 gpu-check-build:
 	+$(MAKE) BUILD=$(GPU_CHECK_OBJ) NVCCFLAGS="$(GPU_CHECK_NVCCFLAGS)" CXXFLAGS="$(GPU_CHECK_CXXFLAGS)" \
 	    $(addprefix $(GPU_CHECK_OBJ)/,$(GPU_CHECK_TESTS) $(GPU_CHECK_TOOLS) write_random_shard)
-	@mkdir -p $(GPU_CHECK_DIR)/lib
+	@rm -rf $(GPU_CHECK_DIR) && mkdir -p $(GPU_CHECK_DIR)/lib
 	cp $(addprefix $(GPU_CHECK_OBJ)/,$(GPU_CHECK_TESTS) $(GPU_CHECK_TOOLS) write_random_shard) $(GPU_CHECK_DIR)/
 	strip $(addprefix $(GPU_CHECK_DIR)/,$(GPU_CHECK_TESTS) $(notdir $(GPU_CHECK_TOOLS)) write_random_shard)
+	gzip -f $(addprefix $(GPU_CHECK_DIR)/,$(GPU_CHECK_TESTS) $(notdir $(GPU_CHECK_TOOLS)) write_random_shard)
 	$(if $(GPU_CHECK_LIBS),cp -L $(GPU_CHECK_LIBS) $(GPU_CHECK_DIR)/lib/ && gzip -f $(GPU_CHECK_DIR)/lib/*.so.*)
 	@git rev-parse --short HEAD > $(GPU_CHECK_DIR)/COMMIT 2>/dev/null || true
-	@du -sh $(GPU_CHECK_DIR)
 	@ls -l $(GPU_CHECK_DIR) $(GPU_CHECK_DIR)/lib | awk 'NF > 5 { print $$5, $$NF }'
+	@bash scripts/gpu_check.sh --plan --prebuilt $(GPU_CHECK_DIR)
+	@bash scripts/gpu_check.sh --carry $(GPU_CHECK_DIR)
+
+# the GPU check without a GPU: its plan, the carry check, and a run on stubs (test/test_gpu_check.cpp)
+$(BUILD)/test_gpu_check: test/test_gpu_check.cpp $(DOCTEST_MAIN) | $(BUILD)
+	$(CXX_HOST) $< $(DOCTEST_MAIN) -o $@
+TESTS += $(BUILD)/test_gpu_check

@@ -296,6 +296,13 @@ extern __thread BlockView* t_block;
 
 [[noreturn]] void device_fail(cudaError_t code, const std::string& what);  // aborts the launch
 void require_device(const char* what);    // fails unless called from a kernel
+[[noreturn]] void misaligned_global(const void* p, size_t bytes, const char* what);  // aborts the launch
+// A vector access to global memory (a 128-bit load or store, a float2/float4 atomic): the GPU
+// faults (cudaErrorMisalignedAddress) unless its address is a multiple of its size; so does the
+// launch here. Host code is not checked.
+inline void global_vector_access(const void* p, size_t bytes, const char* what) {
+    if ((uintptr_t)p % bytes != 0 && t_thread != nullptr) misaligned_global(p, bytes, what);
+}
 void set_epoch_counter(uint32_t value);   // of this host thread's executor (tests of the wrap-around)
 
 // shared memory
@@ -629,6 +636,24 @@ SIMT_ATOMIC(atomicInc, unsigned int, (o >= v) ? 0u : o + 1u)
 SIMT_ATOMIC(atomicDec, unsigned int, (o == 0u || o > v) ? v : o - 1u)
 #undef SIMT_ATOMIC
 
+// sm_90's vector atomics on global memory (atomicAdd of float2, float4): the address must be a
+// multiple of the vector's size; each element is added atomically (the CUDA guide guarantees no
+// more: the vector is not one atomic access)
+inline float2 atomicAdd(float2* p, float2 v) {
+    simt::detail::global_vector_access(p, sizeof(float2), "atomicAdd(float2*)");
+    float x = atomicAdd(&p->x, v.x);
+    float y = atomicAdd(&p->y, v.y);
+    return make_float2(x, y);
+}
+inline float4 atomicAdd(float4* p, float4 v) {
+    simt::detail::global_vector_access(p, sizeof(float4), "atomicAdd(float4*)");
+    float x = atomicAdd(&p->x, v.x);
+    float y = atomicAdd(&p->y, v.y);
+    float z = atomicAdd(&p->z, v.z);
+    float w = atomicAdd(&p->w, v.w);
+    return make_float4(x, y, z, w);
+}
+
 #define SIMT_ATOMIC_CAS(T)                                                                               \
     inline T atomicCAS(T* p, T compare, T v) {                                                           \
         T expected = compare;                                                                            \
@@ -690,9 +715,23 @@ inline float rsqrtf(float x) { return simt::fastmath::dev_rsqrtf(x); }
 inline double rsqrt(double x) { return 1.0 / sqrt(x); }
 inline float rcbrtf(float x) { return 1.0f / cbrtf(x); }
 inline float __saturatef(float x) { return x != x ? 0.0f : (x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x)); }
-inline float __fadd_rn(float a, float b) { return a + b; }
-inline float __fsub_rn(float a, float b) { return a - b; }
-inline float __fmul_rn(float a, float b) { return a * b; }
+// __fadd_rn, __fsub_rn, __fmul_rn: rounded on their own, never contracted into an FMA with a
+// neighbouring operation (nvcc's guarantee; g++ contracts a * b + c in C++ unless the result is
+// laundered through a register first)
+namespace simt { namespace detail {
+inline float rounded(float r) {
+#if defined(__x86_64__)
+    __asm__("" : "+x"(r));
+#else
+    volatile float v = r;
+    r = v;
+#endif
+    return r;
+}
+}}  // namespace simt::detail
+inline float __fadd_rn(float a, float b) { return simt::detail::rounded(a + b); }
+inline float __fsub_rn(float a, float b) { return simt::detail::rounded(a - b); }
+inline float __fmul_rn(float a, float b) { return simt::detail::rounded(a * b); }
 inline float __fdiv_rn(float a, float b) { return a / b; }
 inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
 inline double __dadd_rn(double a, double b) { return a + b; }

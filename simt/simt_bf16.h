@@ -6,6 +6,8 @@
 #include <cstring>
 #include <cmath>
 
+#include "simt_ftz.h"
+
 // ----------------------------------------------------------------------------
 // vector types, with CUDA's sizes and alignments
 
@@ -138,18 +140,38 @@ inline int __bfloat162int_rz(__nv_bfloat16 h) { return (int)__bfloat162float(h);
 
 // Arithmetic: each op is computed in float and rounded once to bf16. For +,-,*,/ of
 // bf16 operands rounding to float first is harmless (24 >= 2*8+2 bits); fma is done in
-// double (exact product) and rounded through f64_to_bf16_rn.
-inline __nv_bfloat16 __hadd(__nv_bfloat16 a, __nv_bfloat16 b) { return __float2bfloat16((float)a + (float)b); }
-inline __nv_bfloat16 __hsub(__nv_bfloat16 a, __nv_bfloat16 b) { return __float2bfloat16((float)a - (float)b); }
-inline __nv_bfloat16 __hmul(__nv_bfloat16 a, __nv_bfloat16 b) { return __float2bfloat16((float)a * (float)b); }
-inline __nv_bfloat16 __hdiv(__nv_bfloat16 a, __nv_bfloat16 b) { return __float2bfloat16((float)a / (float)b); }
+// double (exact product) and rounded through f64_to_bf16_rn. bf16 instructions keep subnormals
+// (fast math's flush-to-zero is fp32's: simt_ftz.h), so they run in the host's mode.
+inline __nv_bfloat16 __hadd(__nv_bfloat16 a, __nv_bfloat16 b) {
+    simt::KeepSubnormals keep;
+    return __float2bfloat16((float)a + (float)b);
+}
+inline __nv_bfloat16 __hsub(__nv_bfloat16 a, __nv_bfloat16 b) {
+    simt::KeepSubnormals keep;
+    return __float2bfloat16((float)a - (float)b);
+}
+inline __nv_bfloat16 __hmul(__nv_bfloat16 a, __nv_bfloat16 b) {
+    simt::KeepSubnormals keep;
+    return __float2bfloat16((float)a * (float)b);
+}
+inline __nv_bfloat16 __hdiv(__nv_bfloat16 a, __nv_bfloat16 b) {
+    simt::KeepSubnormals keep;
+    return __float2bfloat16((float)a / (float)b);
+}
 inline __nv_bfloat16 __hfma(__nv_bfloat16 a, __nv_bfloat16 b, __nv_bfloat16 c) {
+    simt::KeepSubnormals keep;
     return __bf16_from_bits(simt::f64_to_bf16_rn(std::fma((double)(float)a, (double)(float)b, (double)(float)c)));
 }
 inline __nv_bfloat16 __hneg(__nv_bfloat16 a) { return __bf16_from_bits(a.__x ^ 0x8000u); }
 inline __nv_bfloat16 __habs(__nv_bfloat16 a) { return __bf16_from_bits(a.__x & 0x7fffu); }
-inline __nv_bfloat16 __hmax(__nv_bfloat16 a, __nv_bfloat16 b) { return __float2bfloat16(std::fmax((float)a, (float)b)); }
-inline __nv_bfloat16 __hmin(__nv_bfloat16 a, __nv_bfloat16 b) { return __float2bfloat16(std::fmin((float)a, (float)b)); }
+inline __nv_bfloat16 __hmax(__nv_bfloat16 a, __nv_bfloat16 b) {
+    simt::KeepSubnormals keep;
+    return __float2bfloat16(std::fmax((float)a, (float)b));
+}
+inline __nv_bfloat16 __hmin(__nv_bfloat16 a, __nv_bfloat16 b) {
+    simt::KeepSubnormals keep;
+    return __float2bfloat16(std::fmin((float)a, (float)b));
+}
 inline __nv_bfloat162 __hadd2(__nv_bfloat162 a, __nv_bfloat162 b) { return {__hadd(a.x, b.x), __hadd(a.y, b.y)}; }
 inline __nv_bfloat162 __hsub2(__nv_bfloat162 a, __nv_bfloat162 b) { return {__hsub(a.x, b.x), __hsub(a.y, b.y)}; }
 inline __nv_bfloat162 __hmul2(__nv_bfloat162 a, __nv_bfloat162 b) { return {__hmul(a.x, b.x), __hmul(a.y, b.y)}; }

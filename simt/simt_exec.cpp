@@ -169,6 +169,7 @@ struct Executor {
         Slot* s = slots[i].get();
         s->sched = std::move(sched);
         for (;;) {
+            enter_device_float_mode();  // fast math's flush-to-zero (simt_ftz.h); the scheduler keeps its mode
             try {
                 L->body.call(L->body.obj);
             } catch (KernelAbort&) {
@@ -557,6 +558,7 @@ struct Executor {
             fail(cudaErrorIllegalInstruction, "mma_m16n8k16_bf16 needs all 32 lanes of the warp (mask " + hex(m) + ")" + where());
             return;
         }
+        KeepSubnormals keep;  // not an fp32 instruction: -ftz does not apply
         float A[16][16], Bt[8][16], C[16][8];  // Bt[n][k] = B[k][n]
         for (int lane = 0; lane < 32; lane++) {
             const LaneIO& io = W.io[lane];
@@ -793,6 +795,15 @@ void device_fail(cudaError_t code, const std::string& what) {
 }
 
 void require_device(const char* what) { running(what); }
+
+void misaligned_global(const void* p, size_t bytes, const char* what) {
+    Executor& e = running(what);
+    char buf[192];
+    snprintf(buf, sizeof buf, "misaligned %s: %zu-byte access at global address %p (%zu bytes past a multiple of %zu)",
+             what, bytes, p, (size_t)((uintptr_t)p % bytes), bytes);
+    e.fail(cudaErrorMisalignedAddress, std::string(buf) + " by thread " + e.thread_str(e.cur) + e.where());
+    throw KernelAbort{};
+}
 
 void set_epoch_counter(uint32_t value) { executor().epoch_counter = value; }
 

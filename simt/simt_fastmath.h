@@ -15,12 +15,16 @@
 //   rsqrtf               2 ulp
 // In host code (the CPU reference, which shares the translation unit) the names keep their exact
 // libm meaning: the model applies only on an emulated GPU thread. The '/' operator (2 ulp under
-// -prec-div=false) and denormal flushing are not modelled.
+// -prec-div=false) is not modelled. Denormals: device threads run with fast math's flush-to-zero
+// (simt_ftz.h), so a subnormal input of these functions counts as 0 and a subnormal result is 0
+// (ex2.approx.ftz, lg2.approx.ftz: log2 of a subnormal is -inf).
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
+#include "simt_ftz.h"
 
 namespace simt { namespace fastmath {
 
@@ -38,12 +42,13 @@ inline int ulp_offset(uint32_t a, uint32_t b, int bound) {
     return (int)(z % (uint64_t)(2 * bound + 1)) - bound;
 }
 
-// r moved by k ulps (toward +inf for k > 0), staying finite and of the same sign
+// r moved by k ulps (toward +inf for k > 0), staying finite and of the same sign; a subnormal
+// result flushed on a device thread (the MUFU result of a .ftz instruction)
 inline float move_ulps(float r, int k) {
     if (k == 0 || r == 0.0f || !std::isfinite(r)) return r;
     for (; k > 0; k--) r = nextafterf(r, INFINITY);
     for (; k < 0; k++) r = nextafterf(r, -INFINITY);
-    return r;
+    return flush_result(r);
 }
 
 inline float ex2(float y) {  // MUFU.EX2

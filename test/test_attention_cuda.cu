@@ -34,6 +34,7 @@ enum class Inputs {
     Norms,       // random directions with huge (1e30), tiny (< eps) and small (> eps) q and k norms
     Aligned,     // keys share a direction and queries point away: x reaches ~1000 at T = 2048
                  // (doc/attention.md, section 'Numerics')
+    Scaled,      // random, every q times q_scale: dot scores up to ~5 q_scale (cosine scores unchanged)
 };
 
 struct Problem {
@@ -43,7 +44,7 @@ struct Problem {
                                    // on those with t >= 3, the degenerate LSSAR rows
 };
 
-Problem make_problem(int B, int T, int NH, int hd, Inputs kind, unsigned seed) {
+Problem make_problem(int B, int T, int NH, int hd, Inputs kind, unsigned seed, float q_scale = 1.0f) {
     Problem pr{B, T, NH, hd, {}, {}, {}};
     int C = NH * hd;
     pr.qkv.resize((size_t)B * T * 3 * C);
@@ -96,6 +97,13 @@ Problem make_problem(int B, int T, int NH, int hd, Inputs kind, unsigned seed) {
                     float* q = at(b, t, 0, h);
                     float* k = at(b, t, 1, h);
                     for (int i = 0; i < hd; i++) { q[i] = -d[i] + 0.05f * q[i]; k[i] = d[i] + k[i]; }
+                }
+    } else if (kind == Inputs::Scaled) {
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < NH; h++)
+                for (int t = 0; t < T; t++) {
+                    float* q = at(b, t, 0, h);
+                    for (int i = 0; i < hd; i++) q[i] *= q_scale;
                 }
     }
     for (int t : pr.uniform_rows) {
@@ -397,14 +405,20 @@ double check_case(const Problem& pr, AttnKind kind, float p, bool per_row = fals
 
     // stats: lse (exp, absolute: it is a log), S1 relative (other l1), 0 (none, mean); under
     // re-weighting m relative to n (m = n A - o) and Z relative, on rows that are not degenerate
-    // in either implementation
+    // in either implementation.
+    // The kernels save lse in log2 units. Beyond tol.stat an fp32 lse carries the fp32 rounding of
+    // the row's largest score, up to hd 2^-24 of sum_i |q_i k_i| (hd <= 128; that sum is a small
+    // multiple of |s| on the largest key of these rows): 2^-16 |lse| is allowed on top.
     const AttnVariant& V = attn_variant(kind);
     double e_stat = 0;
     for (int bh = 0; bh < pr.B * pr.NH; bh++)
         for (int t = 0; t < T; t++) {
             const float* s = &g.stats[((size_t)bh * T + t) * 3];
             const double* r = &ref.stats[((size_t)bh * T + t) * 3];
-            if (V.phi == ATTN_PHI_EXP || V.norm != ATTN_NORM_L1 || r[0] == 0) {
+            if (V.phi == ATTN_PHI_EXP && V.norm == ATTN_NORM_L1) {
+                double lse = (double)s[0] * M_LN2;
+                e_stat = std::max(e_stat, std::max(0.0, std::fabs(lse - r[0]) - std::ldexp(std::fabs(r[0]), -16)));
+            } else if (V.norm != ATTN_NORM_L1 || r[0] == 0) {
                 e_stat = std::max(e_stat, std::fabs(s[0] - r[0]));
             } else {
                 e_stat = std::max(e_stat, std::fabs(s[0] - r[0]) / r[0]);
@@ -491,6 +505,89 @@ TEST_CASE("huge and tiny q/k norms (cosine scores are scale-free; below eps q/ep
 TEST_CASE("keys aligned, queries opposite: large x stays finite") {
     Problem pr = make_problem(1, 130, 2, 64, Inputs::Aligned, 14);
     for (AttnKind kind : KINDS) check_case(pr, kind, 15.0f);
+}
+
+// Dot scores up to ~5e15 (q times 1e5 .. 1e15; cosine scores do not change): exp rows are one-hot
+// but for near-ties, and the backward rebuilds 2^(s - lse) from the saved lse, which must be as
+// exact as the scores themselves (rounded once, in the backward's units) for its weights to keep
+// their bf16 bound: forward and backward of every variant within the bounds of the other tests.
+TEST_CASE("every variant at score scales up to 1e15: forward and backward within their bf16 bounds of the reference") {
+    for (float c : {1e5f, 1e6f, 1e8f, 1e10f, 1e12f, 1e15f}) {
+        Problem pr = make_problem(1, 40, 2, 32, Inputs::Scaled, 40, c);
+        CAPTURE(c);
+        for (AttnKind kind : KINDS)
+            for (float p : attn_reweights(kind) ? std::vector<float>{1.0f, 15.0f} : std::vector<float>{1.0f})
+                check_case(pr, kind, p);
+    }
+}
+
+// An odd B NH T (3 heads, B T = 67): the scratch regions, dQ's fp32 accumulator (dqh) among them,
+// still start at multiples of 16 bytes. dqh takes 8-byte vector atomics (atomic_add2), which a GPU
+// (and the emulator) refuses at an address that is not a multiple of 8.
+TEST_CASE("an odd number of heads and an odd B*T: scratch regions 16-byte aligned, dQ's vector atomics run") {
+    const int B = 1, T = 67, NH = 3, hd = 32;
+    unsigned char* base;
+    cudaCheck(cudaMalloc(&base, attention_scratch_bytes(B, T, NH, hd)));
+    AttentionScratch sc = attention_scratch_split(base, B, T, NH, hd);
+    const size_t rows = (size_t)B * NH * T;
+    for (const float* region : {sc.scales, sc.rowd, sc.dqh, sc.dkh}) CHECK((uintptr_t)region % 16 == 0);
+    CHECK((size_t)((unsigned char*)(sc.dkh + rows * hd) - base) <= attention_scratch_bytes(B, T, NH, hd));
+    CHECK((size_t)((unsigned char*)(sc.scales + 5 * rows) - base) <= attention_scratch_bytes(B, T, NH, hd, false));
+    cudaCheck(cudaFree(base));
+    Problem pr = make_problem(B, T, NH, hd, Inputs::Random, 16);
+    for (AttnKind kind : KINDS) check_case(pr, kind, 15.0f);
+}
+
+// One element of the backward (attn_element_grad) from its row data ri, score sv and dW:
+// out = P, ds and dA/ds (attn_A_dev).
+template <AttnKind K>
+__global__ void element_grad_kernel(float* out, float sv, float dW, AttnRowInfo ri, float p) {
+    float P, ds, g;
+    attn_element_grad<K>(sv, dW, ri, p, &P, &ds);
+    attn_A_dev<K>(sv, ri.norm, ri.n, &g);
+    out[0] = P;
+    out[1] = ds;
+    out[2] = g;
+}
+
+// An element whose x/m falls below fp32's smallest normal, which fast math flushes to 0 (on the
+// GPU, and in the emulator, which models it): relu_l1_rw (phi exact: no rounding in A), row t = 2
+// (n = 3, o = 0), A = s / S1 = 2^-100 2^-26 = 2^-126, x = n A = 3 2^-126, and the row's largest
+// A one rounding above 1: m = 3 (1 + 2^-22), so x/m ~ (1 - 2^-22) 2^-126, a subnormal, is 0 in
+// fp32. At p = 1, log2 0 = -inf times p - 1 = 0 gave NaN; the element counts
+// as x <= 0 instead, as the D1 pass counts it (its x is uncertain by far more than m 2^-126).
+// With m = 3, x/m is a normal number and the element is live (dA = n p (dW - D2) / (m Z)).
+TEST_CASE("backward: an element whose x/m fast math flushes to 0 gives no NaN at p = 1") {
+    float* out;
+    cudaCheck(cudaMalloc(&out, 3 * sizeof(float)));
+    const float s = std::ldexp(1.0f, -100), inv_S1 = std::ldexp(1.0f, -26), dW = 1.25f;
+    for (double m : {3.0 * (1 + std::ldexp(1.0, -22)), 3.0}) {
+        for (float p : {1.0f, 2.5f}) {
+            CAPTURE(m);
+            CAPTURE(p);
+            AttnRowInfo ri{};
+            ri.n = 3.0f, ri.o = 0.0f, ri.norm = inv_S1;
+            ri.inv_m = (float)(1.0 / m), ri.inv_Z = 0.5f, ri.D2 = 0.25f, ri.D1 = 0.125f;
+            cuda_launch((element_grad_kernel<ATTN_RELU_L1_RW>), 1, 1, 0, 0, out, s, dW, ri, p);
+            cudaCheck(cudaGetLastError());
+            float r[3];
+            cudaCheck(cudaMemcpy(r, out, sizeof r, cudaMemcpyDeviceToHost));
+            REQUIRE(r[2] == inv_S1);  // dA/ds = phi'(s) / S1, exact
+            double x = 3.0 * std::ldexp(1.0, -126), xm = x * ri.inv_m;
+            bool live = (float)xm >= FLT_MIN;  // what fp32 gives x/m under flush-to-zero
+            CHECK(live == (m == 3.0));
+            // live: W = (x/m)^p / Z (below FLT_MIN: 0 in fp32) and ds = dA/ds (dA - D1) with
+            // dA = n p (x/m)^(p-1) (dW - D2) / (m Z) (fp32 and the fast-math power: 1e-5 relative);
+            // else W = dA = 0
+            double dA = live ? 3.0 * p * std::pow(xm, p - 1) * (dW - ri.D2) * ri.inv_m * ri.inv_Z : 0.0;
+            double ds = (double)inv_S1 * (dA - ri.D1);
+            CHECK(std::isfinite(r[0]));
+            CHECK(std::isfinite(r[1]));
+            CHECK(std::fabs(r[0]) < FLT_MIN);
+            CHECK(std::fabs(r[1] - ds) <= 1e-5 * std::fabs(ds));
+        }
+    }
+    cudaCheck(cudaFree(out));
 }
 
 // Long sequence, LSSAR p = 15: B*NH = 1, hd = 32 to keep the emulated run short (the kernels'

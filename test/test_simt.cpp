@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include "layers/cuda_common.cuh"
+#include "layers/floatx.cuh"
 #include "simt/cp_async.cuh"
 #include "simt/mma.cuh"
 
@@ -1039,7 +1040,87 @@ TEST_CASE("out-of-bounds, misaligned shared access and host pointers fail the la
     CHECK(cudaMemcpy(host.data(), host.data(), 32, cudaMemcpyDeviceToHost) == cudaErrorInvalidValue);
     cudaGetLastError();
 }
+
+// vector accesses to global memory at base + offset floats: a 128-bit load and store (load128,
+// store128) and the float2 / float4 atomics of sm_90
+__global__ void vector_access(float* base, int offset, int what) {
+    float* p = base + offset;
+    if (what == 0) { f128 v = load128(p); base[0] = v[0] + v[3]; }
+    if (what == 1) { store128(p, f128::zeros()); }
+    if (what == 2) { atomicAdd(reinterpret_cast<float2*>(p), make_float2(1.0f, 2.0f)); }
+    if (what == 3) { atomicAdd(reinterpret_cast<float4*>(p), make_float4(1.0f, 2.0f, 3.0f, 4.0f)); }
+}
+
+TEST_CASE("vector loads, stores and atomics at an address not a multiple of their size fail, as on the GPU") {
+    QuietReports quiet;
+    DeviceBuffer<float> buf(64);
+    cudaCheck(cudaMemset(buf.ptr, 0, 64 * sizeof(float)));
+    const char* names[4] = {"128-bit load (load128)", "128-bit store (store128)", "atomicAdd(float2*)",
+                            "atomicAdd(float4*)"};
+    const int size_floats[4] = {4, 4, 2, 4};
+    for (int what = 0; what < 4; what++) {
+        CAPTURE(what);
+        cuda_launch(vector_access, 1, 1, 0, 0, buf.ptr, 8, what);  // 32 bytes: aligned for every size
+        CHECK(cudaGetLastError() == cudaSuccess);
+        for (int offset = 9; offset < 8 + size_floats[what]; offset++) {  // 4, 8, 12 bytes off
+            CAPTURE(offset);
+            cuda_launch(vector_access, 1, 1, 0, 0, buf.ptr, offset, what);
+            CHECK(cudaGetLastError() == cudaErrorMisalignedAddress);
+            std::string r = simt::last_error_report();
+            INFO(r);
+            CHECK(r.find(std::string("misaligned ") + names[what]) != std::string::npos);
+            CHECK(r.find("by thread (0,0,0) in kernel 'vector_access'") != std::string::npos);
+        }
+    }
+    // the aligned atomics added each element once
+    std::vector<float> h = buf.download();
+    CHECK(h[8] == 2.0f);
+    CHECK(h[9] == 4.0f);
+    CHECK(h[10] == 3.0f);
+    CHECK(h[11] == 4.0f);
+}
 #endif
+
+// ----------------------------------------------------------------------------
+// flush-to-zero: --use_fast_math implies -ftz=true, so fp32 instructions of device code read a
+// subnormal input as 0 and write a subnormal result as 0; bf16 arithmetic keeps subnormals (not
+// an fp32 instruction), and atom.add.f32 flushes always. The emulator models it (simt/simt_ftz.h)
+// on its device threads only: the host code around a launch keeps subnormals.
+
+__global__ void flush_to_zero_kernel(float* out, __nv_bfloat16* out_bf16, const float* in, float one) {
+    float tiny = in[0], small = in[1], sub = in[2];  // 2^-100, 2^-30, 2^-130 (subnormal)
+    out[0] = tiny * small;                          // 2^-130: a subnormal result
+    out[1] = sub * one;                             // a subnormal input
+    out[2] = log2f(sub);                            // log2 of a subnormal (lg2.approx.ftz): -inf
+    out[3] = exp2f(-130.0f * one);                  // ex2.approx.ftz of a subnormal result
+    out[4] = fmaf(tiny, small, 0.0f);
+    atomicAdd(&out[5], sub);                        // atom.add.f32
+    out_bf16[0] = __hmul(__float2bfloat16(tiny), __float2bfloat16(small));  // bf16: kept, 2^-130
+    out_bf16[1] = __hadd(__ushort_as_bfloat16(0x0008), __float2bfloat16(0.0f));  // 8 2^-133 = 2^-130 in, kept
+}
+
+TEST_CASE("flush-to-zero of fast math: fp32 subnormals are 0 on the device, bf16 keeps them, the host too") {
+    const float tiny = std::ldexp(1.0f, -100), small = std::ldexp(1.0f, -30), sub = std::ldexp(1.0f, -130);
+    REQUIRE(sub > 0.0f);  // the host keeps subnormals
+    DeviceBuffer<float> in(std::vector<float>{tiny, small, sub}), out(6);
+    DeviceBuffer<__nv_bfloat16> out_bf16(2);
+    cudaCheck(cudaMemset(out.ptr, 0, 6 * sizeof(float)));
+    cuda_launch(flush_to_zero_kernel, 1, 1, 0, 0, out.ptr, out_bf16.ptr, in.ptr, 1.0f);
+    cudaCheck(cudaDeviceSynchronize());
+    std::vector<float> r = out.download();
+    CHECK(r[0] == 0.0f);
+    CHECK(r[1] == 0.0f);
+    CHECK(r[2] == -INFINITY);
+    CHECK(r[3] == 0.0f);
+    CHECK(r[4] == 0.0f);
+    CHECK(r[5] == 0.0f);
+    std::vector<__nv_bfloat16> b = out_bf16.download();
+    CHECK((float)b[0] == sub);
+    CHECK((float)b[1] == sub);
+    // after the launch the host still computes subnormals (volatile: computed at run time)
+    volatile float a = tiny, c = small;
+    CHECK(a * c == sub);
+}
 
 // ----------------------------------------------------------------------------
 // bf16 conversions

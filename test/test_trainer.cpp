@@ -1396,6 +1396,10 @@ TEST_CASE("messages say exactly what is wrong: values, flags, the file, the way 
     SUBCASE("a run that cannot fit in memory is refused before allocating, with the sizes") {
         check_refused(run(base + "-e d200"), {"-e d200 -b 4 -t 16: the run needs at least", "TiB", "available",
                                              "MemAvailable"});
+        // the CUDA back end names what it allocates, by its own count (bf16 activations)
+        check_refused(run(std::string(EMU_TRAINER) + " -i " + d + "/train_*.bin -j '' -e d200 -b 4 -t 16 -x 1 -s 0"),
+                      {"-e d200 -b 4 -t 16: the run allocates", "fp32 master weights and AdamW moments",
+                       "bf16 activations and gradient buffers of one micro-batch: ", "available"});
         // -b 1048576 x -t 1024 is 4 GiB of token ids per buffer: the data is checked first, under a
         // 4 GiB address-space limit that the old order (allocate, then check) would hit
         Result r = run("bash -c 'ulimit -v 4000000; exec " + std::string(TRAINER) + " -i " + d +

@@ -59,6 +59,11 @@ static uint16_t bf16_bits(double x) {
 
 static const double U32 = 1.0 / (1 << 24);  // fp32 unit roundoff
 static const double UBF = 1.0 / (1 << 8);   // bf16 unit roundoff
+// A GPU's cuBLASLt may evaluate GELU's tanh with the hardware's tanh.approx.f32, whose relative
+// error the PTX ISA documents as at most 2^-10.987; the host library's tanh is exact (to fp32)
+static const double TANH_REL = ON_GPU ? std::pow(2.0, -10.987) : 0.0;
+
+static double gelu_tanh(double x) { return std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)); }
 
 static double gelu_ref(double x) {
     const double s = std::sqrt(2.0 / M_PI);
@@ -159,8 +164,13 @@ struct Case {
 };
 
 struct Run {
-    cublasStatus_t heuristic_status, matmul_status;
-    int returned;
+    cublasStatus_t layout_status = CUBLAS_STATUS_SUCCESS, heuristic_status = CUBLAS_STATUS_NOT_SUPPORTED,
+                   matmul_status = CUBLAS_STATUS_NOT_SUPPORTED;
+    int returned = 0;
+    bool refused() const {
+        return layout_status != CUBLAS_STATUS_SUCCESS || heuristic_status != CUBLAS_STATUS_SUCCESS || returned == 0 ||
+               matmul_status != CUBLAS_STATUS_SUCCESS;
+    }
 };
 
 // Sets the descriptor attributes a call site sets and runs heuristic + matmul.
@@ -189,9 +199,20 @@ static Run run_matmul(const Case& c, Mat& A, Mat& B, Mat& C, Mat& D, void* bias,
     cublasLtMatrixLayout_t la, lb, lc, ld;
     Mat* mats[4] = {&A, &B, &C, &D};
     cublasLtMatrixLayout_t* layouts[4] = {&la, &lb, &lc, &ld};
+    Run run;
     for (int i = 0; i < 4; i++) {
         Mat& M = *mats[i];
-        REQUIRE(cublasLtMatrixLayoutCreate(layouts[i], M.type, M.rows, M.cols, M.ld) == CUBLAS_STATUS_SUCCESS);
+        // a GPU's library may refuse a layout of 0 rows or columns (k = 0: undocumented); the caller decides
+        run.layout_status = cublasLtMatrixLayoutCreate(layouts[i], M.type, M.rows, M.cols, M.ld);
+        if (run.layout_status != CUBLAS_STATUS_SUCCESS) {
+            INFO("cublasLtMatrixLayoutCreate(" << M.rows << " x " << M.cols << ", ld " << M.ld
+                 << "): " << cublasLtGetStatusName(run.layout_status));
+            REQUIRE((ON_GPU && c.k == 0));
+            for (int j = 0; j < i; j++) cublasLtMatrixLayoutDestroy(*layouts[j]);
+            cublasLtMatmulDescDestroy(desc);
+            cublasLtDestroy(handle);
+            return run;
+        }
         if (M.batch > 1) {
             int32_t count = M.batch;
             int64_t stride = M.stride;
@@ -205,8 +226,6 @@ static Run run_matmul(const Case& c, Mat& A, Mat& B, Mat& C, Mat& D, void* bias,
     REQUIRE(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes,
                                                  sizeof(workspace_bytes)) == CUBLAS_STATUS_SUCCESS);
     cublasLtMatmulHeuristicResult_t heuristic;
-    Run run;
-    run.returned = 0;
     run.heuristic_status = cublasLtMatmulAlgoGetHeuristic(handle, desc, la, lb, lc, ld, pref, 1, &heuristic, &run.returned);
     DeviceVec<uint8_t> workspace(workspace_bytes);
     void* c_ptr = c.in_place ? D.data() : C.data();
@@ -273,6 +292,15 @@ static void check_plain(const Case& c, uint32_t seed) {
     Mat C_orig = C;
     if (c.in_place) C_orig = D;
     Run run = run_matmul(c, A, B, C, D, nullptr, nullptr, 0);
+    if (ON_GPU && c.k == 0 && run.refused()) {
+        // BLAS defines D = beta C at k = 0; cuBLASLt does not document k = 0, and layers/matmul.cuh
+        // never calls it so: on a GPU a refusal is the other answer accepted
+        MESSAGE("k = 0: cuBLASLt refused the call (layout " << cublasLtGetStatusName(run.layout_status) << ", heuristic "
+                << cublasLtGetStatusName(run.heuristic_status) << ", matmul " << cublasLtGetStatusName(run.matmul_status)
+                << "); accepted: its behaviour at k = 0 is not documented and the project never calls it with k = 0");
+        return;
+    }
+    if (ON_GPU && c.k == 0) MESSAGE("k = 0: cuBLASLt ran it; D must then be BLAS's beta C");
     REQUIRE(run.heuristic_status == CUBLAS_STATUS_SUCCESS);
     REQUIRE(run.returned == 1);
     REQUIRE(run.matmul_status == CUBLAS_STATUS_SUCCESS);
@@ -475,9 +503,11 @@ static void check_epilogue(const Case& c, uint32_t seed) {
                 const double err = fp32_bound(c, r);
                 double want = r.value, tol = err;
                 if (has_gelu(e)) {
-                    // gelu is 1.13-Lipschitz; its fp32 evaluation adds a few roundings of terms <= 1 + |x|
+                    // gelu is 1.13-Lipschitz; its fp32 evaluation adds a few roundings of terms <= 1 + |x|,
+                    // and tanh's own error (TANH_REL of |t|) moves 0.5 x (1 + t) by 0.5 |x| that
                     want = gelu_ref(r.value);
-                    tol = 1.13 * err + 16 * U32 * (1.0 + std::fabs(r.value));
+                    tol = 1.13 * err + 16 * U32 * (1.0 + std::fabs(r.value)) +
+                          0.5 * std::fabs(r.value) * TANH_REL * std::fabs(gelu_tanh(r.value));
                 }
                 if (has_aux_out(e)) {  // aux holds the pre-GELU value, rounded to the aux type
                     expect("aux", i, j, aux.get(0, i, j), r.value, err + store_tol(c.cd, r.value, err));
@@ -485,9 +515,13 @@ static void check_epilogue(const Case& c, uint32_t seed) {
                 if (has_dgelu(e)) {
                     // gelu'(x) is evaluated in fp32 from terms bounded by (1 + |x|)^3 (about a dozen
                     // roundings, the tanh argument's error amplified by the same factor); |gelu'| <= 1.13
-                    double x = aux.get(0, i, j), g = gelu_grad_ref(x);
+                    // tanh's own error dt (TANH_REL of |t|) moves gelu' = 0.5 (1 + t) + 0.5 x (1 - t^2) s (1 +
+                    // 3c x^2) by |dt| (0.5 + |x| |t| s (1 + 3c x^2))
+                    double x = aux.get(0, i, j), g = gelu_grad_ref(x), t = gelu_tanh(x);
+                    double dg = TANH_REL * std::fabs(t) *
+                                (0.5 + std::fabs(x * t) * std::sqrt(2.0 / M_PI) * (1.0 + 3.0 * 0.044715 * x * x));
                     want = r.value * g;
-                    tol = 1.13 * err + std::fabs(r.value) * 32 * U32 * std::pow(1.0 + std::fabs(x), 3);
+                    tol = 1.13 * err + std::fabs(r.value) * (32 * U32 * std::pow(1.0 + std::fabs(x), 3) + dg);
                     row_sum[i] += want;
                     row_tol[i] += tol;
                     row_mag[i] += std::fabs(want);
@@ -520,6 +554,8 @@ static void check_epilogue(const Case& c, uint32_t seed) {
 }
 
 TEST_CASE("cublasLt: epilogues bias, gelu, gelu_aux (pre-activation kept), dgelu, bgrad") {
+    if (ON_GPU) MESSAGE("GELU tolerances on a GPU include tanh.approx.f32's documented 2^-10.987 relative error "
+                        "(PTX ISA): the library may evaluate its tanh so");
     const cublasLtEpilogue_t epilogues[] = {
         CUBLASLT_EPILOGUE_BIAS, CUBLASLT_EPILOGUE_GELU, CUBLASLT_EPILOGUE_GELU_BIAS, CUBLASLT_EPILOGUE_GELU_AUX,
         CUBLASLT_EPILOGUE_GELU_AUX_BIAS, CUBLASLT_EPILOGUE_DGELU, CUBLASLT_EPILOGUE_DGELU_BGRAD,
