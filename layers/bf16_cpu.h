@@ -154,6 +154,13 @@ BF16_CPU_TARGET inline void round_row_bf16(bf16* out, const float* in, size_t n)
     }
 }
 
+// n bf16 to float (exact)
+BF16_CPU_TARGET inline void widen_row_bf16(float* out, const bf16* in, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, load_bf16(in + i));
+    for (; i < n; i++) out[i] = bf16_to_float(in[i]);
+}
+
 // the whole buffer, in parallel
 inline void round_to_bf16(bf16* out, const float* in, size_t n) {
     const size_t chunk = 1 << 14;
@@ -162,6 +169,16 @@ inline void round_to_bf16(bf16* out, const float* in, size_t n) {
     for (size_t c = 0; c < chunks; c++) {
         size_t begin = c * chunk, end = begin + chunk < n ? begin + chunk : n;
         round_row_bf16(out + begin, in + begin, end - begin);
+    }
+}
+
+inline void widen_bf16(float* out, const bf16* in, size_t n) {
+    const size_t chunk = 1 << 14;
+    size_t chunks = (n + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static)
+    for (size_t c = 0; c < chunks; c++) {
+        size_t begin = c * chunk, end = begin + chunk < n ? begin + chunk : n;
+        widen_row_bf16(out + begin, in + begin, end - begin);
     }
 }
 

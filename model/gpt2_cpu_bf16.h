@@ -2,8 +2,8 @@
 // The matmuls take bf16 operands (weights, and the activations that feed them) and accumulate in
 // fp32 (oneDNN, layers/matmul_bf16_cpu.h: AMX tiles or AVX512-BF16); everything else stays fp32:
 // the master weights, gradients and AdamW moments of the GPT2<float> it works on, the residual
-// stream, the layernorm/attention/GELU arithmetic (AVX-512 where the profile showed them), the
-// logits and the losses. GPT2<float> (model/gpt2_cpu.h) is the reference it is checked against
+// stream, the layernorm/attention/GELU arithmetic (AVX-512: layers/*_bf16_cpu.h and the tiled
+// attention of attention/attention_bf16_cpu.h), the logits and the losses. GPT2<float> (model/gpt2_cpu.h) is the reference it is checked against
 // (test/test_cpu_bf16.cpp). The bf16 weights are the round-to-nearest-even of the master weights,
 // refreshed by every update and by set_params, so a resumed run rebuilds them bit for bit.
 #pragma once
@@ -11,7 +11,7 @@
 #include <chrono>
 #include <vector>
 
-#include "attention/attention_cpu.h"
+#include "attention/attention_bf16_cpu.h"
 #include "layers/adamw_bf16_cpu.h"
 #include "layers/bf16_cpu.h"
 #include "layers/classifier_bf16_cpu.h"
@@ -50,6 +50,7 @@ struct StepProfile {
 struct GPT2Bf16 {
     GPT2<float>& g;               // master weights, gradients, moments, fp32 activations
     MatmulBf16 mm;
+    AttentionCpuWorkspace attn_ws;
     std::vector<bf16> params_bf;  // (num_parameters) bf16 weights, the layout of the master weights
     // bf16 matmul inputs the forward saves for the backward's weight gradients
     std::vector<bf16> ln1, atty, ln2, fch_gelu;  // (L,B,T,C), (L,B,T,C), (L,B,T,C), (L,B,T,4C)
@@ -107,8 +108,13 @@ struct GPT2Bf16 {
         for (int l = 0; l < L; l++) forward_layer(l, l == 0 ? a.encoded : a.residual3 + (l - 1) * BT * C);
         float* last = a.residual3 + (L - 1) * BT * C;
         layernorm_forward_bf16(lnf.data(), a.lnf_mean, a.lnf_rstd, last, param(P_LNFW), param(P_LNFB), (int)BT, C);
+        widen_bf16(a.lnf, lnf.data(), BT * C);  // the final layernorm's output as the classifier reads it
         prof.lap(PROF_LAYERNORM);
-        mm.forward(a.logits, lnf.data(), w_bf(P_WTE), nullptr, (int)BT, C, c.padded_vocab_size);
+        // without targets, the logits of rows [logits_from, BT) only (GPT2::logits_from)
+        size_t first = g.have_targets ? 0 : std::min(g.logits_from, BT);
+        if (first < BT)
+            mm.forward(a.logits + first * c.padded_vocab_size, lnf.data() + first * C, w_bf(P_WTE), nullptr,
+                       (int)(BT - first), C, c.padded_vocab_size);
         prof.lap(PROF_MATMUL);
         g.mean_loss = -1;
         if (g.have_targets) {
@@ -136,8 +142,8 @@ struct GPT2Bf16 {
         rope_forward(a.qkvr + o3, a.qkv + o3, B, T, NH, hd, (double)c.rope_base);
         prof.lap(PROF_ROPE);
         std::vector<double> p_head = g.layer_p(l);  // learned p (empty: c.p)
-        attention_forward(a.atty + o1, a.attstats + l * BT * NH * 3, a.qkvr + o3, B, T, NH, hd, c.attn, (double)c.p,
-                          p_head.empty() ? nullptr : p_head.data());
+        attention_forward_cpu(attn_ws, a.atty + o1, a.attstats + l * BT * NH * 3, a.qkvr + o3, B, T, NH, hd, c.attn,
+                              (double)c.p, p_head.empty() ? nullptr : p_head.data());
         round_to_bf16(atty.data() + o1, a.atty + o1, BT * C);
         prof.lap(PROF_ATTENTION);
         mm.forward(a.attproj + o1, atty.data() + o1, w_bf(P_ATTPROJW, l), param(P_ATTPROJB, l), (int)BT, C, C);
@@ -212,10 +218,9 @@ struct GPT2Bf16 {
         mm.backward(dln.data(), grad(P_ATTPROJW, l), dout_bf.data(), atty.data() + o1, w_bf(P_ATTPROJW, l), (int)BT,
                     C, C);
         prof.lap(PROF_MATMUL);
-        std::fill(dqkvr.begin(), dqkvr.end(), 0.0f);
         std::vector<double> p_head = g.layer_p(l), dp(NH, 0.0);
-        attention_backward(dqkvr.data(), dln.data(), a.qkvr + o3, B, T, NH, hd, c.attn, (double)c.p,
-                           p_head.empty() ? nullptr : p_head.data(), dp.data());
+        attention_backward_cpu(dqkvr.data(), dln.data(), a.qkvr + o3, B, T, NH, hd, c.attn, (double)c.p,
+                               p_head.empty() ? nullptr : p_head.data(), c.learn_p ? dp.data() : nullptr);
         for (int h = 0; c.learn_p && h < NH; h++)  // dL/dtheta = dL/dp sigmoid(theta), as the fp32 path
             g.grad(P_PTHETA)[l * NH + h] += (float)(dp[h] * learned_p_dtheta((double)g.param(P_PTHETA)[l * NH + h]));
         prof.lap(PROF_ATTENTION);
