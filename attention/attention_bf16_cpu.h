@@ -26,8 +26,11 @@
 // only after cpu_bf16_support() said yes.
 #pragma once
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <new>
 #include <vector>
 
@@ -39,12 +42,15 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
+// the bf16 path's AVX-512 (layers/bf16_cpu.h) and AVX512-BF16's dot products and conversions
+#define ATTN_CPU_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma,avx512bf16")))
+
 // ----------------------------------------------------------------------------
 // vector functions (exp512 and tail_mask are layers/bf16_cpu.h's)
 
 // ln(x) for x > 0 (subnormals included): x = 2^e m with m in (sqrt(1/2), sqrt(2)], then Cephes'
 // logf polynomial in f = m - 1 and ln 2 in two parts: within 2 ulp of std::log.
-BF16_CPU_TARGET inline __m512 log512(__m512 x) {
+ATTN_CPU_TARGET inline __m512 log512(__m512 x) {
     __m512 m = _mm512_getmant_ps(x, _MM_MANT_NORM_1_2, _MM_MANT_SIGN_src);  // [1, 2)
     __m512 e = _mm512_getexp_ps(x);
     __mmask16 big = _mm512_cmp_ps_mask(m, _mm512_set1_ps(1.41421356f), _CMP_GT_OQ);
@@ -70,14 +76,14 @@ BF16_CPU_TARGET inline __m512 log512(__m512 x) {
 // ln(1 + e) for e >= 0 without losing e's low bits: u = 1 + e rounds, c = e - (u - 1) is what
 // the rounding dropped (u - 1 is exact), and ln(1 + e) = ln(u) + c / u to first order in c.
 // For e below 2^-24, u = 1 and the result is e itself.
-BF16_CPU_TARGET inline __m512 log1p512(__m512 e) {
+ATTN_CPU_TARGET inline __m512 log1p512(__m512 e) {
     __m512 u = _mm512_add_ps(_mm512_set1_ps(1.0f), e);
     __m512 c = _mm512_sub_ps(e, _mm512_sub_ps(u, _mm512_set1_ps(1.0f)));
     return _mm512_add_ps(log512(u), _mm512_div_ps(c, u));
 }
 
 // x^n by repeated squaring, the reference's pow_int (the same multiplications in the same order)
-BF16_CPU_TARGET inline __m512 powi512(__m512 x, int n) {
+ATTN_CPU_TARGET inline __m512 powi512(__m512 x, int n) {
     __m512 r = _mm512_set1_ps(1.0f);
     while (n > 0) {
         if (n & 1) r = _mm512_mul_ps(r, x);
@@ -94,23 +100,23 @@ struct AttnPower {
     bool integer;
     explicit AttnPower(double p_) : p(p_), integer(p_ == std::floor(p_) && p_ >= 0 && p_ <= ATTN_P_INT_MAX) {}
 };
-BF16_CPU_TARGET inline __m512 pow512(__m512 r, const AttnPower& pw) {
+ATTN_CPU_TARGET inline __m512 pow512(__m512 r, const AttnPower& pw) {
     if (pw.integer) return powi512(r, (int)pw.p);
     return exp512(_mm512_mul_ps(_mm512_set1_ps((float)pw.p), log512(r)));
 }
 
-BF16_CPU_TARGET inline __m512d sum_pd(__m512d acc, __m512 x) {  // acc + the 16 lanes of x, in double
+ATTN_CPU_TARGET inline __m512d sum_pd(__m512d acc, __m512 x) {  // acc + the 16 lanes of x, in double
     acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm512_castps512_ps256(x)));
     return _mm512_add_pd(acc, _mm512_cvtps_pd(_mm512_extractf32x8_ps(x, 1)));
 }
 
-BF16_CPU_TARGET inline __mmask16 attn_lanes(int j, int n) { return n - j >= 16 ? (__mmask16)0xffff : tail_mask(n - j); }
+ATTN_CPU_TARGET inline __mmask16 attn_lanes(int j, int n) { return n - j >= 16 ? (__mmask16)0xffff : tail_mask(n - j); }
 
 // phi(s) of a variant and, for the backward, its derivative phi'(s) (exp: not needed, phi' = phi);
 // softplus and sigmoid from one e = exp(-|s|): softplus = max(s, 0) + ln(1 + e),
 // sigmoid = (s >= 0 ? 1 : e) / (1 + e), sigmoid' = e / (1 + e)^2 (doc/attention.md, 'Softplus')
 template <AttnPhi F>
-BF16_CPU_TARGET inline __m512 attn_phi512(__m512 s, __m512* dphi) {
+ATTN_CPU_TARGET inline __m512 attn_phi512(__m512 s, __m512* dphi) {
     const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
     if constexpr (F == ATTN_PHI_EXP) {
         return exp512(s);
@@ -136,19 +142,25 @@ BF16_CPU_TARGET inline __m512 attn_phi512(__m512 s, __m512* dphi) {
 // One row t of a row block. Its n = t + 1 visible keys are j < n; the block's products run over
 // nkp >= n keys (a multiple of 16), so every row leaves its weights and gradients zero on [n, nkp).
 
-// the re-weighting's x = n A - o from phi, A = a / S1 (l1), a (none) or a / n (mean), one
-// function for every x and for m, so that m is bitwise the largest computed x
+// A = the normalised phi: a / S1 (l1), a (none), a / n (mean), divided as the reference divides
+// (a row's only key gets exactly 1, tied keys exactly equal shares)
 template <AttnNorm N>
-BF16_CPU_TARGET inline __m512 attn_x512(__m512 a, __m512 vn, __m512 inv_S1, __m512 vo) {
-    if constexpr (N == ATTN_NORM_L1) return _mm512_fmsub_ps(vn, _mm512_mul_ps(a, inv_S1), vo);
-    else if constexpr (N == ATTN_NORM_MEAN) return _mm512_fmsub_ps(vn, _mm512_div_ps(a, vn), vo);
-    else return _mm512_fmsub_ps(vn, a, vo);
+ATTN_CPU_TARGET inline __m512 attn_normed512(__m512 a, __m512 S1, __m512 vn) {
+    if constexpr (N == ATTN_NORM_L1) return _mm512_div_ps(a, S1);
+    else if constexpr (N == ATTN_NORM_MEAN) return _mm512_div_ps(a, vn);
+    else return a;
+}
+// the re-weighting's x = n A - o: one function for every x and for m, so that m is bitwise the
+// largest computed x (doc/attention.md, 'Stable evaluation of the re-weighting')
+template <AttnNorm N>
+ATTN_CPU_TARGET inline __m512 attn_x512(__m512 a, __m512 S1, __m512 vn, __m512 vo) {
+    return _mm512_fmsub_ps(vn, attn_normed512<N>(a, S1, vn), vo);
 }
 
 struct AttnRow {
-    float S1 = 1, inv_S1 = 1;  // l1: the row sum of phi and its reciprocal
-    float m = 0, inv_m = 0;    // re-weighting: the largest x and its reciprocal
-    float Z = 0, inv_Z = 0;    // re-weighting: sum of u = (x/m)^p
+    float S1 = 1, inv_S1 = 1;  // l1: the row sum of phi, and its reciprocal for the backward
+    float m = 0;                // re-weighting: the largest x
+    float Z = 0;                // re-weighting: sum of u = (x/m)^p
     bool live = true;          // false: a degenerate row (W = 0, no output, no gradient)
 };
 
@@ -157,7 +169,7 @@ struct AttnRow {
 // a: out, phi(s_tj) (exp: shifted by the row's largest score). w: out, the final weights.
 // stats: the reference's three saved values. Returns false for a degenerate row.
 template <AttnKind K>
-BF16_CPU_TARGET inline bool attn_row_forward(float* s, float* a, float* w, float stats[3], AttnRow& row, int t, int nkp,
+ATTN_CPU_TARGET inline bool attn_row_forward(float* s, float* a, float* w, float stats[3], AttnRow& row, int t, int nkp,
                                              int hd, const AttnPower& pw, bool dphi) {
     using Tr = AttnTraits<K>;
     static_assert(Tr::phi != ATTN_PHI_EXP || Tr::norm == ATTN_NORM_L1, "exp needs l1 (the max shift cancels)");
@@ -207,14 +219,9 @@ BF16_CPU_TARGET inline bool attn_row_forward(float* s, float* a, float* w, float
         row.inv_S1 = 1.0f / S1;
         stats[0] = Tr::phi == ATTN_PHI_EXP ? smax + std::log(S1) : S1;
     }
-    const __m512 inv_S1 = _mm512_set1_ps(row.inv_S1), vn = _mm512_set1_ps(nf);
+    const __m512 vS1 = _mm512_set1_ps(row.S1), vn = _mm512_set1_ps(nf);
     if constexpr (!Tr::reweight) {
-        for (int j = 0; j < n16; j += 16) {
-            __m512 av = _mm512_loadu_ps(a + j);
-            if constexpr (Tr::norm == ATTN_NORM_L1) av = _mm512_mul_ps(av, inv_S1);
-            else if constexpr (Tr::norm == ATTN_NORM_MEAN) av = _mm512_div_ps(av, vn);
-            _mm512_storeu_ps(w + j, av);
-        }
+        for (int j = 0; j < n16; j += 16) _mm512_storeu_ps(w + j, attn_normed512<Tr::norm>(_mm512_loadu_ps(a + j), vS1, vn));
         return true;
     } else {
         // x = n A - o with A = a / S1 (l1), a (none), a / n (mean); m: the same operations on the
@@ -222,7 +229,7 @@ BF16_CPU_TARGET inline bool attn_row_forward(float* s, float* a, float* w, float
         const __m512 vo = _mm512_set1_ps(o);
         float a_max = _mm512_reduce_max_ps(amax), a_min = _mm512_reduce_min_ps(amin);
         const __m512 vmax = _mm512_set1_ps(a_max);
-        float m = _mm512_cvtss_f32(attn_x512<Tr::norm>(vmax, vn, inv_S1, vo));
+        float m = _mm512_cvtss_f32(attn_x512<Tr::norm>(vmax, vS1, vn, vo));
         stats[1] = m;
         bool uniform = o == 1 && a_min == a_max;
         if (!(m > 0) || uniform) {
@@ -231,14 +238,13 @@ BF16_CPU_TARGET inline bool attn_row_forward(float* s, float* a, float* w, float
             return false;  // Z = 0 in stats marks the row
         }
         row.m = m;
-        row.inv_m = 1.0f / m;
-        const __m512 inv_m = _mm512_set1_ps(row.inv_m), one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
+        const __m512 vm = _mm512_set1_ps(m), one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
         __m512d Z_acc = _mm512_setzero_pd();
         for (int j = 0; j < n16; j += 16) {
-            __m512 x = attn_x512<Tr::norm>(_mm512_loadu_ps(a + j), vn, inv_S1, vo);
+            __m512 x = attn_x512<Tr::norm>(_mm512_loadu_ps(a + j), vS1, vn, vo);
             __mmask16 pos = _mm512_cmp_ps_mask(x, zero, _CMP_GT_OQ) & attn_lanes(j, n);
-            __m512 r = _mm512_min_ps(_mm512_mul_ps(x, inv_m), one);
-            __m512 u = _mm512_maskz_mov_ps(pos, pow512(_mm512_mask_mov_ps(one, pos, r), pw));
+            __m512 r = _mm512_mask_div_ps(one, pos, x, vm);  // <= 1: m is the largest x
+            __m512 u = _mm512_maskz_mov_ps(pos, pow512(r, pw));
             _mm512_storeu_ps(w + j, u);
             Z_acc = sum_pd(Z_acc, u);
         }
@@ -250,9 +256,8 @@ BF16_CPU_TARGET inline bool attn_row_forward(float* s, float* a, float* w, float
         }
         stats[2] = Z;
         row.Z = Z;
-        row.inv_Z = 1.0f / Z;
-        const __m512 inv_Z = _mm512_set1_ps(row.inv_Z);
-        for (int j = 0; j < n16; j += 16) _mm512_storeu_ps(w + j, _mm512_mul_ps(_mm512_loadu_ps(w + j), inv_Z));
+        const __m512 vZ = _mm512_set1_ps(Z);
+        for (int j = 0; j < n16; j += 16) _mm512_storeu_ps(w + j, _mm512_div_ps(_mm512_loadu_ps(w + j), vZ));
         return true;
     }
 }
@@ -262,7 +267,7 @@ BF16_CPU_TARGET inline bool attn_row_forward(float* s, float* a, float* w, float
 // dphi, a, w, row: what attn_row_forward left (dphi: phi'(s), or for exp the scores, unused).
 // Returns the row's dL/dp when want_dp (re-weighting only), else 0.
 template <AttnKind K>
-BF16_CPU_TARGET inline double attn_row_backward(float* g, const float* dphi, const float* a, const float* w,
+ATTN_CPU_TARGET inline double attn_row_backward(float* g, const float* dphi, const float* a, const float* w,
                                                 const AttnRow& row, int t, int nkp, int hd, const AttnPower& pw,
                                                 bool want_dp) {
     using Tr = AttnTraits<K>;
@@ -274,7 +279,7 @@ BF16_CPU_TARGET inline double attn_row_backward(float* g, const float* dphi, con
     }
     for (int j = n16; j < nkp; j += 16) _mm512_storeu_ps(g + j, zero);
     const float nf = (float)n;
-    const __m512 vn = _mm512_set1_ps(nf), inv_S1 = _mm512_set1_ps(row.inv_S1);
+    const __m512 vn = _mm512_set1_ps(nf), vS1 = _mm512_set1_ps(row.S1), inv_S1 = _mm512_set1_ps(row.inv_S1);
     double dp = 0;
     if constexpr (Tr::reweight) {
         // D2 = sum_j W_j dW_j; dx_j = p (x_j/m)^(p-1) (dW_j - D2) / (m Z) for x_j > 0; dA = n dx
@@ -282,14 +287,15 @@ BF16_CPU_TARGET inline double attn_row_backward(float* g, const float* dphi, con
         for (int j = 0; j < n16; j += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(w + j), _mm512_maskz_loadu_ps(attn_lanes(j, n), g + j), acc);
         const float d2 = _mm512_reduce_add_ps(acc);
         const __m512 D2 = _mm512_set1_ps(d2);
-        const __m512 vo = _mm512_set1_ps((float)lssar_bias(t)), inv_m = _mm512_set1_ps(row.inv_m), one = _mm512_set1_ps(1.0f);
+        const __m512 vo = _mm512_set1_ps((float)lssar_bias(t)), vm = _mm512_set1_ps(row.m), one = _mm512_set1_ps(1.0f);
         const __m512 coef = _mm512_set1_ps((float)pw.p * (1.0f / (row.m * row.Z)));
         const AttnPower pw1(pw.p - 1);
         __m512 swl = zero, swdwl = zero;
         for (int j = 0; j < n16; j += 16) {
-            __m512 x = attn_x512<Tr::norm>(_mm512_loadu_ps(a + j), vn, inv_S1, vo);
+            // the forward's x and x/m, bit for bit: the same keys have x > 0
+            __m512 x = attn_x512<Tr::norm>(_mm512_loadu_ps(a + j), vS1, vn, vo);
             __mmask16 pos = _mm512_cmp_ps_mask(x, zero, _CMP_GT_OQ) & attn_lanes(j, n);
-            __m512 r = _mm512_mask_mov_ps(one, pos, _mm512_min_ps(_mm512_mul_ps(x, inv_m), one));
+            __m512 r = _mm512_mask_div_ps(one, pos, x, vm);
             __m512 dW = _mm512_maskz_loadu_ps(attn_lanes(j, n), g + j);
             __m512 dx = _mm512_mul_ps(_mm512_mul_ps(coef, pow512(r, pw1)), _mm512_sub_ps(dW, D2));
             _mm512_storeu_ps(g + j, _mm512_maskz_mul_ps(pos, vn, dx));  // dA
@@ -337,7 +343,7 @@ constexpr int ATTN_CPU_ROWS = 8;  // R: query rows per block
 
 // S (R, nkp) = A (R, hd) . BT (hd, nkp): scores (A = qe rows, BT = ke^T) and dW (A = dy rows,
 // BT = v^T). nkp a multiple of 16; keys in the lanes, A's elements broadcast.
-BF16_CPU_TARGET inline void attn_mm_scores(float* S, int lds, const float* A, int lda, const float* BT, int ldb, int hd,
+ATTN_CPU_TARGET inline void attn_mm_scores(float* S, int lds, const float* A, int lda, const float* BT, int ldb, int hd,
                                            int nkp) {
     constexpr int R = ATTN_CPU_ROWS;
     int j = 0;
@@ -368,66 +374,128 @@ BF16_CPU_TARGET inline void attn_mm_scores(float* S, int lds, const float* A, in
     }
 }
 
-// Y (R, hdp) = P (R, nk) . M (nk, hdp): outputs (P = weights, M = v) and dq-hat (P = ds, M = ke).
-// hdp a multiple of 16; channels in the lanes, P's elements broadcast.
-BF16_CPU_TARGET inline void attn_mm_rows(float* Y, int ldy, const float* P, int ldp, const float* M, int ldm, int nk,
-                                         int hdp) {
+// The other products take bf16 operands and accumulate in fp32 with AVX512-BF16's vdpbf16ps (two
+// products per lane and instruction, twice fp32's FMA rate): weights x values and its transposes,
+// whose results the bf16 path rounds to bf16 anyway (the attention output feeds a bf16 matmul, and
+// so do dq, dk, dv after RoPE). Operands are 32-bit words holding two bf16, the first in the low
+// half: a pair of consecutive keys (along the sum) for one channel, or of two consecutive rows.
+
+// S (R, nkp) = A (R, hd) . B^T with bf16 pairs along the channels: dW = dy v^T. Aw: row r at
+// Aw + r lda, word i = (A[r][2i], A[r][2i+1]); BTw (nw, nkp): word [i][j] = (B[j][2i], B[j][2i+1]);
+// nw = hd / 2 rounded up.
+ATTN_CPU_TARGET inline void attn_mm_scores_bf16(float* S, int lds, const uint32_t* Aw, int lda, const uint32_t* BTw,
+                                                int ldb, int nw, int nkp) {
     constexpr int R = ATTN_CPU_ROWS;
-    int c = 0;
-    for (; c + 32 <= hdp; c += 32) {
+    int j = 0;
+    for (; j + 32 <= nkp; j += 32) {
         __m512 acc[R][2];
         for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-        for (int j = 0; j < nk; j++) {
-            __m512 m0 = _mm512_loadu_ps(M + (size_t)j * ldm + c), m1 = _mm512_loadu_ps(M + (size_t)j * ldm + c + 16);
+        for (int i = 0; i < nw; i++) {
+            __m512bh b0 = (__m512bh)_mm512_loadu_si512(BTw + (size_t)i * ldb + j);
+            __m512bh b1 = (__m512bh)_mm512_loadu_si512(BTw + (size_t)i * ldb + j + 16);
             for (int r = 0; r < R; r++) {
-                __m512 pv = _mm512_set1_ps(P[(size_t)r * ldp + j]);
-                acc[r][0] = _mm512_fmadd_ps(pv, m0, acc[r][0]);
-                acc[r][1] = _mm512_fmadd_ps(pv, m1, acc[r][1]);
+                __m512bh av = (__m512bh)_mm512_set1_epi32((int)Aw[(size_t)r * lda + i]);
+                acc[r][0] = _mm512_dpbf16_ps(acc[r][0], av, b0);
+                acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
             }
         }
         for (int r = 0; r < R; r++) {
-            _mm512_storeu_ps(Y + (size_t)r * ldy + c, acc[r][0]);
-            _mm512_storeu_ps(Y + (size_t)r * ldy + c + 16, acc[r][1]);
+            _mm512_storeu_ps(S + (size_t)r * lds + j, acc[r][0]);
+            _mm512_storeu_ps(S + (size_t)r * lds + j + 16, acc[r][1]);
         }
     }
-    if (c < hdp) {
+    if (j < nkp) {
         __m512 acc[R];
         for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
-        for (int j = 0; j < nk; j++) {
-            __m512 m0 = _mm512_loadu_ps(M + (size_t)j * ldm + c);
-            for (int r = 0; r < R; r++) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(P[(size_t)r * ldp + j]), m0, acc[r]);
+        for (int i = 0; i < nw; i++) {
+            __m512bh b0 = (__m512bh)_mm512_loadu_si512(BTw + (size_t)i * ldb + j);
+            for (int r = 0; r < R; r++)
+                acc[r] = _mm512_dpbf16_ps(acc[r], (__m512bh)_mm512_set1_epi32((int)Aw[(size_t)r * lda + i]), b0);
         }
-        for (int r = 0; r < R; r++) _mm512_storeu_ps(Y + (size_t)r * ldy + c, acc[r]);
+        for (int r = 0; r < R; r++) _mm512_storeu_ps(S + (size_t)r * lds + j, acc[r]);
     }
 }
 
-// D (nk8, hdp) += P (R, nk8)^T . M (R, hdp): dk-hat (P = ds, M = qe rows) and dv (P = weights,
-// M = dy rows). nk8 a multiple of 8 (P zero past its keys), hdp a multiple of 16.
-template <int NC>  // 16-lane chunks of channels per pass: 2, or 1 for the last
-BF16_CPU_TARGET inline void attn_mm_cols_chunk(float* D, int ldd, const float* P, int ldp, const float* M, int ldm,
-                                               int nk8, int c) {
-    constexpr int R = ATTN_CPU_ROWS, J = 8;
+// Y (R, hdp) = P (R, nk) . M (nk, hdp) with bf16 pairs along the keys: outputs (P = weights,
+// M = v) and dq-hat (P = ds, M = ke). Pw: row r at Pw + r ldp, word j2 = (P[r][2j2], P[r][2j2+1]);
+// Mw (nk2, hdp): word [j2][c] = (M[2j2][c], M[2j2+1][c]); hdp a multiple of 16.
+template <int NC>  // 16-channel chunks per pass
+ATTN_CPU_TARGET inline void attn_mm_rows_chunk(float* Y, int ldy, const uint32_t* Pw, int ldp, const uint32_t* Mw, int ldm,
+                                               int nk2, int c) {
+    constexpr int R = ATTN_CPU_ROWS;
+    __m512 acc[R][NC];
+    for (int r = 0; r < R; r++)
+        for (int q = 0; q < NC; q++) acc[r][q] = _mm512_setzero_ps();
+    for (int j2 = 0; j2 < nk2; j2++) {
+        __m512bh mv[NC];
+        for (int q = 0; q < NC; q++) mv[q] = (__m512bh)_mm512_loadu_si512(Mw + (size_t)j2 * ldm + c + 16 * q);
+        for (int r = 0; r < R; r++) {
+            __m512bh pv = (__m512bh)_mm512_set1_epi32((int)Pw[(size_t)r * ldp + j2]);
+            for (int q = 0; q < NC; q++) acc[r][q] = _mm512_dpbf16_ps(acc[r][q], pv, mv[q]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int q = 0; q < NC; q++) _mm512_storeu_ps(Y + (size_t)r * ldy + c + 16 * q, acc[r][q]);
+}
+ATTN_CPU_TARGET inline void attn_mm_rows(float* Y, int ldy, const uint32_t* Pw, int ldp, const uint32_t* Mw, int ldm,
+                                         int nk2, int hdp) {
+    int c = 0;
+    for (; c + 32 <= hdp; c += 32) attn_mm_rows_chunk<2>(Y, ldy, Pw, ldp, Mw, ldm, nk2, c);
+    if (c < hdp) attn_mm_rows_chunk<1>(Y, ldy, Pw, ldp, Mw, ldm, nk2, c);
+}
+
+// D (nk8, hdp) += P (R, nk8)^T . M (R, hdp) with bf16 pairs along the block's rows: dk-hat
+// (P = ds, M = qe rows) and dv (P = weights, M = dy rows). Xw (R/2, ldx): word [r2][j] =
+// (P[2r2][j], P[2r2+1][j]), zero past the keys; Mw (R/2, hdp): word [r2][c] = (M[2r2][c],
+// M[2r2+1][c]). nk8 a multiple of 8.
+template <int NC>
+ATTN_CPU_TARGET inline void attn_mm_cols_chunk(float* D, int ldd, const uint32_t* Xw, int ldx, const uint32_t* Mw,
+                                               int ldm, int nk8, int c) {
+    constexpr int R2 = ATTN_CPU_ROWS / 2, J = 8;
+    __m512bh mv[R2][NC];
+    for (int r2 = 0; r2 < R2; r2++)
+        for (int q = 0; q < NC; q++) mv[r2][q] = (__m512bh)_mm512_loadu_si512(Mw + (size_t)r2 * ldm + c + 16 * q);
     for (int j = 0; j < nk8; j += J) {
         __m512 acc[J][NC];
         for (int jj = 0; jj < J; jj++)
             for (int q = 0; q < NC; q++) acc[jj][q] = _mm512_loadu_ps(D + (size_t)(j + jj) * ldd + c + 16 * q);
-        for (int r = 0; r < R; r++) {
-            __m512 mv[NC];
-            for (int q = 0; q < NC; q++) mv[q] = _mm512_loadu_ps(M + (size_t)r * ldm + c + 16 * q);
+        for (int r2 = 0; r2 < R2; r2++) {
             for (int jj = 0; jj < J; jj++) {
-                __m512 pv = _mm512_set1_ps(P[(size_t)r * ldp + j + jj]);
-                for (int q = 0; q < NC; q++) acc[jj][q] = _mm512_fmadd_ps(pv, mv[q], acc[jj][q]);
+                __m512bh xv = (__m512bh)_mm512_set1_epi32((int)Xw[(size_t)r2 * ldx + j + jj]);
+                for (int q = 0; q < NC; q++) acc[jj][q] = _mm512_dpbf16_ps(acc[jj][q], xv, mv[r2][q]);
             }
         }
         for (int jj = 0; jj < J; jj++)
             for (int q = 0; q < NC; q++) _mm512_storeu_ps(D + (size_t)(j + jj) * ldd + c + 16 * q, acc[jj][q]);
     }
 }
-BF16_CPU_TARGET inline void attn_mm_cols(float* D, int ldd, const float* P, int ldp, const float* M, int ldm, int nk8,
-                                         int hdp) {
+ATTN_CPU_TARGET inline void attn_mm_cols(float* D, int ldd, const uint32_t* Xw, int ldx, const uint32_t* Mw, int ldm,
+                                         int nk8, int hdp) {
     int c = 0;
-    for (; c + 32 <= hdp; c += 32) attn_mm_cols_chunk<2>(D, ldd, P, ldp, M, ldm, nk8, c);
-    if (c < hdp) attn_mm_cols_chunk<1>(D, ldd, P, ldp, M, ldm, nk8, c);
+    for (; c + 32 <= hdp; c += 32) attn_mm_cols_chunk<2>(D, ldd, Xw, ldx, Mw, ldm, nk8, c);
+    if (c < hdp) attn_mm_cols_chunk<1>(D, ldd, Xw, ldx, Mw, ldm, nk8, c);
+}
+
+// 16 words from two rows of 16 floats: (bf16(lo), bf16(hi)), rounded to nearest even
+ATTN_CPU_TARGET inline __m512i attn_pair16(__m512 lo, __m512 hi) {
+    __m512i l = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(lo));
+    __m512i h = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(hi));
+    return _mm512_or_si512(l, _mm512_slli_epi32(h, 16));
+}
+// out (npairs, ldo words): word [p][c] = (X[2p][c], X[2p+1][c]) for c < ncols (a multiple of 16);
+// X row r at X + r ldx
+ATTN_CPU_TARGET inline void attn_pair_rows(uint32_t* out, size_t ldo, const float* X, size_t ldx, int npairs, int ncols) {
+    for (int p = 0; p < npairs; p++)
+        for (int c = 0; c < ncols; c += 16)
+            _mm512_storeu_si512(out + (size_t)p * ldo + c,
+                                attn_pair16(_mm512_loadu_ps(X + (size_t)2 * p * ldx + c), _mm512_loadu_ps(X + (size_t)(2 * p + 1) * ldx + c)));
+}
+// out row r (ncols bf16, i.e. ncols/2 words of pairs along the row) = bf16(X row r); ncols a
+// multiple of 16, X zero past its data
+ATTN_CPU_TARGET inline void attn_bf16_rows(uint32_t* out, size_t ldo, const float* X, size_t ldx, int nrows, int ncols) {
+    for (int r = 0; r < nrows; r++)
+        for (int c = 0; c < ncols; c += 16)
+            _mm256_storeu_si256((__m256i*)((uint16_t*)(out + (size_t)r * ldo) + c), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(X + (size_t)r * ldx + c)));
 }
 
 // ----------------------------------------------------------------------------
@@ -444,17 +512,26 @@ template <class T> struct Align64Alloc {  // vectors of 64-byte aligned storage
     template <class U> bool operator!=(const Align64Alloc<U>&) const { return false; }
 };
 typedef std::vector<float, Align64Alloc<float>> AttnBuf;
+typedef std::vector<uint32_t, Align64Alloc<uint32_t>> AttnWords;  // pairs of bf16
+template <class V> inline typename V::value_type* attn_sized(V& v, size_t n) {  // grows, never shrinks
+    if (v.size() < n) v.resize(n);
+    return v.data();
+}
 
 struct AttnHeadShape {
-    int T, NH, hd, Tp, hdp;
-    AttnHeadShape(int T_, int NH_, int hd_) : T(T_), NH(NH_), hd(hd_), Tp((T_ + 31) / 32 * 32), hdp((hd_ + 15) / 16 * 16) {}
-    size_t rows() const { return (size_t)Tp * hdp; }  // a (Tp, hdp) operand; also (hd, Tp) transposed
+    int T, NH, hd;
+    int Tp;   // rows (keys) padded to a multiple of 32
+    int hdp;  // channels padded to a multiple of 16 (fp32 rows)
+    int hdw;  // words of a row of bf16 pairs along the channels: hd rounded up to 32, halved
+    AttnHeadShape(int T_, int NH_, int hd_)
+        : T(T_), NH(NH_), hd(hd_), Tp((T_ + 31) / 32 * 32), hdp((hd_ + 15) / 16 * 16), hdw((hd_ + 31) / 32 * 16) {}
+    size_t rows() const { return (size_t)Tp * hdp; }  // a (Tp, hdp) operand; also (hdp, Tp) transposed
 };
 
 // |x| of one row of n <= hdp floats as the reference's l2_norm_rescaled: x scaled by the power of
 // two that brings its largest element into [0.5, 1) before the sum of squares (no overflow or
 // underflow), the scale undone on the root.
-BF16_CPU_TARGET inline float attn_norm512(const float* x, int n) {
+ATTN_CPU_TARGET inline float attn_norm512(const float* x, int n) {
     __m512 amax = _mm512_setzero_ps();
     for (int i = 0; i < n; i += 16) amax = _mm512_max_ps(amax, _mm512_abs_ps(_mm512_maskz_loadu_ps(attn_lanes(i, n), x + i)));
     float am = _mm512_reduce_max_ps(amax);
@@ -475,7 +552,7 @@ constexpr int ATTN_PREFETCH_ROWS = 8;  // how far ahead the row loops fetch a he
 // rows (Tp, hdp) of one head from x (row t at x[t * stride], hd floats): q or k as the scores take
 // them (normalise: x / max(|x|, eps), as the reference's attention_prepare), v, or dy; norms[t] = |x_t|
 // when given. Padding zero.
-BF16_CPU_TARGET inline void attn_load_rows(float* rows, float* norms, const float* x, size_t stride,
+ATTN_CPU_TARGET inline void attn_load_rows(float* rows, float* norms, const float* x, size_t stride,
                                            const AttnHeadShape& sh, bool normalise) {
     for (int t = 0; t < sh.T; t++) {
         const float* xt = x + (size_t)t * stride;
@@ -495,7 +572,7 @@ BF16_CPU_TARGET inline void attn_load_rows(float* rows, float* norms, const floa
 }
 
 // dst (16 rows, stride ldd) = the transpose of src (16 rows, stride lds)
-BF16_CPU_TARGET inline void attn_transpose16(float* dst, size_t ldd, const float* src, size_t lds) {
+ATTN_CPU_TARGET inline void attn_transpose16(float* dst, size_t ldd, const float* src, size_t lds) {
     __m512 r[16], t[16];
     for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(src + i * lds);
     for (int i = 0; i < 16; i += 2) {  // per 128-bit lane: (a0 b0 a1 b1), (a2 b2 a3 b3)
@@ -518,41 +595,72 @@ BF16_CPU_TARGET inline void attn_transpose16(float* dst, size_t ldd, const float
     }
 }
 
-// rowsT (hdp, Tp) = the transpose of rows (Tp, hdp)
-BF16_CPU_TARGET inline void attn_transpose_rows(float* rowsT, const float* rows, const AttnHeadShape& sh) {
-    for (int t = 0; t < sh.Tp; t += 16)
-        for (int i = 0; i < sh.hdp; i += 16) attn_transpose16(rowsT + (size_t)i * sh.Tp + t, sh.Tp, rows + (size_t)t * sh.hdp + i, sh.hdp);
+// rowsT (ncols, nrows) = the transpose of rows (nrows, ncols), both multiples of 16; 32-bit
+// elements (floats, or words of bf16 pairs: the shuffles move bits)
+ATTN_CPU_TARGET inline void attn_transpose(float* rowsT, const float* rows, int nrows, int ncols) {
+    for (int t = 0; t < nrows; t += 16)
+        for (int i = 0; i < ncols; i += 16) attn_transpose16(rowsT + (size_t)i * nrows + t, nrows, rows + (size_t)t * ncols + i, ncols);
 }
 
-// Scratch of one row block: scores (or phi'), phi, weights, gradients, (R, Tp) each
-struct AttnBlockScratch {
-    AttnBuf s, a, w, g;
-    void size(const AttnHeadShape& sh) {
+// One thread's scratch, kept between calls: a row block's scores (or phi'), phi, weights and
+// gradients (R, Tp) and their bf16 pairs, and in the backward one head's operands.
+struct AttnThreadScratch {
+    AttnBuf s, a, w, g, y;        // (R, Tp) x 4, (R, hdp)
+    AttnWords w_keys, g_keys;     // (R, Tp/2): pairs along the keys of w and g
+    AttnWords w_rows, g_rows;     // (R/2, Tp): pairs along the rows of w and g
+    AttnWords q_rows, dy_rows;    // (R/2, hdp): pairs along the rows of the block's qe and dy
+    AttnBuf qe, ke, keT, dy, dqe, dke, dv, tmp;  // a head's (Tp, hdp) operands (keT: (hdp, Tp)); tmp: rows of v or dy
+    AttnWords ke_keys, dy_w, v_w, vT_w;          // (Tp/2, hdp), (Tp, hdw), (Tp, hdw), (hdw, Tp)
+    std::vector<float> qn, kn;                   // (T)
+    void size_block(const AttnHeadShape& sh) {
         size_t n = (size_t)ATTN_CPU_ROWS * sh.Tp;
-        if (s.size() < n) s.assign(n, 0.0f), a.assign(n, 0.0f), w.assign(n, 0.0f), g.assign(n, 0.0f);
+        attn_sized(s, n), attn_sized(a, n), attn_sized(w, n), attn_sized(g, n);
+        attn_sized(y, (size_t)ATTN_CPU_ROWS * sh.hdp);
+        attn_sized(w_keys, n / 2), attn_sized(g_keys, n / 2), attn_sized(w_rows, n / 2), attn_sized(g_rows, n / 2);
+        attn_sized(q_rows, (size_t)ATTN_CPU_ROWS / 2 * sh.hdp), attn_sized(dy_rows, (size_t)ATTN_CPU_ROWS / 2 * sh.hdp);
+    }
+    void size_head(const AttnHeadShape& sh) {
+        size_t n = sh.rows(), nw = (size_t)sh.Tp * sh.hdw;
+        for (AttnBuf* b : {&qe, &ke, &keT, &dy, &dqe, &dke, &dv}) attn_sized(*b, n);
+        attn_sized(tmp, (size_t)sh.Tp * std::max(sh.hdp, 2 * sh.hdw));
+        attn_sized(ke_keys, n / 2), attn_sized(dy_w, nw), attn_sized(v_w, nw), attn_sized(vT_w, nw);
+        attn_sized(qn, (size_t)sh.T), attn_sized(kn, (size_t)sh.T);
     }
 };
 
-// The weights of rows [t0, t0 + R) of one head (rows past T: zero) into blk.w (R, Tp), stats
-// (3 per row, or null) and live (per row, or null); returns nkp, the keys the block's products
-// run over. qe (Tp, hdp) as attn_load_rows makes it, keT (hdp, Tp) its keys' transpose.
+// What the layer keeps between calls: the forward's operands of every head, and each thread's
+// scratch (sizes change rarely, so nothing is allocated in a training step after the first).
+struct AttentionCpuWorkspace {
+    AttnBuf qe, keT;   // (B NH) heads of (Tp, hdp) and (hdp, Tp)
+    AttnWords v_keys;  // (B NH) heads of (Tp/2, hdp): v in pairs along the keys
+    std::vector<AttnThreadScratch> threads;
+    AttnThreadScratch& mine() { return threads[omp_get_thread_num()]; }
+    void size_threads() {
+        if (threads.size() < (size_t)omp_get_max_threads()) threads.resize(omp_get_max_threads());
+    }
+};
+
+// The weights of rows [t0, t0 + R) of one head (rows past T: zero) into sc.w (R, Tp), stats
+// (3 per row, or null) and rows (per row, or null); returns nkp, the keys the block's products run
+// over (a multiple of 16, weights zero past each row's keys). qe (Tp, hdp) as attn_load_rows
+// makes it, keT (hdp, Tp) its keys' transpose. dphi: the scores' buffer gets phi' (backward).
 template <AttnKind K>
-BF16_CPU_TARGET inline int attn_block_weights(AttnBlockScratch& blk, AttnRow* rows, float* stats, const float* qe,
+ATTN_CPU_TARGET inline int attn_block_weights(AttnThreadScratch& sc, AttnRow* rows, float* stats, const float* qe,
                                               const float* keT, int t0, const AttnHeadShape& sh, const AttnPower& pw,
                                               bool dphi) {
     constexpr int R = ATTN_CPU_ROWS;
     int nrows = std::min(R, sh.T - t0), nk = t0 + nrows, nkp = (nk + 15) / 16 * 16;
-    attn_mm_scores(blk.s.data(), sh.Tp, qe + (size_t)t0 * sh.hdp, sh.hdp, keT, sh.Tp, sh.hd, nkp);
+    attn_mm_scores(sc.s.data(), sh.Tp, qe + (size_t)t0 * sh.hdp, sh.hdp, keT, sh.Tp, sh.hd, nkp);
     for (int r = 0; r < R; r++) {
         size_t o = (size_t)r * sh.Tp;
         if (r >= nrows) {
-            std::fill(blk.w.begin() + o, blk.w.begin() + o + nkp, 0.0f);
+            std::fill(sc.w.begin() + o, sc.w.begin() + o + nkp, 0.0f);
             if (rows) rows[r].live = false;
             continue;
         }
         float st[3];
         AttnRow row;
-        attn_row_forward<K>(&blk.s[o], &blk.a[o], &blk.w[o], st, row, t0 + r, nkp, sh.hd, pw, dphi);
+        attn_row_forward<K>(&sc.s[o], &sc.a[o], &sc.w[o], st, row, t0 + r, nkp, sh.hd, pw, dphi);
         if (stats)
             for (int c = 0; c < 3; c++) stats[(size_t)r * 3 + c] = st[c];
         if (rows) rows[r] = row;
@@ -563,10 +671,24 @@ BF16_CPU_TARGET inline int attn_block_weights(AttnBlockScratch& blk, AttnRow* ro
 // ----------------------------------------------------------------------------
 // The layer
 
-// Operands of every head of a forward, kept between calls (sizes change rarely).
-struct AttentionCpuWorkspace {
-    AttnBuf qe, keT, v;  // (B NH) heads of (Tp, hdp), (hdp, Tp), (Tp, hdp)
-};
+// The rows of the block of one head starting at t0 (R rows, outputs (R, hdp)): weights, then
+// y = W v on bf16 pairs, written to out (B, T, NH, hd) at this head's rows, and the rows' stats.
+template <AttnKind K>
+ATTN_CPU_TARGET inline void attention_forward_block(AttnThreadScratch& sc, float* out, float* stats, const float* qe,
+                                                    const float* keT, const uint32_t* v_keys, int t0,
+                                                    const AttnHeadShape& sh, int C, const AttnPower& pw) {
+    constexpr int R = ATTN_CPU_ROWS;
+    float st[3 * R];
+    int nrows = std::min(R, sh.T - t0);
+    int nkp = attn_block_weights<K>(sc, nullptr, st, qe, keT, t0, sh, pw, false);
+    attn_bf16_rows(sc.w_keys.data(), sh.Tp / 2, sc.w.data(), sh.Tp, R, nkp);
+    attn_mm_rows(sc.y.data(), sh.hdp, sc.w_keys.data(), sh.Tp / 2, v_keys, sh.hdp, nkp / 2, sh.hdp);
+    for (int r = 0; r < nrows; r++) {
+        std::copy(&sc.y[(size_t)r * sh.hdp], &sc.y[(size_t)r * sh.hdp] + sh.hd, out + (size_t)(t0 + r) * C);
+        if (stats)
+            for (int c = 0; c < 3; c++) stats[(size_t)(t0 + r) * 3 + c] = st[r * 3 + c];
+    }
+}
 
 template <AttnKind K>
 void attention_forward_cpu_k(AttentionCpuWorkspace& ws, float* out, float* stats, const float* qkv, int B, int T, int NH,
@@ -575,52 +697,39 @@ void attention_forward_cpu_k(AttentionCpuWorkspace& ws, float* out, float* stats
     const AttnHeadShape sh(T, NH, hd);
     const int C = NH * hd, BH = B * NH, NB = (T + R - 1) / R;
     const size_t per_head = sh.rows();
-    if (ws.qe.size() < (size_t)BH * per_head) {
-        ws.qe.resize((size_t)BH * per_head);
-        ws.keT.resize((size_t)BH * per_head);
-        ws.v.resize((size_t)BH * per_head);
+    attn_sized(ws.qe, (size_t)BH * per_head), attn_sized(ws.keT, (size_t)BH * per_head);
+    attn_sized(ws.v_keys, (size_t)BH * per_head / 2);
+    ws.size_threads();
+#pragma omp parallel for schedule(static)
+    for (int bh = 0; bh < BH; bh++) {
+        AttnThreadScratch& sc = ws.mine();
+        sc.size_head(sh);
+        int b = bh / NH, h = bh % NH;
+        const float* x = qkv + (size_t)b * T * 3 * C + h * hd;
+        size_t o = (size_t)bh * per_head;
+        attn_load_rows(&ws.qe[o], nullptr, x, (size_t)3 * C, sh, AttnTraits<K>::cos_len);
+        attn_load_rows(sc.ke.data(), nullptr, x + C, (size_t)3 * C, sh, AttnTraits<K>::cos_len);
+        attn_transpose(&ws.keT[o], sc.ke.data(), sh.Tp, sh.hdp);
+        attn_load_rows(sc.tmp.data(), nullptr, x + 2 * C, (size_t)3 * C, sh, false);
+        attn_pair_rows(&ws.v_keys[o / 2], sh.hdp, sc.tmp.data(), sh.hdp, sh.Tp / 2, sh.hdp);
     }
-#pragma omp parallel
-    {
-        AttnBuf ke(per_head);
-#pragma omp for schedule(static)
-        for (int bh = 0; bh < BH; bh++) {
-            int b = bh / NH, h = bh % NH;
-            const float* x = qkv + (size_t)b * T * 3 * C + h * hd;
-            size_t o = (size_t)bh * per_head;
-            attn_load_rows(&ws.qe[o], nullptr, x, (size_t)3 * C, sh, AttnTraits<K>::cos_len);
-            attn_load_rows(ke.data(), nullptr, x + C, (size_t)3 * C, sh, AttnTraits<K>::cos_len);
-            attn_transpose_rows(&ws.keT[o], ke.data(), sh);
-            attn_load_rows(&ws.v[o], nullptr, x + 2 * C, (size_t)3 * C, sh, false);
-        }
-    }
-#pragma omp parallel
-    {
-        AttnBlockScratch blk;
-        blk.size(sh);
-        AttnBuf y((size_t)R * sh.hdp);
-        float st[3 * R];
-#pragma omp for schedule(dynamic, 1)
-        for (int item = 0; item < BH * NB; item++) {
-            int rb = NB - 1 - item / BH, bh = item % BH;  // the longest blocks first
-            int b = bh / NH, h = bh % NH, t0 = rb * R, nrows = std::min(R, T - t0);
-            size_t o = (size_t)bh * per_head;
-            AttnPower pw(p_head ? p_head[h] : p);
-            attn_block_weights<K>(blk, nullptr, st, &ws.qe[o], &ws.keT[o], t0, sh, pw, false);
-            attn_mm_rows(y.data(), sh.hdp, blk.w.data(), sh.Tp, &ws.v[o], sh.hdp, t0 + nrows, sh.hdp);
-            for (int r = 0; r < nrows; r++) {
-                std::copy(&y[(size_t)r * sh.hdp], &y[(size_t)r * sh.hdp] + hd, out + (size_t)(b * T + t0 + r) * C + h * hd);
-                if (stats)
-                    for (int c = 0; c < 3; c++) stats[((size_t)bh * T + t0 + r) * 3 + c] = st[r * 3 + c];
-            }
-        }
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int item = 0; item < BH * NB; item++) {
+        int rb = NB - 1 - item / BH, bh = item % BH;  // the longest blocks first
+        int b = bh / NH, h = bh % NH;
+        AttnThreadScratch& sc = ws.mine();
+        sc.size_block(sh);
+        size_t o = (size_t)bh * per_head;
+        attention_forward_block<K>(sc, out + (size_t)b * T * C + h * hd, stats ? stats + (size_t)bh * T * 3 : nullptr,
+                                   &ws.qe[o], &ws.keT[o], &ws.v_keys[o / 2], rb * R, sh, C,
+                                   AttnPower(p_head ? p_head[h] : p));
     }
 }
 
 // dx (hd) = dxh mapped back through x -> x / max(|x|, eps) (normalise; xh = x / |x|, as the
 // reference's l2norm_backward), or dxh itself
 template <bool normalise>
-BF16_CPU_TARGET inline void attn_grad_row(float* dx, const float* dxh, const float* xh, float norm, int hd) {
+ATTN_CPU_TARGET inline void attn_grad_row(float* dx, const float* dxh, const float* xh, float norm, int hd) {
     __m512 dot = _mm512_setzero_ps(), inv = _mm512_set1_ps(1.0f);
     if constexpr (normalise) {
         if (norm > (float)LSSA_NORM_EPS) {
@@ -642,44 +751,55 @@ BF16_CPU_TARGET inline void attn_grad_row(float* dx, const float* dxh, const flo
     }
 }
 
-// One head's backward: dqkv (its q, k, v slices) = the gradients; returns the head's dL/dp
-// (want_dp, re-weighting only).
+// One head's backward: dqkv (its q, k, v slices, row t at t 3C) = the gradients; returns the
+// head's dL/dp (want_dp, re-weighting only). Row blocks in order; dk and dv accumulate over them.
 template <AttnKind K>
-BF16_CPU_TARGET inline double attention_backward_head(float* dqkv, const float* dout, const float* qkv, const AttnHeadShape& sh,
-                                                      int C, const AttnPower& pw, bool want_dp, AttnBuf& qe, AttnBuf& ke,
-                                                      AttnBuf& keT, AttnBuf& vT, AttnBuf& dy, AttnBuf& dqe, AttnBuf& dke,
-                                                      AttnBuf& dv, std::vector<float>& qn, std::vector<float>& kn,
-                                                      AttnBlockScratch& blk) {
+ATTN_CPU_TARGET inline double attention_backward_head(AttnThreadScratch& sc, float* dqkv, const float* dout,
+                                                      const float* qkv, const AttnHeadShape& sh, int C,
+                                                      const AttnPower& pw, bool want_dp) {
     constexpr int R = ATTN_CPU_ROWS;
-    const int T = sh.T, hd = sh.hd, hdp = sh.hdp, Tp = sh.Tp;
     constexpr bool cos_len = AttnTraits<K>::cos_len;
-    attn_load_rows(qe.data(), cos_len ? qn.data() : nullptr, qkv, (size_t)3 * C, sh, cos_len);
-    attn_load_rows(ke.data(), cos_len ? kn.data() : nullptr, qkv + C, (size_t)3 * C, sh, cos_len);
-    attn_transpose_rows(keT.data(), ke.data(), sh);
-    attn_load_rows(dke.data(), nullptr, qkv + 2 * C, (size_t)3 * C, sh, false);  // v, through dke's storage
-    attn_transpose_rows(vT.data(), dke.data(), sh);
-    attn_load_rows(dy.data(), nullptr, dout, (size_t)C, sh, false);
-    std::fill(dke.begin(), dke.begin() + (size_t)Tp * hdp, 0.0f);
-    std::fill(dv.begin(), dv.begin() + (size_t)Tp * hdp, 0.0f);
+    const int T = sh.T, hd = sh.hd, hdp = sh.hdp, hdw = sh.hdw, Tp = sh.Tp;
+    float *qe = sc.qe.data(), *ke = sc.ke.data(), *dy = sc.dy.data();
+    attn_load_rows(qe, cos_len ? sc.qn.data() : nullptr, qkv, (size_t)3 * C, sh, cos_len);
+    attn_load_rows(ke, cos_len ? sc.kn.data() : nullptr, qkv + C, (size_t)3 * C, sh, cos_len);
+    attn_transpose(sc.keT.data(), ke, Tp, hdp);
+    attn_pair_rows(sc.ke_keys.data(), hdp, ke, hdp, Tp / 2, hdp);
+    // v^T and dy in pairs along the channels (dW = dy v^T), rows padded to 2 hdw channels
+    std::fill(sc.tmp.begin(), sc.tmp.begin() + (size_t)Tp * 2 * hdw, 0.0f);
+    for (int t = 0; t < T; t++) std::copy(qkv + (size_t)t * 3 * C + 2 * C, qkv + (size_t)t * 3 * C + 2 * C + hd, &sc.tmp[(size_t)t * 2 * hdw]);
+    attn_bf16_rows(sc.v_w.data(), hdw, sc.tmp.data(), 2 * hdw, Tp, 2 * hdw);
+    attn_transpose((float*)sc.vT_w.data(), (const float*)sc.v_w.data(), Tp, hdw);
+    attn_load_rows(dy, nullptr, dout, (size_t)C, sh, false);
+    std::fill(sc.tmp.begin(), sc.tmp.begin() + (size_t)Tp * 2 * hdw, 0.0f);
+    for (int t = 0; t < T; t++) std::copy(dy + (size_t)t * hdp, dy + (size_t)t * hdp + hd, &sc.tmp[(size_t)t * 2 * hdw]);
+    attn_bf16_rows(sc.dy_w.data(), hdw, sc.tmp.data(), 2 * hdw, Tp, 2 * hdw);
+    std::fill(sc.dke.begin(), sc.dke.begin() + (size_t)Tp * hdp, 0.0f);
+    std::fill(sc.dv.begin(), sc.dv.begin() + (size_t)Tp * hdp, 0.0f);
     AttnRow rows[R];
     double dp = 0;
     for (int t0 = 0; t0 < T; t0 += R) {
-        int nrows = std::min(R, T - t0), nk = t0 + nrows;
-        int nkp = attn_block_weights<K>(blk, rows, nullptr, qe.data(), keT.data(), t0, sh, pw, true);
+        int nrows = std::min(R, T - t0), nk = t0 + nrows, nk8 = (nk + 7) / 8 * 8;
+        int nkp = attn_block_weights<K>(sc, rows, nullptr, qe, sc.keT.data(), t0, sh, pw, true);
         // dW = dy v^T, then c_t ds row by row (zero rows past T)
-        attn_mm_scores(blk.g.data(), Tp, &dy[(size_t)t0 * hdp], hdp, vT.data(), Tp, hd, nkp);
+        attn_mm_scores_bf16(sc.g.data(), Tp, &sc.dy_w[(size_t)t0 * hdw], hdw, sc.vT_w.data(), Tp, (hd + 1) / 2, nkp);
         for (int r = 0; r < R; r++) {
             size_t o = (size_t)r * Tp;
             if (r >= nrows) {
-                std::fill(blk.g.begin() + o, blk.g.begin() + o + nkp, 0.0f);
+                std::fill(sc.g.begin() + o, sc.g.begin() + o + nkp, 0.0f);
                 continue;
             }
-            dp += attn_row_backward<K>(&blk.g[o], &blk.s[o], &blk.a[o], &blk.w[o], rows[r], t0 + r, nkp, hd, pw, want_dp);
+            dp += attn_row_backward<K>(&sc.g[o], &sc.s[o], &sc.a[o], &sc.w[o], rows[r], t0 + r, nkp, hd, pw, want_dp);
         }
-        int nk8 = (nk + 7) / 8 * 8;
-        attn_mm_rows(&dqe[(size_t)t0 * hdp], hdp, blk.g.data(), Tp, ke.data(), hdp, nk, hdp);  // dq-hat = ds ke
-        attn_mm_cols(dke.data(), hdp, blk.g.data(), Tp, &qe[(size_t)t0 * hdp], hdp, nk8, hdp);  // dk-hat += ds^T qe
-        attn_mm_cols(dv.data(), hdp, blk.w.data(), Tp, &dy[(size_t)t0 * hdp], hdp, nk8, hdp);   // dv += W^T dy
+        // dq-hat = ds ke; dk-hat += ds^T qe; dv += W^T dy (bf16 pairs)
+        attn_bf16_rows(sc.g_keys.data(), Tp / 2, sc.g.data(), Tp, R, nkp);
+        attn_mm_rows(&sc.dqe[(size_t)t0 * hdp], hdp, sc.g_keys.data(), Tp / 2, sc.ke_keys.data(), hdp, nkp / 2, hdp);
+        attn_pair_rows(sc.g_rows.data(), Tp, sc.g.data(), Tp, R / 2, nkp);
+        attn_pair_rows(sc.w_rows.data(), Tp, sc.w.data(), Tp, R / 2, nkp);
+        attn_pair_rows(sc.q_rows.data(), hdp, qe + (size_t)t0 * hdp, hdp, R / 2, hdp);
+        attn_pair_rows(sc.dy_rows.data(), hdp, dy + (size_t)t0 * hdp, hdp, R / 2, hdp);
+        attn_mm_cols(sc.dke.data(), hdp, sc.g_rows.data(), Tp, sc.q_rows.data(), hdp, nk8, hdp);
+        attn_mm_cols(sc.dv.data(), hdp, sc.w_rows.data(), Tp, sc.dy_rows.data(), hdp, nk8, hdp);
     }
     // through the normalisation of q and k (cos_len), into dqkv
     for (int t = 0; t < T; t++) {
@@ -688,35 +808,30 @@ BF16_CPU_TARGET inline double attention_backward_head(float* dqkv, const float* 
             for (int w = 0; w < 3; w++)
                 for (int i = 0; i < hd; i += 16) _mm_prefetch((const char*)(dq + ATTN_PREFETCH_ROWS * 3 * C + w * C + i), _MM_HINT_T0);
         size_t o = (size_t)t * hdp;
-        attn_grad_row<cos_len>(dq, &dqe[o], &qe[o], cos_len ? qn[t] : 0.0f, hd);
-        attn_grad_row<cos_len>(dq + C, &dke[o], &ke[o], cos_len ? kn[t] : 0.0f, hd);
-        attn_grad_row<false>(dq + 2 * C, &dv[o], nullptr, 0.0f, hd);
+        attn_grad_row<cos_len>(dq, &sc.dqe[o], qe + o, cos_len ? sc.qn[t] : 0.0f, hd);
+        attn_grad_row<cos_len>(dq + C, &sc.dke[o], ke + o, cos_len ? sc.kn[t] : 0.0f, hd);
+        attn_grad_row<false>(dq + 2 * C, &sc.dv[o], nullptr, 0.0f, hd);
     }
     return dp;
 }
 
 template <AttnKind K>
-void attention_backward_cpu_k(float* dqkv, const float* dout, const float* qkv, int B, int T, int NH, int hd, double p,
-                              const double* p_head, double* dp_head) {
+void attention_backward_cpu_k(AttentionCpuWorkspace& ws, float* dqkv, const float* dout, const float* qkv, int B, int T,
+                              int NH, int hd, double p, const double* p_head, double* dp_head) {
     const AttnHeadShape sh(T, NH, hd);
     const int C = NH * hd, BH = B * NH;
     const bool want_dp = AttnTraits<K>::reweight && dp_head != nullptr;
     std::vector<double> dp(BH, 0.0);
-#pragma omp parallel
-    {
-        AttnBuf qe(sh.rows()), ke(sh.rows()), keT(sh.rows()), vT(sh.rows()), dy(sh.rows()), dqe(sh.rows()),
-            dke(sh.rows()), dv(sh.rows());
-        std::vector<float> qn(T), kn(T);
-        AttnBlockScratch blk;
-        blk.size(sh);
-#pragma omp for schedule(dynamic, 1)
-        for (int bh = 0; bh < BH; bh++) {
-            int b = bh / NH, h = bh % NH;
-            size_t off = (size_t)b * T * 3 * C + h * hd;
-            dp[bh] = attention_backward_head<K>(dqkv + off, dout + (size_t)b * T * C + h * hd, qkv + off, sh, C,
-                                                AttnPower(p_head ? p_head[h] : p), want_dp, qe, ke, keT, vT, dy, dqe,
-                                                dke, dv, qn, kn, blk);
-        }
+    ws.size_threads();
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int bh = 0; bh < BH; bh++) {
+        AttnThreadScratch& sc = ws.mine();
+        sc.size_block(sh);
+        sc.size_head(sh);
+        int b = bh / NH, h = bh % NH;
+        size_t off = (size_t)b * T * 3 * C + h * hd;
+        dp[bh] = attention_backward_head<K>(sc, dqkv + off, dout + (size_t)b * T * C + h * hd, qkv + off, sh, C,
+                                            AttnPower(p_head ? p_head[h] : p), want_dp);
     }
     if (dp_head)  // heads in order: the same sum for any number of threads
         for (int bh = 0; bh < BH; bh++) dp_head[bh % NH] += dp[bh];
@@ -731,26 +846,27 @@ void attention_map_cpu_k(std::vector<float>& W, std::vector<uint8_t>& valid, con
     constexpr int R = ATTN_CPU_ROWS;
     const AttnHeadShape sh(T, NH, hd);
     const int C = NH * hd;
-    AttnBuf qe(sh.rows()), ke(sh.rows()), keT(sh.rows());
-    attn_load_rows(qe.data(), nullptr, qkv + h * hd, (size_t)3 * C, sh, AttnTraits<K>::cos_len);
-    attn_load_rows(ke.data(), nullptr, qkv + C + h * hd, (size_t)3 * C, sh, AttnTraits<K>::cos_len);
-    attn_transpose_rows(keT.data(), ke.data(), sh);
+    AttentionCpuWorkspace ws;
+    ws.size_threads();
+    AttnThreadScratch& sc0 = ws.threads[0];
+    sc0.size_head(sh);
+    attn_load_rows(sc0.qe.data(), nullptr, qkv + h * hd, (size_t)3 * C, sh, AttnTraits<K>::cos_len);
+    attn_load_rows(sc0.ke.data(), nullptr, qkv + C + h * hd, (size_t)3 * C, sh, AttnTraits<K>::cos_len);
+    attn_transpose(sc0.keT.data(), sc0.ke.data(), sh.Tp, sh.hdp);
+    const float *qe = sc0.qe.data(), *keT = sc0.keT.data();
     W.assign((size_t)T * T, 0.0f);
     valid.assign(T, 0);
     const AttnPower pw(p);
-#pragma omp parallel
-    {
-        AttnBlockScratch blk;
-        blk.size(sh);
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int t0 = 0; t0 < T; t0 += R) {
+        AttnThreadScratch& sc = ws.mine();
+        sc.size_block(sh);
         AttnRow rows[R];
-#pragma omp for schedule(dynamic, 1)
-        for (int t0 = 0; t0 < T; t0 += R) {
-            attn_block_weights<K>(blk, rows, nullptr, qe.data(), keT.data(), t0, sh, pw, false);
-            for (int r = 0; r < R && t0 + r < T; r++) {
-                int t = t0 + r;
-                std::copy(&blk.w[(size_t)r * sh.Tp], &blk.w[(size_t)r * sh.Tp] + t + 1, &W[(size_t)t * T]);
-                valid[t] = rows[r].live ? 1 : 0;
-            }
+        attn_block_weights<K>(sc, rows, nullptr, qe, keT, t0, sh, pw, false);
+        for (int r = 0; r < R && t0 + r < T; r++) {
+            int t = t0 + r;
+            std::copy(&sc.w[(size_t)r * sh.Tp], &sc.w[(size_t)r * sh.Tp] + t + 1, &W[(size_t)t * T]);
+            valid[t] = rows[r].live ? 1 : 0;
         }
     }
 }
@@ -767,10 +883,11 @@ inline void attention_forward_cpu(AttentionCpuWorkspace& ws, float* out, float* 
 
 // dqkv = d(loss)/d(qkv) (written, not accumulated: unlike the reference's attention_backward);
 // dp_head[h] += d(loss)/d(p of head h) when given (re-weighting only)
-inline void attention_backward_cpu(float* dqkv, const float* dout, const float* qkv, int B, int T, int NH, int hd,
-                                   AttnKind kind, double p, const double* p_head = nullptr, double* dp_head = nullptr) {
+inline void attention_backward_cpu(AttentionCpuWorkspace& ws, float* dqkv, const float* dout, const float* qkv, int B,
+                                   int T, int NH, int hd, AttnKind kind, double p, const double* p_head = nullptr,
+                                   double* dp_head = nullptr) {
     attn_dispatch(kind, [&](auto k) {
-        attention_backward_cpu_k<decltype(k)::value>(dqkv, dout, qkv, B, T, NH, hd, p, p_head, dp_head);
+        attention_backward_cpu_k<decltype(k)::value>(ws, dqkv, dout, qkv, B, T, NH, hd, p, p_head, dp_head);
     });
 }
 

@@ -219,7 +219,7 @@ struct GPT2Bf16 {
                     C, C);
         prof.lap(PROF_MATMUL);
         std::vector<double> p_head = g.layer_p(l), dp(NH, 0.0);
-        attention_backward_cpu(dqkvr.data(), dln.data(), a.qkvr + o3, B, T, NH, hd, c.attn, (double)c.p,
+        attention_backward_cpu(attn_ws, dqkvr.data(), dln.data(), a.qkvr + o3, B, T, NH, hd, c.attn, (double)c.p,
                                p_head.empty() ? nullptr : p_head.data(), c.learn_p ? dp.data() : nullptr);
         for (int h = 0; c.learn_p && h < NH; h++)  // dL/dtheta = dL/dp sigmoid(theta), as the fp32 path
             g.grad(P_PTHETA)[l * NH + h] += (float)(dp[h] * learned_p_dtheta((double)g.param(P_PTHETA)[l * NH + h]));
