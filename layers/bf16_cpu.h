@@ -43,7 +43,8 @@ inline float bf16_to_float(bf16 h) {
 struct CpuBf16Support {
     bool avx512f = false, avx512_bf16 = false, amx_bf16 = false;  // cpuid
     std::string onednn_isa;  // the ISA oneDNN dispatches to (after ONEDNN_MAX_CPU_ISA)
-    bool usable = false;     // bf16 matmuls in hardware and AVX-512 for the other layers
+    bool usable = false;     // bf16 matmuls in hardware, AVX-512 for the other layers and AVX512-BF16's dot
+                             // products for attention's (every CPU with AMX has AVX512-BF16 too)
     std::string message;     // one line saying what is used, or why not
 };
 
@@ -71,7 +72,7 @@ inline CpuBf16Support cpu_bf16_support() {
     dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
     s.onednn_isa = onednn_isa_name(isa);
     bool onednn_bf16 = isa == dnnl::cpu_isa::avx512_core_amx || isa == dnnl::cpu_isa::avx512_core_bf16;
-    s.usable = s.avx512f && (s.avx512_bf16 || s.amx_bf16) && onednn_bf16;
+    s.usable = s.avx512f && s.avx512_bf16 && onednn_bf16;
     if (s.usable) {
         s.message = std::string("bf16 matmuls through oneDNN on ") + s.onednn_isa +
                     (s.amx_bf16 ? "" : " (this CPU has no AMX)");
