@@ -341,8 +341,8 @@ ATTN_CPU_TARGET inline double attn_row_backward(float* g, const float* dphi, con
 
 constexpr int ATTN_CPU_ROWS = 8;  // R: query rows per block
 
-// S (R, nkp) = A (R, hd) . BT (hd, nkp): scores (A = qe rows, BT = ke^T) and dW (A = dy rows,
-// BT = v^T). nkp a multiple of 16; keys in the lanes, A's elements broadcast.
+// S (R, nkp) = A (R, hd) . BT (hd, nkp) in fp32: scores (A = qe rows, BT = ke^T) and dW (A = dy
+// rows, BT = v^T). nkp a multiple of 16; keys in the lanes, A's elements broadcast.
 ATTN_CPU_TARGET inline void attn_mm_scores(float* S, int lds, const float* A, int lda, const float* BT, int ldb, int hd,
                                            int nkp) {
     constexpr int R = ATTN_CPU_ROWS;
@@ -374,47 +374,13 @@ ATTN_CPU_TARGET inline void attn_mm_scores(float* S, int lds, const float* A, in
     }
 }
 
-// The other products take bf16 operands and accumulate in fp32 with AVX512-BF16's vdpbf16ps (two
-// products per lane and instruction, twice fp32's FMA rate): weights x values and its transposes,
-// whose results the bf16 path rounds to bf16 anyway (the attention output feeds a bf16 matmul, and
-// so do dq, dk, dv after RoPE). Operands are 32-bit words holding two bf16, the first in the low
-// half: a pair of consecutive keys (along the sum) for one channel, or of two consecutive rows.
-
-// S (R, nkp) = A (R, hd) . B^T with bf16 pairs along the channels: dW = dy v^T. Aw: row r at
-// Aw + r lda, word i = (A[r][2i], A[r][2i+1]); BTw (nw, nkp): word [i][j] = (B[j][2i], B[j][2i+1]);
-// nw = hd / 2 rounded up.
-ATTN_CPU_TARGET inline void attn_mm_scores_bf16(float* S, int lds, const uint32_t* Aw, int lda, const uint32_t* BTw,
-                                                int ldb, int nw, int nkp) {
-    constexpr int R = ATTN_CPU_ROWS;
-    int j = 0;
-    for (; j + 32 <= nkp; j += 32) {
-        __m512 acc[R][2];
-        for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-        for (int i = 0; i < nw; i++) {
-            __m512bh b0 = (__m512bh)_mm512_loadu_si512(BTw + (size_t)i * ldb + j);
-            __m512bh b1 = (__m512bh)_mm512_loadu_si512(BTw + (size_t)i * ldb + j + 16);
-            for (int r = 0; r < R; r++) {
-                __m512bh av = (__m512bh)_mm512_set1_epi32((int)Aw[(size_t)r * lda + i]);
-                acc[r][0] = _mm512_dpbf16_ps(acc[r][0], av, b0);
-                acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
-            }
-        }
-        for (int r = 0; r < R; r++) {
-            _mm512_storeu_ps(S + (size_t)r * lds + j, acc[r][0]);
-            _mm512_storeu_ps(S + (size_t)r * lds + j + 16, acc[r][1]);
-        }
-    }
-    if (j < nkp) {
-        __m512 acc[R];
-        for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
-        for (int i = 0; i < nw; i++) {
-            __m512bh b0 = (__m512bh)_mm512_loadu_si512(BTw + (size_t)i * ldb + j);
-            for (int r = 0; r < R; r++)
-                acc[r] = _mm512_dpbf16_ps(acc[r], (__m512bh)_mm512_set1_epi32((int)Aw[(size_t)r * lda + i]), b0);
-        }
-        for (int r = 0; r < R; r++) _mm512_storeu_ps(S + (size_t)r * lds + j, acc[r]);
-    }
-}
+// The products whose results the bf16 path rounds to bf16 anyway (the attention output feeds a bf16
+// matmul, and so do dq, dk, dv after RoPE) take bf16 operands and accumulate in fp32 with
+// AVX512-BF16's vdpbf16ps (two products per lane and instruction, twice fp32's FMA rate): weights
+// x values, ds x keys, and the transposed accumulations of dk and dv. What feeds the row statistics,
+// the re-weighting and dL/dp stays fp32: the scores and dW = dy v^T. Operands are 32-bit words
+// holding two bf16, the first in the low half: a pair of consecutive keys (along the sum) for one
+// channel, or of two consecutive rows.
 
 // Y (R, hdp) = P (R, nk) . M (nk, hdp) with bf16 pairs along the keys: outputs (P = weights,
 // M = v) and dq-hat (P = ds, M = ke). Pw: row r at Pw + r ldp, word j2 = (P[r][2j2], P[r][2j2+1]);
@@ -521,10 +487,9 @@ template <class V> inline typename V::value_type* attn_sized(V& v, size_t n) {  
 struct AttnHeadShape {
     int T, NH, hd;
     int Tp;   // rows (keys) padded to a multiple of 32
-    int hdp;  // channels padded to a multiple of 16 (fp32 rows)
-    int hdw;  // words of a row of bf16 pairs along the channels: hd rounded up to 32, halved
+    int hdp;  // channels padded to a multiple of 16
     AttnHeadShape(int T_, int NH_, int hd_)
-        : T(T_), NH(NH_), hd(hd_), Tp((T_ + 31) / 32 * 32), hdp((hd_ + 15) / 16 * 16), hdw((hd_ + 31) / 32 * 16) {}
+        : T(T_), NH(NH_), hd(hd_), Tp((T_ + 31) / 32 * 32), hdp((hd_ + 15) / 16 * 16) {}
     size_t rows() const { return (size_t)Tp * hdp; }  // a (Tp, hdp) operand; also (hdp, Tp) transposed
 };
 
@@ -609,9 +574,9 @@ struct AttnThreadScratch {
     AttnWords w_keys, g_keys;     // (R, Tp/2): pairs along the keys of w and g
     AttnWords w_rows, g_rows;     // (R/2, Tp): pairs along the rows of w and g
     AttnWords q_rows, dy_rows;    // (R/2, hdp): pairs along the rows of the block's qe and dy
-    AttnBuf qe, ke, keT, dy, dqe, dke, dv, tmp;  // a head's (Tp, hdp) operands (keT: (hdp, Tp)); tmp: rows of v or dy
-    AttnWords ke_keys, dy_w, v_w, vT_w;          // (Tp/2, hdp), (Tp, hdw), (Tp, hdw), (hdw, Tp)
-    std::vector<float> qn, kn;                   // (T)
+    AttnBuf qe, ke, keT, vT, dy, dqe, dke, dv;  // a head's (Tp, hdp) operands (keT, vT: (hdp, Tp))
+    AttnWords ke_keys;                          // (Tp/2, hdp): ke in pairs along the keys
+    std::vector<float> qn, kn;                  // (T)
     void size_block(const AttnHeadShape& sh) {
         size_t n = (size_t)ATTN_CPU_ROWS * sh.Tp;
         attn_sized(s, n), attn_sized(a, n), attn_sized(w, n), attn_sized(g, n);
@@ -620,10 +585,9 @@ struct AttnThreadScratch {
         attn_sized(q_rows, (size_t)ATTN_CPU_ROWS / 2 * sh.hdp), attn_sized(dy_rows, (size_t)ATTN_CPU_ROWS / 2 * sh.hdp);
     }
     void size_head(const AttnHeadShape& sh) {
-        size_t n = sh.rows(), nw = (size_t)sh.Tp * sh.hdw;
-        for (AttnBuf* b : {&qe, &ke, &keT, &dy, &dqe, &dke, &dv}) attn_sized(*b, n);
-        attn_sized(tmp, (size_t)sh.Tp * std::max(sh.hdp, 2 * sh.hdw));
-        attn_sized(ke_keys, n / 2), attn_sized(dy_w, nw), attn_sized(v_w, nw), attn_sized(vT_w, nw);
+        size_t n = sh.rows();
+        for (AttnBuf* b : {&qe, &ke, &keT, &vT, &dy, &dqe, &dke, &dv}) attn_sized(*b, n);
+        attn_sized(ke_keys, n / 2);
         attn_sized(qn, (size_t)sh.T), attn_sized(kn, (size_t)sh.T);
     }
 };
@@ -710,8 +674,8 @@ void attention_forward_cpu_k(AttentionCpuWorkspace& ws, float* out, float* stats
         attn_load_rows(&ws.qe[o], nullptr, x, (size_t)3 * C, sh, AttnTraits<K>::cos_len);
         attn_load_rows(sc.ke.data(), nullptr, x + C, (size_t)3 * C, sh, AttnTraits<K>::cos_len);
         attn_transpose(&ws.keT[o], sc.ke.data(), sh.Tp, sh.hdp);
-        attn_load_rows(sc.tmp.data(), nullptr, x + 2 * C, (size_t)3 * C, sh, false);
-        attn_pair_rows(&ws.v_keys[o / 2], sh.hdp, sc.tmp.data(), sh.hdp, sh.Tp / 2, sh.hdp);
+        attn_load_rows(sc.dv.data(), nullptr, x + 2 * C, (size_t)3 * C, sh, false);  // v, through dv's storage
+        attn_pair_rows(&ws.v_keys[o / 2], sh.hdp, sc.dv.data(), sh.hdp, sh.Tp / 2, sh.hdp);
     }
 #pragma omp parallel for schedule(dynamic, 1)
     for (int item = 0; item < BH * NB; item++) {
@@ -759,21 +723,15 @@ ATTN_CPU_TARGET inline double attention_backward_head(AttnThreadScratch& sc, flo
                                                       const AttnPower& pw, bool want_dp) {
     constexpr int R = ATTN_CPU_ROWS;
     constexpr bool cos_len = AttnTraits<K>::cos_len;
-    const int T = sh.T, hd = sh.hd, hdp = sh.hdp, hdw = sh.hdw, Tp = sh.Tp;
+    const int T = sh.T, hd = sh.hd, hdp = sh.hdp, Tp = sh.Tp;
     float *qe = sc.qe.data(), *ke = sc.ke.data(), *dy = sc.dy.data();
     attn_load_rows(qe, cos_len ? sc.qn.data() : nullptr, qkv, (size_t)3 * C, sh, cos_len);
     attn_load_rows(ke, cos_len ? sc.kn.data() : nullptr, qkv + C, (size_t)3 * C, sh, cos_len);
     attn_transpose(sc.keT.data(), ke, Tp, hdp);
     attn_pair_rows(sc.ke_keys.data(), hdp, ke, hdp, Tp / 2, hdp);
-    // v^T and dy in pairs along the channels (dW = dy v^T), rows padded to 2 hdw channels
-    std::fill(sc.tmp.begin(), sc.tmp.begin() + (size_t)Tp * 2 * hdw, 0.0f);
-    for (int t = 0; t < T; t++) std::copy(qkv + (size_t)t * 3 * C + 2 * C, qkv + (size_t)t * 3 * C + 2 * C + hd, &sc.tmp[(size_t)t * 2 * hdw]);
-    attn_bf16_rows(sc.v_w.data(), hdw, sc.tmp.data(), 2 * hdw, Tp, 2 * hdw);
-    attn_transpose((float*)sc.vT_w.data(), (const float*)sc.v_w.data(), Tp, hdw);
+    attn_load_rows(sc.dv.data(), nullptr, qkv + 2 * C, (size_t)3 * C, sh, false);  // v, through dv's storage
+    attn_transpose(sc.vT.data(), sc.dv.data(), Tp, hdp);
     attn_load_rows(dy, nullptr, dout, (size_t)C, sh, false);
-    std::fill(sc.tmp.begin(), sc.tmp.begin() + (size_t)Tp * 2 * hdw, 0.0f);
-    for (int t = 0; t < T; t++) std::copy(dy + (size_t)t * hdp, dy + (size_t)t * hdp + hd, &sc.tmp[(size_t)t * 2 * hdw]);
-    attn_bf16_rows(sc.dy_w.data(), hdw, sc.tmp.data(), 2 * hdw, Tp, 2 * hdw);
     std::fill(sc.dke.begin(), sc.dke.begin() + (size_t)Tp * hdp, 0.0f);
     std::fill(sc.dv.begin(), sc.dv.begin() + (size_t)Tp * hdp, 0.0f);
     AttnRow rows[R];
@@ -782,7 +740,7 @@ ATTN_CPU_TARGET inline double attention_backward_head(AttnThreadScratch& sc, flo
         int nrows = std::min(R, T - t0), nk = t0 + nrows, nk8 = (nk + 7) / 8 * 8;
         int nkp = attn_block_weights<K>(sc, rows, nullptr, qe, sc.keT.data(), t0, sh, pw, true);
         // dW = dy v^T, then c_t ds row by row (zero rows past T)
-        attn_mm_scores_bf16(sc.g.data(), Tp, &sc.dy_w[(size_t)t0 * hdw], hdw, sc.vT_w.data(), Tp, (hd + 1) / 2, nkp);
+        attn_mm_scores(sc.g.data(), Tp, dy + (size_t)t0 * hdp, hdp, sc.vT.data(), Tp, hd, nkp);
         for (int r = 0; r < R; r++) {
             size_t o = (size_t)r * Tp;
             if (r >= nrows) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include <dnnl.hpp>
 
@@ -152,6 +153,30 @@ BF16_CPU_TARGET inline void round_row_bf16(bf16* out, const float* in, size_t n)
     if (i < n) {
         __mmask16 m = tail_mask((int)(n - i));
         store_bf16_masked(out + i, _mm512_maskz_loadu_ps(m, in + i), m);
+    }
+}
+
+// Column sums of an (N, OC) quantity that a layer computes row by row, in parallel and with the
+// same bits for any number of threads: rows go in fixed chunks of COLSUM_ROWS, each chunk sums its
+// rows in order into its own row of partial (chunks, OC), and colsum_finish adds the chunks' rows
+// in chunk order. partial is the caller's scratch (grown, never shrunk).
+constexpr int COLSUM_ROWS = 32;
+inline int colsum_chunks(int N) { return (N + COLSUM_ROWS - 1) / COLSUM_ROWS; }
+inline float* colsum_partial(std::vector<float>& partial, int N, int OC) {
+    size_t n = (size_t)colsum_chunks(N) * OC;
+    if (partial.size() < n) partial.resize(n);
+    return partial.data();
+}
+// out (OC) += the sum over chunks of partial (chunks, OC)
+BF16_CPU_TARGET inline void colsum_finish(float* out, const float* partial, int chunks, int OC) {
+    int blocks = (OC + 15) / 16;
+#pragma omp parallel for schedule(static)
+    for (int blk = 0; blk < blocks; blk++) {
+        int o = blk * 16;
+        __mmask16 m = OC - o >= 16 ? (__mmask16)0xffff : tail_mask(OC - o);
+        __m512 sum = _mm512_setzero_ps();
+        for (int c = 0; c < chunks; c++) sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(m, partial + (size_t)c * OC + o));
+        _mm512_mask_storeu_ps(out + o, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, out + o), sum));
     }
 }
 

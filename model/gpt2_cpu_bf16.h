@@ -20,7 +20,7 @@
 #include "layers/layernorm_bf16_cpu.h"
 #include "layers/matmul_bf16_cpu.h"
 #include "layers/residual_cpu.h"
-#include "layers/rope_cpu.h"
+#include "layers/rope_bf16_cpu.h"
 #include "model/gpt2_cpu.h"
 
 // Wall time per layer kind, accumulated over steps: lap(kind) charges the time since the last lap.
@@ -63,6 +63,8 @@ struct GPT2Bf16 {
     std::vector<float> dqkvr, dqkv;  // (B,T,3C) before and after the RoPE backward
     std::vector<bf16> dout_bf;   // (B,T,4C) a matmul's output gradient in bf16
     std::vector<float> classifier_rows;
+    std::vector<float> colsums;  // partial column sums of the bias and layernorm gradients (colsum_finish)
+    RopeTableBf16 rope;
     StepProfile prof;
     int B = 0, T = 0;
 
@@ -139,7 +141,7 @@ struct GPT2Bf16 {
         prof.lap(PROF_LAYERNORM);
         mm.forward(a.qkv + o3, ln1.data() + o1, w_bf(P_QKVW, l), param(P_QKVB, l), (int)BT, C, 3 * C);
         prof.lap(PROF_MATMUL);
-        rope_forward(a.qkvr + o3, a.qkv + o3, B, T, NH, hd, (double)c.rope_base);
+        rope_forward_bf16(a.qkvr + o3, a.qkv + o3, B, T, NH, hd, rope, (double)c.rope_base);
         prof.lap(PROF_ROPE);
         std::vector<double> p_head = g.layer_p(l);  // learned p (empty: c.p)
         attention_forward_cpu(attn_ws, a.atty + o1, a.attstats + l * BT * NH * 3, a.qkvr + o3, B, T, NH, hd, c.attn,
@@ -180,7 +182,7 @@ struct GPT2Bf16 {
         std::fill(dres.begin(), dres.end(), 0.0f);
         float* last = a.residual3 + (L - 1) * BT * C;
         layernorm_backward_bf16(dres.data(), grad(P_LNFW), grad(P_LNFB), dln.data(), last, param(P_LNFW), a.lnf_mean,
-                                a.lnf_rstd, (int)BT, C);
+                                a.lnf_rstd, (int)BT, C, colsums);
         prof.lap(PROF_LAYERNORM);
         for (int l = L - 1; l >= 0; l--) {
             backward_mlp(l);
@@ -195,16 +197,16 @@ struct GPT2Bf16 {
         int C = g.config.channels;
         size_t BT = (size_t)B * T, o1 = l * BT * C, o4 = l * BT * 4 * C, ol = l * BT;
         Activations<float>& a = g.acts;
-        matmul_dout_bf16(dout_bf.data(), grad(P_FCPROJB, l), dres.data(), (int)BT, C);
+        matmul_dout_bf16(dout_bf.data(), grad(P_FCPROJB, l), dres.data(), (int)BT, C, colsums);
         mm.backward(dfch.data(), grad(P_FCPROJW, l), dout_bf.data(), fch_gelu.data() + o4, w_bf(P_FCPROJW, l),
                     (int)BT, 4 * C, C);
         prof.lap(PROF_MATMUL);
-        gelu_backward_bf16(dout_bf.data(), grad(P_FCB, l), a.fch + o4, dfch.data(), (int)BT, 4 * C);
+        gelu_backward_bf16(dout_bf.data(), grad(P_FCB, l), a.fch + o4, dfch.data(), (int)BT, 4 * C, colsums);
         prof.lap(PROF_GELU);
         mm.backward(dln.data(), grad(P_FCW, l), dout_bf.data(), ln2.data() + o1, w_bf(P_FCW, l), (int)BT, C, 4 * C);
         prof.lap(PROF_MATMUL);
         layernorm_backward_bf16(dres.data(), grad(P_LN2W, l), grad(P_LN2B, l), dln.data(), a.residual2 + o1,
-                                param(P_LN2W, l), a.ln2_mean + ol, a.ln2_rstd + ol, (int)BT, C);
+                                param(P_LN2W, l), a.ln2_mean + ol, a.ln2_rstd + ol, (int)BT, C, colsums);
         prof.lap(PROF_LAYERNORM);
     }
 
@@ -214,7 +216,7 @@ struct GPT2Bf16 {
         int C = c.channels, NH = c.num_heads, hd = C / NH;
         size_t BT = (size_t)B * T, o1 = l * BT * C, o3 = l * BT * 3 * C, ol = l * BT;
         Activations<float>& a = g.acts;
-        matmul_dout_bf16(dout_bf.data(), grad(P_ATTPROJB, l), dres.data(), (int)BT, C);
+        matmul_dout_bf16(dout_bf.data(), grad(P_ATTPROJB, l), dres.data(), (int)BT, C, colsums);
         mm.backward(dln.data(), grad(P_ATTPROJW, l), dout_bf.data(), atty.data() + o1, w_bf(P_ATTPROJW, l), (int)BT,
                     C, C);
         prof.lap(PROF_MATMUL);
@@ -224,14 +226,14 @@ struct GPT2Bf16 {
         for (int h = 0; c.learn_p && h < NH; h++)  // dL/dtheta = dL/dp sigmoid(theta), as the fp32 path
             g.grad(P_PTHETA)[l * NH + h] += (float)(dp[h] * learned_p_dtheta((double)g.param(P_PTHETA)[l * NH + h]));
         prof.lap(PROF_ATTENTION);
-        rope_backward(dqkv.data(), dqkvr.data(), B, T, NH, hd, (double)c.rope_base);
+        rope_backward_bf16(dqkv.data(), dqkvr.data(), B, T, NH, hd, rope, (double)c.rope_base);
         prof.lap(PROF_ROPE);
-        matmul_dout_bf16(dout_bf.data(), grad(P_QKVB, l), dqkv.data(), (int)BT, 3 * C);
+        matmul_dout_bf16(dout_bf.data(), grad(P_QKVB, l), dqkv.data(), (int)BT, 3 * C, colsums);
         mm.backward(dln.data(), grad(P_QKVW, l), dout_bf.data(), ln1.data() + o1, w_bf(P_QKVW, l), (int)BT, C,
                     3 * C);
         prof.lap(PROF_MATMUL);
         layernorm_backward_bf16(dres.data(), grad(P_LN1W, l), grad(P_LN1B, l), dln.data(), residual,
-                                param(P_LN1W, l), a.ln1_mean + ol, a.ln1_rstd + ol, (int)BT, C);
+                                param(P_LN1W, l), a.ln1_mean + ol, a.ln1_rstd + ol, (int)BT, C, colsums);
         prof.lap(PROF_LAYERNORM);
     }
 
