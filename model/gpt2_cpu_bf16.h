@@ -55,8 +55,11 @@ struct GPT2Bf16 {
     // bf16 matmul inputs the forward saves for the backward's weight gradients
     std::vector<bf16> ln1, atty, ln2, fch_gelu;  // (L,B,T,C), (L,B,T,C), (L,B,T,C), (L,B,T,4C)
     std::vector<bf16> lnf;                       // (B,T,C)
-    std::vector<bf16> dlogits;                   // (B,T,Vp) softmax - onehot, written by the forward
-    // backward scratch, reused by every layer
+    // the backward's: allocated at its first call for (B, T) (an evaluation never needs them)
+    std::vector<bf16> dlogits;   // (B,T,Vp) softmax - onehot: by a forward told that a backward follows,
+                                 // else by the backward from the logits (dlogits_ready)
+    bool dlogits_ready = false;
+    int bwd_B = 0, bwd_T = 0;    // the (B, T) the buffers below are sized for
     std::vector<float> dres;     // (B,T,C) gradient of the residual stream
     std::vector<float> dln;      // (B,T,C) gradient of a layernorm output / the attention output
     std::vector<float> dfch;     // (B,T,4C) gradient of the GELU output
@@ -85,6 +88,12 @@ struct GPT2Bf16 {
         ln2.assign(L * BT * C, 0);
         fch_gelu.assign(L * BT * 4 * C, 0);
         lnf.assign(BT * C, 0);
+        B = B_;
+        T = T_;
+    }
+    void ensure_backward_buffers() {
+        if (bwd_B == B && bwd_T == T) return;
+        size_t BT = (size_t)B * T, C = g.config.channels;
         dlogits.assign(BT * g.config.padded_vocab_size, 0);
         dres.assign(BT * C, 0);
         dln.assign(BT * C, 0);
@@ -92,14 +101,17 @@ struct GPT2Bf16 {
         dqkvr.assign(BT * 3 * C, 0);
         dqkv.assign(BT * 3 * C, 0);
         dout_bf.assign(BT * 4 * C, 0);
-        B = B_;
-        T = T_;
+        bwd_B = B;
+        bwd_T = T;
     }
 
-    float forward(const int* inputs, const int* targets, int B_, int T_) {
+    // backward_follows (with targets): the classifier's pass over the logits also writes the
+    // dlogits of the next backward; without it the forward computes the losses only.
+    float forward(const int* inputs, const int* targets, int B_, int T_, bool backward_follows = false) {
         prof.start();
         g.start_forward(inputs, targets, B_, T_, false);
         ensure_buffers(B_, T_);
+        dlogits_ready = false;
         const GPT2Config& c = g.config;
         int L = c.num_layers, C = c.channels;
         size_t BT = (size_t)B * T;
@@ -120,8 +132,10 @@ struct GPT2Bf16 {
         prof.lap(PROF_MATMUL);
         g.mean_loss = -1;
         if (g.have_targets) {
-            fused_classifier_bf16(a.losses, dlogits.data(), a.logits, targets, (int)BT, c.vocab_size,
-                                  c.padded_vocab_size, classifier_rows);
+            if (backward_follows) ensure_backward_buffers();
+            fused_classifier_bf16(a.losses, backward_follows ? dlogits.data() : nullptr, a.logits, targets, (int)BT,
+                                  c.vocab_size, c.padded_vocab_size, classifier_rows);
+            dlogits_ready = backward_follows;
             double sum = 0;
             for (size_t i = 0; i < BT; i++) sum += a.losses[i];
             g.mean_loss = (float)(sum / BT);
@@ -175,6 +189,13 @@ struct GPT2Bf16 {
         int L = c.num_layers, C = c.channels;
         size_t BT = (size_t)B * T;
         Activations<float>& a = g.acts;
+        ensure_backward_buffers();
+        if (!dlogits_ready) {  // the same function of the same logits as in the forward: the same bits
+            fused_classifier_bf16(a.losses, dlogits.data(), a.logits, g.targets.data(), (int)BT, c.vocab_size,
+                                  c.padded_vocab_size, classifier_rows);
+            dlogits_ready = true;
+            prof.lap(PROF_CLASSIFIER);
+        }
         // dlogits = (softmax - onehot) * loss_scale / BT: the scale is the matmuls' alpha
         mm.backward(dln.data(), grad(P_WTE), dlogits.data(), lnf.data(), w_bf(P_WTE), (int)BT, C,
                     c.padded_vocab_size, loss_scale / (float)BT);

@@ -164,7 +164,7 @@ int main(int argc, char** argv) {
         if (s == 1) m.bf16->prof = StepProfile();
         double t0 = StepProfile::now();
         m.zero_grad();
-        m.forward(tokens.data(), tokens.data() + 1, B, T);
+        m.forward(tokens.data(), tokens.data() + 1, B, T, true);  // as the trainer: a backward follows
         m.backward(1.0f);
         double norm = m.grad_norm();
         m.update(3e-4f, 0.9f, 0.95f, 1e-8f, 0.0f, norm > 1.0 ? (float)(1.0 / norm) : 1.0f, s + 1);
