@@ -85,10 +85,12 @@ static std::string profile_line(const StepProfile& prof, double total) {
 }
 
 // tokens/s of loss_vs_length at length L over the first N tokens of span (after one untimed
-// forward at L); the bf16 path's profile of the timed part into *prof when given
+// forward of the timed forwards' shape, which sizes the activations); the bf16 path's profile of the
+// timed part into *prof when given
 static double eval_tokens_per_s(ModelCPU& m, const std::vector<int>& span, int64_t N, int L, int tokens_per_forward,
                                 StepProfile* prof, double* seconds) {
-    loss_vs_length(m, span, L, {L}, tokens_per_forward);
+    int64_t batch = std::max<int64_t>(1, std::min<int64_t>(N / L, tokens_per_forward / L));  // as loss_vs_length batches
+    loss_vs_length(m, span, batch * L, {L}, tokens_per_forward);
     if (m.bf16) m.bf16->prof = StepProfile();
     double t0 = StepProfile::now();
     loss_vs_length(m, span, N, {L}, tokens_per_forward);
