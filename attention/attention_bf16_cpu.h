@@ -1,14 +1,15 @@
 // The bf16 path's attention on the CPU (model/gpt2_cpu_bf16.h): every variant of
 // attention/attention_kind.h, forward and backward (learned p's dL/dp included), tiled and
-// vectorised with AVX-512. The definition is the reference, attention/attention_cpu.h, and
-// doc/attention.md; this file computes the same functions, formula by formula, with the same
-// stable evaluation of the re-weighting (max-normalised, m from the largest phi with the
-// operations of every x, S1 and Z summed in double, the same degenerate rows).
+// vectorised with AVX-512 (doc/attention.md, section 'Attention on the CPU bf16 path'). The
+// definition is the reference, attention/attention_cpu.h; this file computes the same functions,
+// formula by formula, with the same stable evaluation of the re-weighting (max-normalised, m from
+// the largest phi with the operations of every x, S1 and Z summed in double, the same degenerate
+// rows).
 //
 // qkv   (B, T, 3, NH, hd) fp32, RoPE applied;  out (B, T, NH, hd) fp32;  stats (B, NH, T, 3) as the
-// reference's. Everything is fp32 (the scores feed lam and the power p, which amplify their
-// rounding): the bf16 path rounds attention's output and its input gradients to bf16 where they
-// meet a matmul, as for every other layer.
+// reference's. Scores, row statistics, the re-weighting and dW are fp32 (lam and the power p
+// amplify the scores' rounding); the products whose results meet a bf16 matmul anyway take bf16
+// operands (below).
 //
 // Flash-style on the CPU: a block of R query rows of one head takes its scores against every key it
 // sees at once (R x T floats: O(T) per row block, never T x T), then each row's statistics (the
@@ -17,13 +18,14 @@
 // over the keys read the saved row instead of a second Q K^T. The backward recomputes a row
 // block's weights with the forward's own code (the same bits), then ds row by row, and
 // accumulates dK and dV per head (heads in parallel: the sums have one order for any thread count).
-// The products are three register-blocked micro-kernels (scores, weights x values, and the
-// transposed accumulation of dK and dV), fp32 FMAs with keys or channels in the 16 lanes.
+// The products are three register-blocked micro-kernels with keys or channels in the 16 lanes:
+// scores and dW in fp32 FMAs; weights x values (and ds x keys), and the transposed accumulation of
+// dK and dV, on bf16 pairs with AVX512-BF16's dot products.
 // The variant is a compile-time constant: every part is chosen from AttnTraits, so a variant added
 // to ATTN_VARIANT_TABLE from the existing parts runs here unchanged.
 //
-// Every AVX-512 function carries its own target attribute (BF16_CPU_TARGET); callers reach them
-// only after cpu_bf16_support() said yes.
+// Every AVX-512 function carries its own target attribute (ATTN_CPU_TARGET: the bf16 path's
+// AVX-512 and AVX512-BF16); callers reach them only after cpu_bf16_support() said yes.
 #pragma once
 
 #include <omp.h>
