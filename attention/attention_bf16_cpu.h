@@ -415,10 +415,11 @@ ATTN_CPU_TARGET inline void attn_mm_rows(float* Y, int ldy, const uint32_t* Pw, 
 // D (nk8, hdp) += P (R, nk8)^T . M (R, hdp) with bf16 pairs along the block's rows: dk-hat
 // (P = ds, M = qe rows) and dv (P = weights, M = dy rows). Xw (R/2, ldx): word [r2][j] =
 // (P[2r2][j], P[2r2+1][j]), zero past the keys; Mw (R/2, hdp): word [r2][c] = (M[2r2][c],
-// M[2r2+1][c]). nk8 a multiple of 8.
+// M[2r2+1][c]). nk8 a multiple of 8; rows of D from j_new (a multiple of 8) on are written, not
+// added to (the first block that reaches a key: D needs no clearing).
 template <int NC>
 ATTN_CPU_TARGET inline void attn_mm_cols_chunk(float* D, int ldd, const uint32_t* Xw, int ldx, const uint32_t* Mw,
-                                               int ldm, int nk8, int c) {
+                                               int ldm, int nk8, int j_new, int c) {
     constexpr int R2 = ATTN_CPU_ROWS / 2, J = 8;
     __m512bh mv[R2][NC];
     for (int r2 = 0; r2 < R2; r2++)
@@ -426,7 +427,8 @@ ATTN_CPU_TARGET inline void attn_mm_cols_chunk(float* D, int ldd, const uint32_t
     for (int j = 0; j < nk8; j += J) {
         __m512 acc[J][NC];
         for (int jj = 0; jj < J; jj++)
-            for (int q = 0; q < NC; q++) acc[jj][q] = _mm512_loadu_ps(D + (size_t)(j + jj) * ldd + c + 16 * q);
+            for (int q = 0; q < NC; q++)
+                acc[jj][q] = j >= j_new ? _mm512_setzero_ps() : _mm512_loadu_ps(D + (size_t)(j + jj) * ldd + c + 16 * q);
         for (int r2 = 0; r2 < R2; r2++) {
             for (int jj = 0; jj < J; jj++) {
                 __m512bh xv = (__m512bh)_mm512_set1_epi32((int)Xw[(size_t)r2 * ldx + j + jj]);
@@ -438,10 +440,10 @@ ATTN_CPU_TARGET inline void attn_mm_cols_chunk(float* D, int ldd, const uint32_t
     }
 }
 ATTN_CPU_TARGET inline void attn_mm_cols(float* D, int ldd, const uint32_t* Xw, int ldx, const uint32_t* Mw, int ldm,
-                                         int nk8, int hdp) {
+                                         int nk8, int j_new, int hdp) {
     int c = 0;
-    for (; c + 32 <= hdp; c += 32) attn_mm_cols_chunk<2>(D, ldd, Xw, ldx, Mw, ldm, nk8, c);
-    if (c < hdp) attn_mm_cols_chunk<1>(D, ldd, Xw, ldx, Mw, ldm, nk8, c);
+    for (; c + 32 <= hdp; c += 32) attn_mm_cols_chunk<2>(D, ldd, Xw, ldx, Mw, ldm, nk8, j_new, c);
+    if (c < hdp) attn_mm_cols_chunk<1>(D, ldd, Xw, ldx, Mw, ldm, nk8, j_new, c);
 }
 
 // 16 words from two rows of 16 floats: (bf16(lo), bf16(hi)), rounded to nearest even
@@ -497,8 +499,18 @@ struct AttnHeadShape {
 
 // |x| of one row of n <= hdp floats as the reference's l2_norm_rescaled: x scaled by the power of
 // two that brings its largest element into [0.5, 1) before the sum of squares (no overflow or
-// underflow), the scale undone on the root.
+// underflow), the scale undone on the root. Scaling by a power of two is exact and commutes with
+// every operation of the sum, so where the unscaled sum of squares lies well inside fp32's range it
+// is that result already (up to squares below 2^-126, under 2^-66 of the sum): only rows outside
+// that range take the scaled path.
 ATTN_CPU_TARGET inline float attn_norm512(const float* x, int n) {
+    __m512 sum2 = _mm512_setzero_ps();
+    for (int i = 0; i < n; i += 16) {
+        __m512 xv = _mm512_maskz_loadu_ps(attn_lanes(i, n), x + i);
+        sum2 = _mm512_fmadd_ps(xv, xv, sum2);
+    }
+    float s2 = _mm512_reduce_add_ps(sum2);
+    if (s2 > 0x1p-60f && s2 < 0x1p60f) return std::sqrt(s2);
     __m512 amax = _mm512_setzero_ps();
     for (int i = 0; i < n; i += 16) amax = _mm512_max_ps(amax, _mm512_abs_ps(_mm512_maskz_loadu_ps(attn_lanes(i, n), x + i)));
     float am = _mm512_reduce_max_ps(amax);
@@ -506,7 +518,7 @@ ATTN_CPU_TARGET inline float attn_norm512(const float* x, int n) {
     // am = f 2^e with f in [0.5, 1): e = floor(log2 am) + 1
     const __m512 e = _mm512_add_ps(_mm512_getexp_ps(_mm512_set1_ps(am)), _mm512_set1_ps(1.0f));
     const __m512 minus_e = _mm512_sub_ps(_mm512_setzero_ps(), e);
-    __m512 sum2 = _mm512_setzero_ps();
+    sum2 = _mm512_setzero_ps();
     for (int i = 0; i < n; i += 16) {
         __m512 xs = _mm512_scalef_ps(_mm512_maskz_loadu_ps(attn_lanes(i, n), x + i), minus_e);  // exact
         sum2 = _mm512_fmadd_ps(xs, xs, sum2);
@@ -734,8 +746,6 @@ ATTN_CPU_TARGET inline double attention_backward_head(AttnThreadScratch& sc, flo
     attn_load_rows(sc.dv.data(), nullptr, qkv + 2 * C, (size_t)3 * C, sh, false);  // v, through dv's storage
     attn_transpose(sc.vT.data(), sc.dv.data(), Tp, hdp);
     attn_load_rows(dy, nullptr, dout, (size_t)C, sh, false);
-    std::fill(sc.dke.begin(), sc.dke.begin() + (size_t)Tp * hdp, 0.0f);
-    std::fill(sc.dv.begin(), sc.dv.begin() + (size_t)Tp * hdp, 0.0f);
     AttnRow rows[R];
     double dp = 0;
     for (int t0 = 0; t0 < T; t0 += R) {
@@ -758,8 +768,8 @@ ATTN_CPU_TARGET inline double attention_backward_head(AttnThreadScratch& sc, flo
         attn_pair_rows(sc.w_rows.data(), Tp, sc.w.data(), Tp, R / 2, nkp);
         attn_pair_rows(sc.q_rows.data(), hdp, qe + (size_t)t0 * hdp, hdp, R / 2, hdp);
         attn_pair_rows(sc.dy_rows.data(), hdp, dy + (size_t)t0 * hdp, hdp, R / 2, hdp);
-        attn_mm_cols(sc.dke.data(), hdp, sc.g_rows.data(), Tp, sc.q_rows.data(), hdp, nk8, hdp);
-        attn_mm_cols(sc.dv.data(), hdp, sc.w_rows.data(), Tp, sc.dy_rows.data(), hdp, nk8, hdp);
+        attn_mm_cols(sc.dke.data(), hdp, sc.g_rows.data(), Tp, sc.q_rows.data(), hdp, nk8, t0, hdp);
+        attn_mm_cols(sc.dv.data(), hdp, sc.w_rows.data(), Tp, sc.dy_rows.data(), hdp, nk8, t0, hdp);
     }
     // through the normalisation of q and k (cos_len), into dqkv
     for (int t = 0; t < T; t++) {
