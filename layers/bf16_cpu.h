@@ -187,25 +187,19 @@ BF16_CPU_TARGET inline void widen_row_bf16(float* out, const bf16* in, size_t n)
     for (; i < n; i++) out[i] = bf16_to_float(in[i]);
 }
 
-// the whole buffer, in parallel
-inline void round_to_bf16(bf16* out, const float* in, size_t n) {
+// row(out + begin, in + begin, count) over [0, n) in chunks of 2^14 elements, in parallel
+template <class O, class I, class Row> inline void convert_in_chunks(O* out, const I* in, size_t n, Row row) {
     const size_t chunk = 1 << 14;
     size_t chunks = (n + chunk - 1) / chunk;
 #pragma omp parallel for schedule(static)
     for (size_t c = 0; c < chunks; c++) {
         size_t begin = c * chunk, end = begin + chunk < n ? begin + chunk : n;
-        round_row_bf16(out + begin, in + begin, end - begin);
+        row(out + begin, in + begin, end - begin);
     }
 }
 
-inline void widen_bf16(float* out, const bf16* in, size_t n) {
-    const size_t chunk = 1 << 14;
-    size_t chunks = (n + chunk - 1) / chunk;
-#pragma omp parallel for schedule(static)
-    for (size_t c = 0; c < chunks; c++) {
-        size_t begin = c * chunk, end = begin + chunk < n ? begin + chunk : n;
-        widen_row_bf16(out + begin, in + begin, end - begin);
-    }
-}
+// the whole buffer, in parallel
+inline void round_to_bf16(bf16* out, const float* in, size_t n) { convert_in_chunks(out, in, n, round_row_bf16); }
+inline void widen_bf16(float* out, const bf16* in, size_t n) { convert_in_chunks(out, in, n, widen_row_bf16); }
 
 #pragma GCC diagnostic pop

@@ -2,8 +2,9 @@
 // The matmuls take bf16 operands (weights, and the activations that feed them) and accumulate in
 // fp32 (oneDNN, layers/matmul_bf16_cpu.h: AMX tiles or AVX512-BF16); everything else stays fp32:
 // the master weights, gradients and AdamW moments of the GPT2<float> it works on, the residual
-// stream, the layernorm/attention/GELU arithmetic (AVX-512: layers/*_bf16_cpu.h and the tiled
-// attention of attention/attention_bf16_cpu.h), the logits and the losses. GPT2<float> (model/gpt2_cpu.h) is the reference it is checked against
+// stream, the layernorm/RoPE/GELU arithmetic (AVX-512: layers/*_bf16_cpu.h), attention's scores
+// and row statistics (the tiled attention of attention/attention_bf16_cpu.h), the logits and the
+// losses. GPT2<float> (model/gpt2_cpu.h) is the reference it is checked against
 // (test/test_cpu_bf16.cpp). The bf16 weights are the round-to-nearest-even of the master weights,
 // refreshed by every update and by set_params, so a resumed run rebuilds them bit for bit.
 #pragma once

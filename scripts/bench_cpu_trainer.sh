@@ -94,37 +94,46 @@ profile() {  # $1 attn, $2 descriptor, $3 T: the bf16 matmul throughput, FLOPs p
 echo "$THREADS threads, B $B, $ROUNDS rounds of $STEPS timed steps (after $WARMUP) per side; load average before: $(load)"
 grep -q amx_bf16 /proc/cpuinfo && echo "cpu: AMX-BF16 present" || echo "cpu: no AMX (bf16 matmuls on AVX512-BF16 where present)"
 echo "environment of the measured commands: OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (here: ${OPENBLAS_CORETYPE-unset}, ${OPENBLAS_L2_SIZE-unset})"
-: >"$tmp/summary"
+: >"$tmp/summary"; : >"$tmp/step_ratios"
 for model in $MODELS; do
     desc=${model%%:*}; T=${model##*:}
     parse_model "$desc"
     make_shard "$vocab" "$T"
     for attn in $ATTNS; do
-        : >"$tmp/mm_bf16"; : >"$tmp/mm_fp32"; : >"$tmp/profiles"; : >"$tmp/loads"
-        for side in ours_fp32 ours_bf16 torch_fp32 torch_bf16; do : >"$tmp/$side"; done
-        echo
-        echo "== $desc (L $layers, C $channels, $heads heads, vocab $vocab), T $T, $attn"
-        for r in $(seq "$ROUNDS"); do
+        for f in mm_bf16 mm_fp32 profiles loads ours_fp32 ours_bf16 torch_fp32 torch_bf16; do : >"$tmp/${f}_$attn"; done
+    done
+    : >"$tmp/lssar_over_softmax"
+    echo
+    echo "== $desc (L $layers, C $channels, $heads heads, vocab $vocab), T $T: each round runs every attention and side"
+    for r in $(seq "$ROUNDS"); do
+        for attn in $ATTNS; do
             l0=$(load)
-            ours "$attn" fp32 "$desc" "$T" >>"$tmp/ours_fp32"
-            theirs "$attn" none >>"$tmp/torch_fp32"
-            ours "$attn" bf16 "$desc" "$T" >>"$tmp/ours_bf16"
-            theirs "$attn" bf16 >>"$tmp/torch_bf16"
+            ours "$attn" fp32 "$desc" "$T" >>"$tmp/ours_fp32_$attn"
+            theirs "$attn" none >>"$tmp/torch_fp32_$attn"
+            ours "$attn" bf16 "$desc" "$T" >>"$tmp/ours_bf16_$attn"
+            theirs "$attn" bf16 >>"$tmp/torch_bf16_$attn"
             profile "$attn" "$desc" "$T"
+            for f in mm_bf16 mm_fp32 profiles; do tail -n 1 "$tmp/$f" >>"$tmp/${f}_$attn"; done
             l1=$(load)
-            echo "$l0" >>"$tmp/loads"; echo "$l1" >>"$tmp/loads"
-            printf "  round %d (load %s -> %s): this trainer fp32 %7.1f  bf16 %7.1f | pytorch fp32 %7.1f  bf16 autocast %7.1f tok/s | bf16 matmuls %6.1f GFLOP/s\n" \
-                "$r" "$l0" "$l1" "$(tail -n 1 "$tmp/ours_fp32")" "$(tail -n 1 "$tmp/ours_bf16")" "$(tail -n 1 "$tmp/torch_fp32")" \
-                "$(tail -n 1 "$tmp/torch_bf16")" "$(tail -n 1 "$tmp/mm_bf16")"
+            echo "$l0" >>"$tmp/loads_$attn"; echo "$l1" >>"$tmp/loads_$attn"
+            printf "  round %d %-8s (load %s -> %s): this trainer fp32 %7.1f  bf16 %7.1f | pytorch fp32 %7.1f  bf16 autocast %7.1f tok/s | bf16 matmuls %6.1f GFLOP/s\n" \
+                "$r" "$attn" "$l0" "$l1" "$(tail -n 1 "$tmp/ours_fp32_$attn")" "$(tail -n 1 "$tmp/ours_bf16_$attn")" \
+                "$(tail -n 1 "$tmp/torch_fp32_$attn")" "$(tail -n 1 "$tmp/torch_bf16_$attn")" "$(tail -n 1 "$tmp/mm_bf16_$attn")"
         done
-        of=$(printf "%.1f" "$(median <"$tmp/ours_fp32")"); ob=$(printf "%.1f" "$(median <"$tmp/ours_bf16")")
-        tf=$(median <"$tmp/torch_fp32"); tb=$(median <"$tmp/torch_bf16")
-        mmb=$(median <"$tmp/mm_bf16"); mmf=$(median <"$tmp/mm_fp32"); fpt=$(cat "$tmp/flops_per_token")
+        if [ -s "$tmp/ours_bf16_softmax" ] && [ -s "$tmp/ours_bf16_lssar" ]; then  # step times of the same round
+            ratio "$(tail -n 1 "$tmp/ours_bf16_softmax")" "$(tail -n 1 "$tmp/ours_bf16_lssar")" >>"$tmp/lssar_over_softmax"
+            echo >>"$tmp/lssar_over_softmax"
+        fi
+    done
+    for attn in $ATTNS; do
+        of=$(printf "%.1f" "$(median <"$tmp/ours_fp32_$attn")"); ob=$(printf "%.1f" "$(median <"$tmp/ours_bf16_$attn")")
+        tf=$(median <"$tmp/torch_fp32_$attn"); tb=$(median <"$tmp/torch_bf16_$attn")
+        mmb=$(median <"$tmp/mm_bf16_$attn"); mmf=$(median <"$tmp/mm_fp32_$attn"); fpt=$(cat "$tmp/flops_per_token")
         gf() { awk -v t="$1" -v f="$fpt" 'BEGIN {printf "%.1f", t * f / 1e9}'; }
         share=$(awk -v a="$(gf "$ob")" -v b="$mmb" 'BEGIN {printf "%.0f", 100 * a / b}')
-        prof=$(tail -n 1 "$tmp/profiles")
+        prof=$(tail -n 1 "$tmp/profiles_$attn")
         attn_share=$(echo "$prof" | sed -nE 's/.* attention ([0-9.]+)%.*/\1/p')
-        loads=$(range <"$tmp/loads")
+        loads=$(range <"$tmp/loads_$attn")
         echo
         echo "| $desc T $T $attn (load $loads) | tokens/s (median) | GFLOP/s | vs PyTorch bf16 autocast |"
         echo "|---|---:|---:|---:|"
@@ -140,6 +149,9 @@ for model in $MODELS; do
              "PyTorch $(sed -n 's/.*kernels: //p' "$tmp/torch_none.err" | head -n 1) (fp32), $(sed -n 's/.*kernels: //p' "$tmp/torch_bf16.err" | head -n 1) (bf16 autocast)"
         echo "$desc $T $attn $ob $tb $share $attn_share $loads" >>"$tmp/summary"
     done
+    if [ -s "$tmp/lssar_over_softmax" ]; then
+        echo "$desc $T $(grep . "$tmp/lssar_over_softmax" | median) $(grep . "$tmp/lssar_over_softmax" | tr '\n' ' ')" >>"$tmp/step_ratios"
+    fi
 done
 sed -n '1p' "$tmp/torch_bf16.err" | sed 's/; kernels.*//; s/^/(pytorch side: /; s/$/)/'
 
@@ -167,12 +179,9 @@ while read -r desc T attn ob tb share attn_share loads; do
     printf "  %-14s T %-4s %-8s bf16 path at %s%% of the bf16 matmul throughput (target >= 70%%); %sx PyTorch bf16 autocast; attention %s%% of the step (target <= %s%%) | load %s\n" \
         "$desc" "$T" "$attn" "$share" "$(ratio "$ob" "$tb")" "$attn_share" "$([ "$T" -le 64 ] && echo 15 || echo 35)" "$loads"
 done <"$tmp/summary"
-for model in $MODELS; do
-    desc=${model%%:*}; T=${model##*:}
-    s=$(awk -v d="$desc" -v t="$T" '$1 == d && $2 == t && $3 == "softmax" {print $4}' "$tmp/summary")
-    l=$(awk -v d="$desc" -v t="$T" '$1 == d && $2 == t && $3 == "lssar" {print $4}' "$tmp/summary")
-    [ -n "$s" ] && [ -n "$l" ] && echo "  $desc T $T: LSSAR's step time $(ratio "$s" "$l")x softmax's on the bf16 path (target <= 1.15)"
-done
+while read -r desc T med rounds; do
+    echo "  $desc T $T: LSSAR's step time ${med}x softmax's on the bf16 path, median of the rounds' ratios ($rounds) (target <= 1.15)"
+done <"$tmp/step_ratios"
 while read -r attn L x loads; do
     echo "  evaluation at T $L, $attn: bf16 path ${x}x the fp32 reference path's tokens/s (target >= 5) | load $loads"
 done <"$tmp/eval_summary"

@@ -19,7 +19,8 @@
 // per instruction). Each check allows the bf16 part, derived from those roundings on the float64
 // reference's own values, to first order in u:
 //   y_ti:   (2u + acc(t+1)) sum_j |W_tj v_ji|        dv_ji: (2u + acc(T)) sum_t |W_tj dy_ti|
-//   dq-hat_t: sum_j |c_t| (2u + acc(t+1)) |ds_tj| |ke_j|, and dk-hat_j the same over t with |qe_t|,
+//   dq-hat_t: sum_j |c_t| (2u + acc(t+1)) |ds_tj| |ke_j|, and dk-hat_j the same over t with |qe_t|
+//   (and acc(T)),
 //   compared as the L2 norm of each row, divided by max(|q_t|, eps) for cos_len scores (the
 //   normalisation's Jacobian has norm 1/|q|): an absolute bound, which holds where ds K cancels
 //   (nearly identical keys) and the relative error of dq is large;
@@ -29,6 +30,7 @@
 // fp32 sums of each row's sum_j W dW ln(x/m) and sum_j W ln(x/m) (the reference adds them in
 // double): at most (t+1) 2^-24 times each sum's magnitudes.
 #include <doctest/doctest.h>
+#include "test/bf16_support.h"
 
 #include <cmath>
 #include <cstring>
@@ -43,15 +45,6 @@
 constexpr double U_BF16 = 1.0 / 256;  // bf16's unit roundoff: 8 significant bits, round to nearest
 inline double acc_error(int n) { return n * std::ldexp(1.0, -23); }  // a sum of n bf16 products in fp32
 
-static bool have_bf16() {
-    static CpuBf16Support s = cpu_bf16_support();
-    static bool said = false;
-    if (!said) {
-        printf("%s\n", s.message.c_str());
-        said = true;
-    }
-    return s.usable;
-}
 
 static const AttnKind ALL_KINDS[] = {ATTN_SOFTMAX, ATTN_LSSA, ATTN_LSSAR, ATTN_SIGMOID,
                                       ATTN_RELU, ATTN_SOFTMAX_RW, ATTN_SIGMOID_L1_RW, ATTN_RELU_L1_RW};
@@ -150,10 +143,11 @@ static Reference reference(const std::vector<double>& qkv, const std::vector<dou
                 double c = std::fabs(attn_score_scale<ATTN_SOFTMAX, double>(t, hd));
                 if (V.score == ATTN_SCORE_COS_LEN) c = std::fabs(lssa_scale<double>(t, hd));
                 for (int j = 0; j <= t; j++) {
-                    double f = c * (2 * U_BF16 + acc_error(t + 1)) * std::fabs(ds[j]);
+                    double fq = c * (2 * U_BF16 + acc_error(t + 1)) * std::fabs(ds[j]);  // dq-hat_t: t + 1 terms
+                    double fk = c * (2 * U_BF16 + acc_error(T)) * std::fabs(ds[j]);      // dk-hat_j: up to T
                     for (int i = 0; i < hd; i++) {
-                        bq[(size_t)t * hd + i] += f * std::fabs(ke_h[(size_t)j * hd + i]);
-                        bk[(size_t)j * hd + i] += f * std::fabs(qe_h[(size_t)t * hd + i]);
+                        bq[(size_t)t * hd + i] += fq * std::fabs(ke_h[(size_t)j * hd + i]);
+                        bk[(size_t)j * hd + i] += fk * std::fabs(qe_h[(size_t)t * hd + i]);
                     }
                 }
             }

@@ -9,6 +9,7 @@
 // - the trainer's -pr flag, and the fp32 fallback when oneDNN may not use bf16 (ONEDNN_MAX_CPU_ISA).
 // Skipped (with a message) on a CPU without bf16 matmuls, where the path is never taken.
 #include <doctest/doctest.h>
+#include "test/bf16_support.h"
 #include "test/run_command.h"
 #include "test/temp_dir.h"
 
@@ -29,15 +30,6 @@
 #include "runtime/checkpoint.h"
 #include "model/rand.h"
 
-static bool have_bf16() {
-    static CpuBf16Support s = cpu_bf16_support();
-    static bool said = false;
-    if (!said) {
-        printf("%s\n", s.message.c_str());
-        said = true;
-    }
-    return s.usable;
-}
 
 static std::vector<float> randn(size_t n, uint64_t seed, double scale = 1.0) {
     Rng rng(seed);

@@ -20,6 +20,7 @@
 // logits are further apart than twice the largest logit difference between the paths.
 // Skipped (with a message) on a CPU without the bf16 path.
 #include <doctest/doctest.h>
+#include "test/bf16_support.h"
 
 #include <cmath>
 #include <string>
@@ -35,15 +36,6 @@
 constexpr double LOSS_RTOL = 1e-2, TENSOR_RTOL = 3e-2, SENSITIVITY_FACTOR = 4;
 constexpr int STREAM_V = 97;  // the stream's tokens: next = (5 cur + 3) mod 97, 1 in 8 random
 
-static bool have_bf16() {
-    static CpuBf16Support s = cpu_bf16_support();
-    static bool said = false;
-    if (!said) {
-        printf("%s\n", s.message.c_str());
-        said = true;
-    }
-    return s.usable;
-}
 
 static std::vector<int> stream(size_t n, uint64_t seed) {
     Rng rng(seed);
