@@ -251,7 +251,7 @@ int main(int argc, char** argv) {
         std::vector<uint8_t> valid;
         for (int l : layers)
             for (int h : head_ids) {
-                attention_map(model.gpt, l, h, W, valid);
+                attention_map(model, l, h, W, valid);
                 std::vector<AttnRowStats> rows = attention_map_stats(W, T);
                 head_summaries.push_back(summarize_rows(rows, 0, T));
                 bucket_summaries.push_back(summarize_buckets(rows));

@@ -2,8 +2,10 @@
 // (1, T) tokens, and per-row statistics of how sharp they are.
 //
 // The weights are recomputed from the post-RoPE q, k the forward saved (acts.qkvr) with the same
-// functions the forward runs (attention_prepare + attention_row_weights of attention/attention_cpu.h),
-// so a map is exactly the matrix the forward multiplied v by.
+// functions the forward runs (attention_prepare + attention_row_weights of attention/attention_cpu.h
+// on the fp32 path; on the CPU back end's bf16 path, ModelCPU with -pr bf16, the tiled attention's
+// own row code, attention_map_cpu of attention/attention_bf16_cpu.h), so a map is exactly the matrix
+// the forward multiplied v by.
 //
 // Per row t (weights w[0..t], the row's query attending to keys 0..t):
 //   entropy   H_t = -sum_j w_j log w_j            (0 log 0 = 0)
@@ -22,7 +24,7 @@
 #include <vector>
 
 #include "attention/attention_cpu.h"
-#include "model/gpt2_cpu.h"
+#include "model/backend_cpu.h"
 
 struct AttnRowStats {
     bool valid;  // false for a degenerate row (all weights 0)
@@ -51,8 +53,10 @@ template <class F> AttnRowStats attention_row_stats(const F* w, int t) {
 // The weights of one layer and head of the last forward, which must have been on B = 1.
 // W: (T, T) row-major, row t holds w[0..t] and zeros above the diagonal.
 // valid: (T) 1 for a row with weights, 0 for a degenerate LSSAR row.
+// The layer's slice of the saved post-RoPE qkv ((1, T, 3, NH, hd), the input of its attention) and
+// the head's p, after checking the last forward and the indices.
 template <class F>
-void attention_map(const GPT2<F>& gpt, int layer, int head, std::vector<F>& W, std::vector<uint8_t>& valid) {
+const F* attention_map_input(const GPT2<F>& gpt, int layer, int head, double* p) {
     const GPT2Config& c = gpt.config;
     if (gpt.B != 1 || gpt.T <= 0)
         throw std::logic_error("attention_map: needs a forward on one sequence (B = 1), the last had B = " +
@@ -61,16 +65,23 @@ void attention_map(const GPT2<F>& gpt, int layer, int head, std::vector<F>& W, s
         throw std::out_of_range("attention_map: layer " + std::to_string(layer) + " / head " + std::to_string(head) +
                                 " outside the model's " + std::to_string(c.num_layers) + " layers x " +
                                 std::to_string(c.num_heads) + " heads");
+    int NH = c.num_heads;
+    *p = c.learn_p ? learned_p((double)gpt.params[gpt.param_offsets[P_PTHETA] + layer * NH + head]) : c.p;
+    return gpt.acts.qkvr + (size_t)layer * gpt.T * 3 * c.channels;  // qkvr (L, 1, T, 3C)
+}
+
+template <class F>
+void attention_map(const GPT2<F>& gpt, int layer, int head, std::vector<F>& W, std::vector<uint8_t>& valid) {
+    const GPT2Config& c = gpt.config;
+    double p;
+    const F* qkv = attention_map_input(gpt, layer, head, &p);
     int T = gpt.T, NH = c.num_heads, C = c.channels, hd = C / NH;
-    // qkvr (L, 1, T, 3C): this layer's slice is the (1, T, 3, NH, hd) input of attention_forward
-    const F* qkv = gpt.acts.qkvr + (size_t)layer * T * 3 * C;
     std::vector<F> qe, ke, qn, kn;  // (1, NH, T, hd), (1, NH, T)
     attention_prepare(qe, ke, qn, kn, qkv, 1, T, NH, hd, c.attn);
     W.assign((size_t)T * T, F(0));
     valid.assign(T, 0);
     const F* qe_h = &qe[(size_t)head * T * hd];
     const F* ke_h = &ke[(size_t)head * T * hd];
-    double p = c.learn_p ? learned_p((double)gpt.params[gpt.param_offsets[P_PTHETA] + layer * NH + head]) : c.p;
 #pragma omp parallel
     {
         std::vector<F> s(T), a(T);
@@ -82,6 +93,16 @@ void attention_map(const GPT2<F>& gpt, int layer, int head, std::vector<F>& W, s
             valid[t] = ok ? 1 : 0;
         }
     }
+}
+
+// The map of the path the model runs: the reference's rows on the fp32 path, the tiled
+// attention's rows on the bf16 path (the weights its forward multiplied v by).
+inline void attention_map(const ModelCPU& model, int layer, int head, std::vector<float>& W, std::vector<uint8_t>& valid) {
+    if (!model.bf16) return attention_map(model.gpt, layer, head, W, valid);
+    const GPT2Config& c = model.config;
+    double p;
+    const float* qkv = attention_map_input(model.gpt, layer, head, &p);
+    attention_map_cpu(W, valid, qkv, model.gpt.T, c.num_heads, c.channels / c.num_heads, head, c.attn, p);
 }
 
 // Statistics of every row of a map W (T, T).

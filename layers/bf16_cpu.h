@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include <dnnl.hpp>
 
@@ -43,7 +44,8 @@ inline float bf16_to_float(bf16 h) {
 struct CpuBf16Support {
     bool avx512f = false, avx512_bf16 = false, amx_bf16 = false;  // cpuid
     std::string onednn_isa;  // the ISA oneDNN dispatches to (after ONEDNN_MAX_CPU_ISA)
-    bool usable = false;     // bf16 matmuls in hardware and AVX-512 for the other layers
+    bool usable = false;     // bf16 matmuls in hardware, AVX-512 for the other layers and AVX512-BF16's dot
+                             // products for attention's (every CPU with AMX has AVX512-BF16 too)
     std::string message;     // one line saying what is used, or why not
 };
 
@@ -71,7 +73,7 @@ inline CpuBf16Support cpu_bf16_support() {
     dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
     s.onednn_isa = onednn_isa_name(isa);
     bool onednn_bf16 = isa == dnnl::cpu_isa::avx512_core_amx || isa == dnnl::cpu_isa::avx512_core_bf16;
-    s.usable = s.avx512f && (s.avx512_bf16 || s.amx_bf16) && onednn_bf16;
+    s.usable = s.avx512f && s.avx512_bf16 && onednn_bf16;
     if (s.usable) {
         s.message = std::string("bf16 matmuls through oneDNN on ") + s.onednn_isa +
                     (s.amx_bf16 ? "" : " (this CPU has no AMX)");
@@ -154,15 +156,50 @@ BF16_CPU_TARGET inline void round_row_bf16(bf16* out, const float* in, size_t n)
     }
 }
 
-// the whole buffer, in parallel
-inline void round_to_bf16(bf16* out, const float* in, size_t n) {
+// Column sums of an (N, OC) quantity that a layer computes row by row, in parallel and with the
+// same bits for any number of threads: rows go in fixed chunks of COLSUM_ROWS, each chunk sums its
+// rows in order into its own row of partial (chunks, OC), and colsum_finish adds the chunks' rows
+// in chunk order. partial is the caller's scratch (grown, never shrunk).
+constexpr int COLSUM_ROWS = 32;
+inline int colsum_chunks(int N) { return (N + COLSUM_ROWS - 1) / COLSUM_ROWS; }
+inline float* colsum_partial(std::vector<float>& partial, int N, int OC) {
+    size_t n = (size_t)colsum_chunks(N) * OC;
+    if (partial.size() < n) partial.resize(n);
+    return partial.data();
+}
+// out (OC) += the sum over chunks of partial (chunks, OC)
+BF16_CPU_TARGET inline void colsum_finish(float* out, const float* partial, int chunks, int OC) {
+    int blocks = (OC + 15) / 16;
+#pragma omp parallel for schedule(static)
+    for (int blk = 0; blk < blocks; blk++) {
+        int o = blk * 16;
+        __mmask16 m = OC - o >= 16 ? (__mmask16)0xffff : tail_mask(OC - o);
+        __m512 sum = _mm512_setzero_ps();
+        for (int c = 0; c < chunks; c++) sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(m, partial + (size_t)c * OC + o));
+        _mm512_mask_storeu_ps(out + o, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, out + o), sum));
+    }
+}
+
+// n bf16 to float (exact)
+BF16_CPU_TARGET inline void widen_row_bf16(float* out, const bf16* in, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, load_bf16(in + i));
+    for (; i < n; i++) out[i] = bf16_to_float(in[i]);
+}
+
+// row(out + begin, in + begin, count) over [0, n) in chunks of 2^14 elements, in parallel
+template <class O, class I, class Row> inline void convert_in_chunks(O* out, const I* in, size_t n, Row row) {
     const size_t chunk = 1 << 14;
     size_t chunks = (n + chunk - 1) / chunk;
 #pragma omp parallel for schedule(static)
     for (size_t c = 0; c < chunks; c++) {
         size_t begin = c * chunk, end = begin + chunk < n ? begin + chunk : n;
-        round_row_bf16(out + begin, in + begin, end - begin);
+        row(out + begin, in + begin, end - begin);
     }
 }
+
+// the whole buffer, in parallel
+inline void round_to_bf16(bf16* out, const float* in, size_t n) { convert_in_chunks(out, in, n, round_row_bf16); }
+inline void widen_bf16(float* out, const bf16* in, size_t n) { convert_in_chunks(out, in, n, widen_row_bf16); }
 
 #pragma GCC diagnostic pop

@@ -3,6 +3,9 @@
 // Backward fused with what the matmul below needs: dinp (N,OC) bf16 and its column sums.
 #pragma once
 
+#include <algorithm>
+#include <vector>
+
 #include "layers/bf16_cpu.h"
 #include "layers/gelu_cpu.h"
 
@@ -30,33 +33,37 @@ BF16_CPU_TARGET inline void gelu_forward_bf16(bf16* out, const float* inp, size_
 }
 
 // dinp_bf (N,OC) = bf16(gelu'(inp) * dout); dbias (OC) += column sums of the fp32 gelu'(inp) * dout.
-// inp, dout (N,OC) fp32. Parallel over 16-column blocks, rows in order (same sums for any thread count).
+// inp, dout (N,OC) fp32. Parallel over chunks of rows, the sums by colsum_finish (the same bits for
+// any number of threads); partial: scratch.
 BF16_CPU_TARGET inline void gelu_backward_bf16(bf16* dinp_bf, float* dbias, const float* inp, const float* dout,
-                                               int N, int OC) {
-    int blocks = (OC + 15) / 16;
+                                               int N, int OC, std::vector<float>& partial) {
+    const int chunks = colsum_chunks(N);
+    float* part = colsum_partial(partial, N, OC);
 #pragma omp parallel for schedule(static)
-    for (int blk = 0; blk < blocks; blk++) {
-        int o = blk * 16;
-        __mmask16 m = OC - o >= 16 ? (__mmask16)0xffff : tail_mask(OC - o);
-        __m512 sum = _mm512_setzero_ps();
-        for (int n = 0; n < N; n++) {
-            size_t at = (size_t)n * OC + o;
-            __m512 x = _mm512_maskz_loadu_ps(m, inp + at);
-            __m512 th = tanh512(gelu_tanh_arg(x));
-            __m512 sech2 = _mm512_fnmadd_ps(th, th, _mm512_set1_ps(1.0f));
-            __m512 du = _mm512_mul_ps(_mm512_set1_ps(gelu_scale<float>()),
-                                      _mm512_fmadd_ps(_mm512_set1_ps(3 * 0.044715f), _mm512_mul_ps(x, x),
-                                                      _mm512_set1_ps(1.0f)));
-            // 0.5 (1 + th) + 0.5 x sech2 du
-            __m512 half = _mm512_set1_ps(0.5f);
-            __m512 grad = _mm512_fmadd_ps(_mm512_mul_ps(half, x), _mm512_mul_ps(sech2, du),
-                                          _mm512_mul_ps(half, _mm512_add_ps(_mm512_set1_ps(1.0f), th)));
-            __m512 d = _mm512_mul_ps(grad, _mm512_maskz_loadu_ps(m, dout + at));
-            sum = _mm512_add_ps(sum, d);
-            store_bf16_masked(dinp_bf + at, d, m);
+    for (int c = 0; c < chunks; c++) {
+        float* ps = part + (size_t)c * OC;
+        std::fill(ps, ps + OC, 0.0f);
+        for (int n = c * COLSUM_ROWS; n < std::min(N, (c + 1) * COLSUM_ROWS); n++) {
+            for (int o = 0; o < OC; o += 16) {
+                __mmask16 m = OC - o >= 16 ? (__mmask16)0xffff : tail_mask(OC - o);
+                size_t at = (size_t)n * OC + o;
+                __m512 x = _mm512_maskz_loadu_ps(m, inp + at);
+                __m512 th = tanh512(gelu_tanh_arg(x));
+                __m512 sech2 = _mm512_fnmadd_ps(th, th, _mm512_set1_ps(1.0f));
+                __m512 du = _mm512_mul_ps(_mm512_set1_ps(gelu_scale<float>()),
+                                          _mm512_fmadd_ps(_mm512_set1_ps(3 * 0.044715f), _mm512_mul_ps(x, x),
+                                                          _mm512_set1_ps(1.0f)));
+                // 0.5 (1 + th) + 0.5 x sech2 du
+                __m512 half = _mm512_set1_ps(0.5f);
+                __m512 grad = _mm512_fmadd_ps(_mm512_mul_ps(half, x), _mm512_mul_ps(sech2, du),
+                                              _mm512_mul_ps(half, _mm512_add_ps(_mm512_set1_ps(1.0f), th)));
+                __m512 d = _mm512_mul_ps(grad, _mm512_maskz_loadu_ps(m, dout + at));
+                _mm512_mask_storeu_ps(ps + o, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, ps + o), d));
+                store_bf16_masked(dinp_bf + at, d, m);
+            }
         }
-        _mm512_mask_storeu_ps(dbias + o, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, dbias + o), sum));
     }
+    colsum_finish(dbias, part, chunks, OC);
 }
 
 #pragma GCC diagnostic pop

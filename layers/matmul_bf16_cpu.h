@@ -8,10 +8,12 @@
 // Shapes as nn.Linear: inp (N,C), w (OC,C), out (N,OC) = inp @ w^T + bias.
 #pragma once
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <tuple>
 #include <unordered_map>
+#include <vector>
 
 #include "layers/bf16_cpu.h"
 
@@ -78,21 +80,27 @@ struct MatmulBf16 {
 
 // The matmul backward's dout in bf16 and the bias gradient from its fp32 values:
 // dout_bf (N,OC) = bf16(dout (N,OC)); dbias (OC) += column sums of dout (null: none).
-// Parallel over blocks of 16 columns, rows in order: the same sums for any thread count.
-BF16_CPU_TARGET inline void matmul_dout_bf16(bf16* dout_bf, float* dbias, const float* dout, int N, int OC) {
-    int blocks = (OC + 15) / 16;
+// Parallel over chunks of rows, the sums by colsum_finish (the same bits for any number of
+// threads); partial: scratch.
+BF16_CPU_TARGET inline void matmul_dout_bf16(bf16* dout_bf, float* dbias, const float* dout, int N, int OC,
+                                             std::vector<float>& partial) {
+    const int chunks = colsum_chunks(N);
+    float* part = colsum_partial(partial, N, OC);
 #pragma omp parallel for schedule(static)
-    for (int blk = 0; blk < blocks; blk++) {
-        int o = blk * 16;
-        __mmask16 m = OC - o >= 16 ? (__mmask16)0xffff : tail_mask(OC - o);
-        __m512 sum = _mm512_setzero_ps();
-        for (int n = 0; n < N; n++) {
-            __m512 x = _mm512_maskz_loadu_ps(m, dout + (size_t)n * OC + o);
-            sum = _mm512_add_ps(sum, x);
-            store_bf16_masked(dout_bf + (size_t)n * OC + o, x, m);
+    for (int c = 0; c < chunks; c++) {
+        int n1 = std::min(N, (c + 1) * COLSUM_ROWS);
+        for (int o = 0; o < OC; o += 16) {  // the chunk's rows stay in cache across its column blocks
+            __mmask16 m = OC - o >= 16 ? (__mmask16)0xffff : tail_mask(OC - o);
+            __m512 sum = _mm512_setzero_ps();
+            for (int n = c * COLSUM_ROWS; n < n1; n++) {
+                __m512 x = _mm512_maskz_loadu_ps(m, dout + (size_t)n * OC + o);
+                sum = _mm512_add_ps(sum, x);
+                store_bf16_masked(dout_bf + (size_t)n * OC + o, x, m);
+            }
+            _mm512_mask_storeu_ps(part + (size_t)c * OC + o, m, sum);
         }
-        if (dbias) _mm512_mask_storeu_ps(dbias + o, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, dbias + o), sum));
     }
+    if (dbias) colsum_finish(dbias, part, chunks, OC);
 }
 
 #pragma GCC diagnostic pop

@@ -68,11 +68,10 @@ struct ModelCPU {
         if (bf16) bf16->weights_changed();
     }
 
-    // backward_follows: the CUDA back end's hint that a backward comes next (this one keeps the
-    // logits either way)
+    // backward_follows: the hint that a backward comes next (the bf16 path then writes the
+    // classifier's gradient in the forward's pass over the logits; the logits are kept either way)
     float forward(const int* inputs, const int* targets, int B, int T, bool backward_follows = false) {
-        (void)backward_follows;
-        return bf16 ? bf16->forward(inputs, targets, B, T) : gpt.forward(inputs, targets, B, T);
+        return bf16 ? bf16->forward(inputs, targets, B, T, backward_follows) : gpt.forward(inputs, targets, B, T);
     }
 
     // A forward without targets then computes only the logits of rows b*T + t >= row (default 0).

@@ -1,19 +1,26 @@
 // What the CPU back end's bf16 path does with the machine (scripts/bench_cpu_trainer.sh runs it):
 //   1. the model's FLOPs per token (6 per matmul weight and token, plus attention's 12 L T C),
-//   2. the throughput of the matmuls alone: every matmul of one training step (forward, dinp, dW;
+//   2. the libraries' kernels: OpenBLAS's core (openblas_get_corename) and oneDNN's ISA,
+//   3. the throughput of the matmuls alone: every matmul of one training step (forward, dinp, dW;
 //      the model's shapes) in bf16 through oneDNN and in fp32 through OpenBLAS, as total FLOPs over
 //      total time (the best of REPS passes),
-//   3. the share of the bf16 path's step time per layer kind, over STEPS training steps.
-//   build/profile_cpu -e d4 -b 16 -t 64 [-a softmax|lssa|lssar] [-x steps]
+//   4. the share of the bf16 path's step time per layer kind, over STEPS training steps,
+//   5. with -el, the long-context evaluation: tokens/s of eval/loss_vs_length.h's loss_vs_length at
+//      each length on the fp32 reference path and on the bf16 path (the same weights and tokens),
+//      and the bf16 path's share of that time per layer kind.
+//   build/profile_cpu -e d4 -b 16 -t 64 [-a softmax|lssa|lssar|...] [-x steps] [-el 1024,2048 [-en tokens]]
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "eval/loss_vs_length.h"
 #include "layers/matmul_cpu.h"
 #include "model/backend_cpu.h"
+#include "model/gpt2_descriptor.h"
 #include "model/rand.h"
+#include "runtime/cli.h"
 
 struct Shape {
     int N, C, OC;  // inp (N,C) @ w (OC,C)^T
@@ -64,15 +71,49 @@ static void fail(const std::string& msg) {
     exit(1);
 }
 
+static std::string profile_line(const StepProfile& prof, double total) {
+    double layer_sum = 0;
+    std::string out;
+    char buf[64];
+    for (int k = 0; k < NUM_PROFILE_KINDS; k++) {
+        layer_sum += prof.seconds[k];
+        snprintf(buf, sizeof buf, " %s %.1f%%", profile_kind_name(k), 100.0 * prof.seconds[k] / total);
+        out += buf;
+    }
+    snprintf(buf, sizeof buf, " | untimed %.1f%%", 100.0 * (total - layer_sum) / total);
+    return out + buf;
+}
+
+// tokens/s of loss_vs_length at length L over the first N tokens of span (after one untimed
+// forward of the timed forwards' shape, which sizes the activations); the bf16 path's profile of the
+// timed part into *prof when given
+static double eval_tokens_per_s(ModelCPU& m, const std::vector<int>& span, int64_t N, int L, int tokens_per_forward,
+                                StepProfile* prof, double* seconds) {
+    int64_t batch = std::max<int64_t>(1, std::min<int64_t>(N / L, tokens_per_forward / L));  // as loss_vs_length batches
+    loss_vs_length(m, span, batch * L, {L}, tokens_per_forward);
+    if (m.bf16) m.bf16->prof = StepProfile();
+    double t0 = StepProfile::now();
+    loss_vs_length(m, span, N, {L}, tokens_per_forward);
+    *seconds = StepProfile::now() - t0;
+    if (prof && m.bf16) *prof = m.bf16->prof;
+    return (double)N / *seconds;
+}
+
 int main(int argc, char** argv) {
     std::string model = "d4", attn = "softmax";
-    int B = 16, T = 64, steps = 4, reps = 3;
+    int B = 16, T = 64, steps = 4, reps = 3, tokens_per_forward = 4096;
+    std::vector<long long> eval_lengths;
+    long long eval_tokens = 0;
     for (int i = 1; i < argc; i++) {
         std::string f = argv[i];
         if (f == "-h" || i + 1 >= argc) {
-            fprintf(stderr, "usage: %s [-e d4] [-b 16] [-t 64] [-a softmax|lssa|lssar] [-x steps]\n"
-                            "prints the model's FLOPs per token, the matmul throughput of one step's matmuls (bf16\n"
-                            "oneDNN, fp32 OpenBLAS) and the bf16 path's share of step time per layer kind\n", argv[0]);
+            fprintf(stderr, "usage: %s [-e d4 | d4c128h2v256] [-b 16] [-t 64] [-a softmax|lssa|lssar|...] [-x steps]\n"
+                            "          [-el 1024,2048] [-en tokens] [-ef tokens per forward]\n"
+                            "prints the model's FLOPs per token, the kernels of OpenBLAS and oneDNN, the matmul throughput\n"
+                            "of one step's matmuls (bf16 oneDNN, fp32 OpenBLAS), the bf16 path's share of step time per\n"
+                            "layer kind, and with -el the tokens/s of loss_vs_length at those lengths on the fp32 and the\n"
+                            "bf16 path (-en tokens scored per length, default 2 x the longest; -ef as loss_vs_length's -f,\n"
+                            "default 4096)\n", argv[0]);
             return f == "-h" ? 0 : 1;
         }
         const char* v = argv[++i];
@@ -81,30 +122,38 @@ int main(int argc, char** argv) {
         else if (f == "-t") T = atoi(v);
         else if (f == "-a") attn = v;
         else if (f == "-x") steps = atoi(v);
+        else if (f == "-el") eval_lengths = cli_parse_int_list("-el", v, 1, 1 << 20, 16, "lengths", "1024,2048");
+        else if (f == "-en") eval_tokens = cli_parse_int("-en", v, 1, 1LL << 30);
+        else if (f == "-ef") tokens_per_forward = (int)cli_parse_int("-ef", v, 1, 1 << 30);
         else fail("unknown flag " + f);
     }
     setvbuf(stdout, nullptr, _IOLBF, 0);
     if (B < 1 || T < 1 || steps < 1) fail("-b, -t and -x must be >= 1");
-    int layers = 0;
-    if (sscanf(model.c_str(), "d%d", &layers) != 1 || layers < 1) fail("-e " + model + ": expected dL, e.g. d4");
     GPT2Config c;
-    c.num_layers = layers;
-    c.channels = 64 * layers;
-    c.num_heads = layers;
+    std::string err;
+    if (!gpt2_parse_descriptor(model, &c, &err)) fail("-e " + model + ": expected a descriptor dL[cC][hH][vV], e.g. d4 or d4c128h2v256");
+    if (!err.empty()) fail("-e " + err);
     c.max_seq_len = T;
-    if (!attn_kind_from_name(attn.c_str(), &c.attn)) fail("-a " + attn + ": expected softmax, lssa or lssar");
+    for (long long L : eval_lengths) c.max_seq_len = std::max(c.max_seq_len, (int)L);
+    if (!attn_kind_from_name(attn.c_str(), &c.attn)) fail("-a " + attn + ": expected one of " + attn_kind_list());
+    err = gpt2_config_error(c);
+    if (!err.empty()) fail(err);
     int BT = B * T;
 
     std::vector<Shape> shapes = step_matmuls(c, BT);
     double matmul_flops = 0;
     for (const Shape& s : shapes) matmul_flops += 6.0 * s.N * s.C * s.OC;
     double flops_per_token = matmul_flops / BT + 12.0 * c.num_layers * T * c.channels;
+    printf("model %s (L %d, C %d, NH %d, V %d), B %d, T %d, attention %s\n", model.c_str(), c.num_layers, c.channels,
+           c.num_heads, c.vocab_size, B, T, attn.c_str());
     printf("flops_per_token %.6g\n", flops_per_token);
 
     ModelCPU m(c);
     std::string line = m.select_precision("bf16");
     if (!m.bf16) fail(line);
     printf("precision %s\n", line.c_str());
+    printf("openblas_corename %s\n", openblas_get_corename());
+    printf("onednn_isa %s\n", cpu_bf16_support().onednn_isa.c_str());
     double t_bf16 = time_matmuls(shapes, true, reps), t_fp32 = time_matmuls(shapes, false, reps);
     printf("matmul_gflops_bf16 %.1f\nmatmul_gflops_fp32 %.1f\n", matmul_flops / t_bf16 / 1e9, matmul_flops / t_fp32 / 1e9);
 
@@ -117,17 +166,35 @@ int main(int argc, char** argv) {
         if (s == 1) m.bf16->prof = StepProfile();
         double t0 = StepProfile::now();
         m.zero_grad();
-        m.forward(tokens.data(), tokens.data() + 1, B, T);
+        m.forward(tokens.data(), tokens.data() + 1, B, T, true);  // as the trainer: a backward follows
         m.backward(1.0f);
         double norm = m.grad_norm();
         m.update(3e-4f, 0.9f, 0.95f, 1e-8f, 0.0f, norm > 1.0 ? (float)(1.0 / norm) : 1.0f, s + 1);
         if (s > 0) total += StepProfile::now() - t0;
     }
-    double* sec = m.bf16->prof.seconds;
-    double layer_sum = 0;
-    for (int k = 0; k < NUM_PROFILE_KINDS; k++) layer_sum += sec[k];
-    printf("step_ms_bf16 %.1f\nprofile bf16 (share of step time):", 1e3 * total / steps);
-    for (int k = 0; k < NUM_PROFILE_KINDS; k++) printf(" %s %.1f%%", profile_kind_name(k), 100.0 * sec[k] / total);
-    printf(" | untimed %.1f%%\n", 100.0 * (total - layer_sum) / total);
+    printf("step_ms_bf16 %.1f\n", 1e3 * total / steps);
+    printf("profile bf16 (share of step time):%s\n", profile_line(m.bf16->prof, total).c_str());
+
+    if (!eval_lengths.empty()) {
+        // the two paths on one set of weights (the trained ones above) and one span of tokens
+        std::vector<float> params;
+        m.get_params(params);
+        ModelCPU ref(c);
+        ref.set_params(params);
+        int64_t longest = *std::max_element(eval_lengths.begin(), eval_lengths.end());
+        int64_t N = eval_tokens > 0 ? eval_tokens : 2 * longest;
+        std::vector<int> span((size_t)N + 1);
+        for (int& t : span) t = (int)(rng.next_u64() % c.vocab_size);
+        for (long long L : eval_lengths) {
+            if (N % L != 0) fail("-en " + std::to_string(N) + " is not a multiple of the length " + std::to_string(L));
+            StepProfile prof;
+            double s32, s16;
+            double tok32 = eval_tokens_per_s(ref, span, N, (int)L, tokens_per_forward, nullptr, &s32);
+            double tok16 = eval_tokens_per_s(m, span, N, (int)L, tokens_per_forward, &prof, &s16);
+            printf("eval_T %lld tokens %lld: fp32 %.1f tok/s, bf16 %.1f tok/s, bf16 / fp32 %.2fx\n", L, (long long)N, tok32,
+                   tok16, tok16 / tok32);
+            printf("profile bf16 eval T %lld (share of time):%s\n", L, profile_line(prof, s16).c_str());
+        }
+    }
     return 0;
 }

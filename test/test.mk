@@ -11,3 +11,8 @@ $(CPU_REFERENCE_TESTS): $(BUILD)/%: test/%.cpp $(DOCTEST_MAIN) | $(BUILD)
 	$(CXX_HOST) $< $(DOCTEST_MAIN) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
 
 TESTS += $(CPU_REFERENCE_TESTS)
+
+# the bf16 path's attention (attention/attention_bf16_cpu.h) against the float64 reference
+$(BUILD)/test_attention_bf16_cpu: test/test_attention_bf16_cpu.cpp $(DOCTEST_MAIN) | $(BUILD)
+	$(CXX_HOST) $< $(DOCTEST_MAIN) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
+TESTS += $(BUILD)/test_attention_bf16_cpu

@@ -1,6 +1,7 @@
 // The CPU back end's bf16 path (model/gpt2_cpu_bf16.h) against the fp32 reference (model/gpt2_cpu.h):
-// - its kernels (bf16 rounding, exp, layernorm, GELU, classifier, AdamW, the oneDNN matmul) against
-//   the reference layers on shapes that are not multiples of the 16-lane vectors;
+// - its kernels (bf16 rounding, exp, layernorm, RoPE, GELU, classifier, AdamW, the oneDNN matmul)
+//   against the reference layers on shapes that are not multiples of the 16-lane vectors (its
+//   attention: test/test_attention_bf16_cpu.cpp);
 // - the whole model over 10 AdamW steps (softmax, LSSA, LSSAR): losses, every parameter gradient,
 //   the gradient norm, as the CUDA back end is checked (test/test_model_cuda.cu);
 // - exact resume: a run stopped and resumed from its checkpoint files ends bit for bit where the
@@ -8,6 +9,7 @@
 // - the trainer's -pr flag, and the fp32 fallback when oneDNN may not use bf16 (ONEDNN_MAX_CPU_ISA).
 // Skipped (with a message) on a CPU without bf16 matmuls, where the path is never taken.
 #include <doctest/doctest.h>
+#include "test/bf16_support.h"
 #include "test/run_command.h"
 #include "test/temp_dir.h"
 
@@ -23,20 +25,12 @@
 #include "layers/classifier_cpu.h"
 #include "layers/gelu_cpu.h"
 #include "layers/layernorm_cpu.h"
+#include "layers/rope_cpu.h"
 #include "model/backend_cpu.h"
 #include "runtime/checkpoint.h"
 #include "model/rand.h"
 #include "test/adamw_bound.h"
 
-static bool have_bf16() {
-    static CpuBf16Support s = cpu_bf16_support();
-    static bool said = false;
-    if (!said) {
-        printf("%s\n", s.message.c_str());
-        said = true;
-    }
-    return s.usable;
-}
 
 static std::vector<float> randn(size_t n, uint64_t seed, double scale = 1.0) {
     Rng rng(seed);
@@ -127,8 +121,9 @@ TEST_CASE("layernorm: forward (bf16 out) and backward against the reference") {
     std::vector<bf16> out(N * C);
     std::vector<float> mean(N), rstd(N), dx(N * C, 0.1f), dw(C, 0.2f), db(C, 0.3f);
     layernorm_forward_bf16(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+    std::vector<float> scratch;
     layernorm_backward_bf16(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(), rstd.data(),
-                            N, C);
+                            N, C, scratch);
     // forward: the bf16 rounding of the output (2^-8 relative) plus fp32 arithmetic (1e-5 absolute
     // for outputs of order |w| |norm| + |b| ~ 5)
     for (int i = 0; i < N * C; i++) CHECK(std::fabs(bf16_to_float(out[i]) - out_ref[i]) <= BF16_ROUND * std::fabs(out_ref[i]) + 1e-5);
@@ -147,6 +142,27 @@ TEST_CASE("layernorm: forward (bf16 out) and backward against the reference") {
     }
 }
 
+TEST_CASE("RoPE: forward and backward against the float64 reference, hd 36 (a masked tail of 4 channels), in place too") {
+    if (!have_bf16()) return;
+    const int B = 2, T = 19, NH = 3, hd = 36, C = NH * hd;
+    std::vector<float> x = randn((size_t)B * T * 3 * C, 21);
+    std::vector<double> xd = to_double(x), y_ref(xd.size()), dx_ref(xd.size());
+    rope_forward(y_ref.data(), xd.data(), B, T, NH, hd, 10000.0);
+    rope_backward(dx_ref.data(), xd.data(), B, T, NH, hd, 10000.0);
+    RopeTableBf16 table;
+    std::vector<float> y(x.size()), dx = x;
+    rope_forward_bf16(y.data(), x.data(), B, T, NH, hd, table, 10000.0);
+    rope_backward_bf16(dx.data(), dx.data(), B, T, NH, hd, table, 10000.0);  // in place
+    // each output is x0 c - x1 s or x0 s + x1 c with c, s rounded to float (2^-24 relative each), one
+    // product and one FMA rounded: within 4 2^-24 (|x0| + |x1|) of the exact rotation
+    for (size_t i = 0; i < x.size(); i++) {
+        size_t pair = i & ~(size_t)1;
+        double mag = std::fabs(xd[pair]) + std::fabs(xd[pair + 1]);
+        CHECK(std::fabs(y[i] - y_ref[i]) <= 4 * std::ldexp(mag, -24));
+        CHECK(std::fabs(dx[i] - dx_ref[i]) <= 4 * std::ldexp(mag, -24));
+    }
+}
+
 TEST_CASE("GELU: forward (bf16 out), backward (bf16 dinp and fp32 bias sums) against the reference") {
     if (!have_bf16()) return;
     const int N = 29, OC = 40;
@@ -158,7 +174,8 @@ TEST_CASE("GELU: forward (bf16 out), backward (bf16 dinp and fp32 bias sums) aga
     std::vector<bf16> y(N * OC), dx(N * OC);
     std::vector<float> dbias(OC, 0.5f);
     gelu_forward_bf16(y.data(), x.data(), N * OC);
-    gelu_backward_bf16(dx.data(), dbias.data(), x.data(), dy.data(), N, OC);
+    std::vector<float> scratch;
+    gelu_backward_bf16(dx.data(), dbias.data(), x.data(), dy.data(), N, OC, scratch);
     // bf16 rounding of the result, plus tanh's fp32 absolute error (1e-6) times |x|/2 <= 6
     for (int i = 0; i < N * OC; i++) {
         CHECK(std::fabs(bf16_to_float(y[i]) - y_ref[i]) <= BF16_ROUND * std::fabs(y_ref[i]) + 6e-6);
@@ -254,7 +271,8 @@ TEST_CASE("oneDNN bf16 matmul: forward with bias, dinp with alpha, dW accumulate
     // the matmul's dout in bf16 with the bias gradient from the fp32 values
     std::vector<float> d = randn(N * OC, 16), dbias(OC, 1.0f);
     std::vector<bf16> d_b(N * OC);
-    matmul_dout_bf16(d_b.data(), dbias.data(), d.data(), N, OC);
+    std::vector<float> scratch;
+    matmul_dout_bf16(d_b.data(), dbias.data(), d.data(), N, OC, scratch);
     for (int i = 0; i < N * OC; i++) CHECK(d_b[i] == float_to_bf16(d[i]));
     for (int o = 0; o < OC; o++) {
         double s = 1.0;

@@ -33,6 +33,27 @@ def blas_libraries():
     return sorted(libs)
 
 
+def library_kernels():
+    """What the mapped libraries dispatch to in this process: OpenBLAS's core (openblas_get_corename)
+    and oneDNN's ISA (dnnl_get_effective_cpu_isa), asked of the libraries themselves."""
+    import ctypes
+    isa_names = {0x27: "avx512_core", 0x67: "avx512_core_vnni", 0xe7: "avx512_core_bf16",
+                 0x3e7: "avx512_core_amx", 0x7: "avx2", 0x407: "avx2_vnni", 0x3: "avx", 0x1: "sse41"}
+    out = []
+    for path in blas_libraries():
+        if "openblas" in os.path.basename(path):
+            lib = ctypes.CDLL(path)
+            lib.openblas_get_corename.restype = ctypes.c_char_p
+            out.append(f"OpenBLAS {lib.openblas_get_corename().decode()}")
+            break
+    with open("/proc/self/maps") as f:
+        dnnl = sorted({line.split()[-1] for line in f if "libdnnl" in line or "libmkldnn" in line})
+    if dnnl:
+        isa = ctypes.CDLL(dnnl[0]).dnnl_get_effective_cpu_isa()
+        out.append(f"oneDNN {isa_names.get(isa, hex(isa))}")
+    return ", ".join(out) or "no OpenBLAS or oneDNN mapped"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--attn", choices=["softmax", "lssa", "lssar"], default="lssar")
@@ -85,8 +106,8 @@ def main():
         if step >= args.warmup:
             tokens_per_s.append(args.B * args.T / dt)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, autocast {args.autocast}, "
-          f"oneDNN (mkldnn) {torch.backends.mkldnn.is_available()}, BLAS: {' '.join(blas_libraries()) or 'none found'}",
-          file=sys.stderr)
+          f"oneDNN (mkldnn) {torch.backends.mkldnn.is_available()}, BLAS: {' '.join(blas_libraries()) or 'none found'}; "
+          f"kernels: {library_kernels()}", file=sys.stderr)
     print(f"{statistics.median(tokens_per_s):.1f}")
 
 

@@ -1,0 +1,605 @@
+// The bf16 path's attention (attention/attention_bf16_cpu.h) against the float64 reference
+// (attention/attention_cpu.h), every variant of attention/attention_kind.h:
+// - its vector functions (ln, ln(1 + x)) against libm;
+// - forward (outputs, saved stats), backward (dq, dk, dv) and learned p's dL/dp, on shapes that are
+//   not multiples of the 16-lane vectors nor of the 8-row blocks, within bounds derived from its
+//   roundings (below);
+// - the reference's edge cases (test_attention_cpu.cpp): row 0, one-hot rows, tied keys, degenerate
+//   zero-query rows, relu rows without a positive score, saturated sigmoids, huge and tiny norms,
+//   norms whose squares overflow float32, and LSSAR at T = 4096 with keys sharing a direction (x in
+//   the thousands) and at T = 2048 with nearly identical keys (x ~ 1e-3);
+// - the same bits for any number of threads, and attention maps whose rows are the forward's weights.
+// Skipped (with a message) on a CPU without AVX512-BF16, where the bf16 path is never taken.
+//
+// Tolerances. The kernel evaluates scores, phi, the row sums, the re-weighting and dW = dy . v in
+// fp32, as the reference does in its float32 build, and rounds to bf16 (relative error <= u = 2^-8
+// each) the two operands of the other products: weights and v (y), ds and ke (dq), ds and qe (dk),
+// weights and dy (dv); products of bf16 are exact in fp32, and a sum of n of them in fp32 errs by at
+// most n 2^-24 of the sum of their magnitudes (acc(n) below, with a factor 2 for the two additions
+// per instruction). Each check allows the bf16 part, derived from those roundings on the float64
+// reference's own values, to first order in u:
+//   y_ti:   (2u + acc(t+1)) sum_j |W_tj v_ji|        dv_ji: (2u + acc(T)) sum_t |W_tj dy_ti|
+//   dq-hat_t: sum_j |c_t| (2u + acc(t+1)) |ds_tj| |ke_j|, and dk-hat_j the same over t with |qe_t|
+//   (and acc(T)),
+//   compared as the L2 norm of each row, divided by max(|q_t|, eps) for cos_len scores (the
+//   normalisation's Jacobian has norm 1/|q|): an absolute bound, which holds where ds K cancels
+//   (nearly identical keys) and the relative error of dq is large;
+// plus the fp32 part: 4 times the float32 reference's own largest error on the same inputs (the
+// same arithmetic in another order: it measures how the inputs condition fp32), and 1e-6 of the
+// output's scale. dL/dp comes from fp32 values only: the fp32 part, and the error of the kernel's
+// fp32 sums of each row's sum_j W dW ln(x/m) and sum_j W ln(x/m) (the reference adds them in
+// double): at most (t+1) 2^-24 times each sum's magnitudes.
+#include <doctest/doctest.h>
+#include "test/bf16_support.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "attention/attention_bf16_cpu.h"
+#include "attention/attention_cpu.h"
+#include "test/gradcheck.h"
+
+constexpr double U_BF16 = 1.0 / 256;  // bf16's unit roundoff: 8 significant bits, round to nearest
+inline double acc_error(int n) { return n * std::ldexp(1.0, -23); }  // a sum of n bf16 products in fp32
+
+
+static const AttnKind ALL_KINDS[] = {ATTN_SOFTMAX, ATTN_LSSA, ATTN_LSSAR, ATTN_SIGMOID,
+                                      ATTN_RELU, ATTN_SOFTMAX_RW, ATTN_SIGMOID_L1_RW, ATTN_RELU_L1_RW};
+static_assert(sizeof(ALL_KINDS) / sizeof(ALL_KINDS[0]) == ATTN_NUM_KINDS, "every variant is tested");
+
+struct AttnShape {
+    int B, T, NH, hd;
+    int C() const { return NH * hd; }
+    size_t qkv_size() const { return (size_t)B * T * 3 * C(); }
+    size_t out_size() const { return (size_t)B * T * C(); }
+    size_t stats_size() const { return (size_t)B * NH * T * 3; }
+    size_t at(int b, int t, int which, int h) const { return ((size_t)(b * T + t) * 3 + which) * C() + h * hd; }
+    size_t out_at(int b, int t, int h) const { return (size_t)(b * T + t) * C() + h * hd; }
+};
+
+static double bf16_round(double x) { return bf16_to_float(float_to_bf16((float)x)); }
+
+// ----------------------------------------------------------------------------
+// the reference, its float32 build, the kernel, and the bounds
+
+struct Run {  // one implementation's results on one input
+    std::vector<double> y, stats, dqkv, dp;
+};
+
+// The float64 reference, and per element the sums the bf16 bounds take (the header's formulas).
+struct Reference : Run {
+    std::vector<double> y_bound, dv_bound;  // per element of y (B,T,C) and of dv (B,T,C)
+    std::vector<double> dq_bound, dk_bound;  // per row (B,T,NH) of dq and dk
+    std::vector<double> dp_sums;             // per head: the fp32 row sums' error bound
+};
+
+// y and stats by the reference's row function (attention_row_weights, what attention_forward runs),
+// ds by its attn_row_dscores, with the bounds' sums in the same pass; dqkv and dL/dp by
+// attention_backward
+static Reference reference(const std::vector<double>& qkv, const std::vector<double>& dout, const AttnShape& s,
+                           AttnKind kind, double p, const double* p_head, bool backward) {
+    Reference ref;
+    const int T = s.T, hd = s.hd, NH = s.NH;
+    const AttnVariant V = attn_variant(kind);
+    ref.y.assign(s.out_size(), 0.0);
+    ref.stats.assign(s.stats_size(), 0.0);
+    ref.y_bound.assign(s.out_size(), 0.0);
+    ref.dv_bound.assign(s.out_size(), 0.0);
+    ref.dq_bound.assign((size_t)s.B * T * NH, 0.0);
+    ref.dk_bound.assign((size_t)s.B * T * NH, 0.0);
+    ref.dp_sums.assign(NH, 0.0);
+    std::vector<double> qe, ke, qn, kn, w(T), sc(T), a(T), dW(T), ds(T), dA(T);
+    attention_prepare(qe, ke, qn, kn, qkv.data(), s.B, T, NH, hd, kind);
+    std::vector<double> bq((size_t)T * hd), bk((size_t)T * hd);
+    for (int b = 0; b < s.B; b++) {
+        for (int h = 0; h < NH; h++) {
+            size_t head = (size_t)b * NH + h;
+            double ph = p_head ? p_head[h] : p;
+            const double *qe_h = &qe[head * T * hd], *ke_h = &ke[head * T * hd];
+            std::fill(bq.begin(), bq.end(), 0.0);
+            std::fill(bk.begin(), bk.end(), 0.0);
+            for (int t = 0; t < T; t++) {
+                double* st = &ref.stats[(head * T + t) * 3];
+                bool live = attention_row_weights(w.data(), sc.data(), a.data(), st, qe_h + (size_t)t * hd, ke_h, t, hd,
+                                                  kind, ph);
+                double* y = &ref.y[s.out_at(b, t, h)];
+                double* yb = &ref.y_bound[s.out_at(b, t, h)];
+                const double* dy = &dout[s.out_at(b, t, h)];
+                for (int j = 0; j <= t; j++) {
+                    const double* v = &qkv[s.at(b, j, 2, h)];
+                    for (int i = 0; i < hd; i++) y[i] += w[j] * v[i], yb[i] += (2 * U_BF16 + acc_error(t + 1)) * std::fabs(w[j] * v[i]);
+                }
+                if (!backward) continue;
+                for (int j = 0; j <= t; j++) {
+                    const double* v = &qkv[s.at(b, j, 2, h)];
+                    double d = 0;
+                    for (int i = 0; i < hd; i++) {
+                        d += dy[i] * v[i];
+                        ref.dv_bound[s.out_at(b, j, h) + i] += (2 * U_BF16 + acc_error(T)) * std::fabs(w[j] * dy[i]);
+                    }
+                    dW[j] = d;
+                }
+                double S1 = 0;
+                for (int j = 0; j <= t; j++) S1 += a[j];
+                if (!live || (V.norm == ATTN_NORM_L1 && S1 == 0)) continue;  // a degenerate row: no gradient
+                attn_dispatch(kind, [&](auto k) {
+                    attn_row_dscores<decltype(k)::value>(ds.data(), dA.data(), dW.data(), w.data(), sc.data(), a.data(), st, t, ph);
+                });
+                if (V.reweight) {
+                    double D2 = 0, A1 = 0, A2 = 0, n = t + 1, o = lssar_bias(t);
+                    for (int j = 0; j <= t; j++) D2 += w[j] * dW[j];
+                    for (int j = 0; j <= t; j++) {
+                        double A = V.norm == ATTN_NORM_L1 ? a[j] / S1 : V.norm == ATTN_NORM_MEAN ? a[j] / n : a[j];
+                        double x = n * A - o;
+                        if (!(x > 0)) continue;
+                        double lr = std::log(x / st[1]);
+                        A1 += std::fabs(w[j] * dW[j] * lr), A2 += std::fabs(w[j] * lr);
+                    }
+                    ref.dp_sums[h] += (t + 1) * std::ldexp(A1 + std::fabs(D2) * A2, -24);
+                }
+                double c = std::fabs(attn_score_scale<ATTN_SOFTMAX, double>(t, hd));
+                if (V.score == ATTN_SCORE_COS_LEN) c = std::fabs(lssa_scale<double>(t, hd));
+                for (int j = 0; j <= t; j++) {
+                    double fq = c * (2 * U_BF16 + acc_error(t + 1)) * std::fabs(ds[j]);  // dq-hat_t: t + 1 terms
+                    double fk = c * (2 * U_BF16 + acc_error(T)) * std::fabs(ds[j]);      // dk-hat_j: up to T
+                    for (int i = 0; i < hd; i++) {
+                        bq[(size_t)t * hd + i] += fq * std::fabs(ke_h[(size_t)j * hd + i]);
+                        bk[(size_t)j * hd + i] += fk * std::fabs(qe_h[(size_t)t * hd + i]);
+                    }
+                }
+            }
+            if (!backward) continue;
+            for (int t = 0; t < T; t++) {
+                double nq = 0, nk = 0;
+                for (int i = 0; i < hd; i++) nq += bq[(size_t)t * hd + i] * bq[(size_t)t * hd + i], nk += bk[(size_t)t * hd + i] * bk[(size_t)t * hd + i];
+                double sq = 1, sk = 1;
+                if (V.score == ATTN_SCORE_COS_LEN) {
+                    sq = 1 / std::max(qn[head * T + t], LSSA_NORM_EPS);
+                    sk = 1 / std::max(kn[head * T + t], LSSA_NORM_EPS);
+                }
+                ref.dq_bound[((size_t)b * T + t) * NH + h] = std::sqrt(nq) * sq;
+                ref.dk_bound[((size_t)b * T + t) * NH + h] = std::sqrt(nk) * sk;
+            }
+        }
+    }
+    if (backward) {
+        ref.dqkv.assign(s.qkv_size(), 0.0);
+        ref.dp.assign(NH, 0.0);
+        attention_backward(ref.dqkv.data(), dout.data(), qkv.data(), s.B, T, NH, hd, kind, p, p_head, ref.dp.data());
+    }
+    return ref;
+}
+
+static std::vector<float> to_float(const std::vector<double>& x) { return std::vector<float>(x.begin(), x.end()); }
+static std::vector<double> to_double(const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); }
+
+// The reference's float32 build on the float32 inputs
+static Run reference32(const std::vector<float>& qkv, const std::vector<float>& dout, const AttnShape& s, AttnKind kind,
+                       double p, const double* p_head, bool backward) {
+    std::vector<float> y(s.out_size()), st(s.stats_size()), d(s.qkv_size(), 0.0f);
+    Run r;
+    r.dp.assign(s.NH, 0.0);
+    attention_forward(y.data(), st.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, p, p_head);
+    if (backward) attention_backward(d.data(), dout.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, p, p_head, r.dp.data());
+    r.y = to_double(y), r.stats = to_double(st), r.dqkv = to_double(d);
+    return r;
+}
+
+// The kernel on the float32 inputs (dqkv starts as NaN: the backward must write every element)
+static Run kernel(const std::vector<float>& qkv, const std::vector<float>& dout, const AttnShape& s, AttnKind kind,
+                  double p, const double* p_head, bool backward = true) {
+    AttentionCpuWorkspace ws;
+    std::vector<float> y(s.out_size()), st(s.stats_size()), d(s.qkv_size(), std::nanf(""));
+    Run r;
+    r.dp.assign(s.NH, 0.0);
+    attention_forward_cpu(ws, y.data(), st.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, p, p_head);
+    if (backward)
+        attention_backward_cpu(ws, d.data(), dout.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, p, p_head, r.dp.data());
+    r.y = to_double(y), r.stats = to_double(st), r.dqkv = to_double(d);
+    return r;
+}
+
+static double max_abs(const std::vector<double>& x) {
+    double m = 0;
+    for (double v : x) m = std::max(m, std::fabs(v));
+    return m;
+}
+static double max_diff(const std::vector<double>& a, const std::vector<double>& b) {
+    double m = 0;
+    for (size_t i = 0; i < a.size(); i++) m = std::max(m, std::fabs(a[i] - b[i]));
+    return m;
+}
+
+// q, k or v part (which = 0, 1, 2) of a dqkv as its own vector
+static std::vector<double> part(const std::vector<double>& dqkv, const AttnShape& s, int which) {
+    std::vector<double> out;
+    for (int b = 0; b < s.B; b++)
+        for (int t = 0; t < s.T; t++)
+            for (int h = 0; h < s.NH; h++)
+                for (int i = 0; i < s.hd; i++) out.push_back(dqkv[s.at(b, t, which, h) + i]);
+    return out;
+}
+static double l2(const std::vector<double>& x) {
+    double s = 0;
+    for (double v : x) s += v * v;
+    return std::sqrt(s);
+}
+static double l2_diff(const std::vector<double>& a, const std::vector<double>& b) {
+    double s = 0;
+    for (size_t i = 0; i < a.size(); i++) s += (a[i] - b[i]) * (a[i] - b[i]);
+    return std::sqrt(s);
+}
+
+// Every check of the header's tolerances; returns the kernel's results for further checks.
+static Run check_against_reference(const std::vector<double>& qkv64, const std::vector<double>& dout64, const AttnShape& s,
+                                   AttnKind kind, double p, const double* p_head = nullptr, bool backward = true) {
+    std::vector<float> qkv = to_float(qkv64), dout = to_float(dout64);
+    std::vector<double> qkv_in = to_double(qkv), dout_in = to_double(dout);  // what the float32 builds see
+    Reference ref = reference(qkv_in, dout_in, s, kind, p, p_head, backward);
+    Run r32 = reference32(qkv, dout, s, kind, p, p_head, backward);
+    Run got = kernel(qkv, dout, s, kind, p, p_head, backward);
+    INFO(std::string(attn_kind_name(kind)) << " p=" << p << " (B, T, NH, hd) = (" << s.B << ", " << s.T << ", " << s.NH << ", " << s.hd << ")");
+
+    // forward: every element within its bound; the stats in fp32 (x 4 of float32's error)
+    double y_scale = max_abs(ref.y), y_fp32 = 4 * max_diff(r32.y, ref.y) + 1e-6 * y_scale;
+    size_t bad = 0, nonfinite = 0;
+    double worst = 0;
+    for (size_t i = 0; i < ref.y.size(); i++) {
+        nonfinite += !std::isfinite(got.y[i]);
+        double err = std::fabs(got.y[i] - ref.y[i]), tol = ref.y_bound[i] + y_fp32;
+        bad += !(err <= tol);
+        worst = std::max(worst, err / tol);
+    }
+    CHECK(nonfinite == 0);
+    CHECK_MESSAGE(bad == 0, bad << " outputs outside their bound; largest error / bound " << worst);
+    double st_tol = 4 * max_diff(r32.stats, ref.stats) + 1e-6 * std::max(1.0, max_abs(ref.stats));
+    CHECK(max_diff(got.stats, ref.stats) <= st_tol);
+    if (!backward) return got;
+
+    // backward: dv per element, dq and dk per row (L2), dL/dp per head
+    for (double g : got.dqkv) REQUIRE(std::isfinite(g));
+    std::vector<double> dv = part(got.dqkv, s, 2), dv64 = part(ref.dqkv, s, 2), dv32 = part(r32.dqkv, s, 2);
+    double dv_fp32 = 4 * max_diff(dv32, dv64) + 1e-6 * max_abs(dv64);
+    bad = 0, worst = 0;
+    for (size_t i = 0; i < dv.size(); i++) {
+        double err = std::fabs(dv[i] - dv64[i]), tol = ref.dv_bound[i] + dv_fp32;
+        bad += !(err <= tol);
+        worst = std::max(worst, err / tol);
+    }
+    CHECK_MESSAGE(bad == 0, bad << " dv elements outside their bound; largest error / bound " << worst);
+    for (int which = 0; which < 2; which++) {
+        std::vector<double> d = part(got.dqkv, s, which), d64 = part(ref.dqkv, s, which), d32 = part(r32.dqkv, s, which);
+        const std::vector<double>& bound = which == 0 ? ref.dq_bound : ref.dk_bound;
+        size_t rows = bound.size();
+        double fp32 = 0, scale = 0;
+        for (size_t r = 0; r < rows; r++) {
+            std::vector<double> a(d32.begin() + r * s.hd, d32.begin() + (r + 1) * s.hd), b(d64.begin() + r * s.hd, d64.begin() + (r + 1) * s.hd);
+            fp32 = std::max(fp32, l2_diff(a, b));
+            scale = std::max(scale, l2(b));
+        }
+        fp32 = 4 * fp32 + 1e-6 * scale;
+        bad = 0, worst = 0;
+        for (size_t r = 0; r < rows; r++) {
+            std::vector<double> a(d.begin() + r * s.hd, d.begin() + (r + 1) * s.hd), b(d64.begin() + r * s.hd, d64.begin() + (r + 1) * s.hd);
+            double err = l2_diff(a, b), tol = bound[r] + fp32;
+            bad += !(err <= tol);
+            worst = std::max(worst, err / tol);
+        }
+        CHECK_MESSAGE(bad == 0, (which == 0 ? "dq" : "dk") << ": " << bad << " rows outside their bound; largest error / bound " << worst);
+    }
+    if (attn_reweights(kind)) {
+        for (int h = 0; h < s.NH; h++) {
+            double tol = ref.dp_sums[h] + 4 * std::fabs(r32.dp[h] - ref.dp[h]) + 1e-6 * std::fabs(ref.dp[h]);
+            CHECK_MESSAGE(std::fabs(got.dp[h] - ref.dp[h]) <= tol,
+                          "dL/dp head " << h << ": " << got.dp[h] << " against " << ref.dp[h] << ", bound " << tol);
+        }
+    }
+    return got;
+}
+
+static std::vector<double> random_inputs(size_t n, uint64_t seed, double scale = 1.0) {
+    Rng rng(seed);
+    return random_vector(n, rng, scale);
+}
+
+// ----------------------------------------------------------------------------
+// vector functions
+
+ATTN_CPU_TARGET static void log16(float* out, const float* in, bool plus1) {
+    __m512 x = _mm512_loadu_ps(in);
+    _mm512_storeu_ps(out, plus1 ? log1p512(x) : log512(x));
+}
+
+TEST_CASE("log512 and log1p512 are within 2 ulp of libm (subnormal to huge arguments, and ln(1 + x) for tiny x)") {
+    if (!have_bf16()) return;
+    auto ulps = [](float got, double ref) {
+        double ulp = std::ldexp(1.0, std::ilogb((float)ref) - 23);  // of the float nearest ref
+        return std::fabs(got - ref) / ulp;
+    };
+    double worst_log = 0, worst_log1p = 0;
+    for (int k = 0; k < 20000; k++) {
+        float x[16], y[16], e[16], z[16];
+        for (int i = 0; i < 16; i++) {
+            x[i] = std::ldexp(1.0f + (float)((k * 16 + i) % 9973) / 9973, (k * 16 + i) % 280 - 150);  // 2^-150 .. 2^130
+            if (!std::isfinite(x[i]) || x[i] == 0) x[i] = 1.5f;
+            e[i] = (k % 2 == 0) ? (float)(k * 16 + i) / (20000 * 16) : std::ldexp(1.0f, -(k * 16 + i) % 60);  // [0, 1], tiny
+        }
+        log16(y, x, false);
+        log16(z, e, true);
+        for (int i = 0; i < 16; i++) {
+            if (x[i] != 1.0f) worst_log = std::max(worst_log, ulps(y[i], std::log((double)x[i])));
+            if (e[i] > 0) worst_log1p = std::max(worst_log1p, ulps(z[i], std::log1p((double)e[i])));
+            else CHECK(z[i] == 0.0f);
+        }
+    }
+    MESSAGE("largest errors: log512 " << worst_log << " ulp, log1p512 " << worst_log1p << " ulp");
+    CHECK(worst_log <= 2.0);
+    CHECK(worst_log1p <= 2.0);
+}
+
+// ----------------------------------------------------------------------------
+// every variant against the reference
+
+TEST_CASE("every variant against the float64 reference: forward, stats, dq, dk, dv, dL/dp; hd 36 and 64, T not a multiple of 8 or 16") {
+    if (!have_bf16()) return;
+    for (AttnShape s : {AttnShape{2, 37, 2, 36}, AttnShape{1, 70, 2, 64}}) {
+        std::vector<double> qkv = random_inputs(s.qkv_size(), 11), dout = random_inputs(s.out_size(), 12);
+        for (AttnKind kind : ALL_KINDS) {
+            std::vector<double> powers = attn_reweights(kind) ? std::vector<double>{1.0, 3.0, 15.0, 2.5} : std::vector<double>{15.0};
+            for (double p : powers) check_against_reference(qkv, dout, s, kind, p);
+            if (attn_reweights(kind)) {
+                std::vector<double> p_head{2.5, 7.0};  // learned p: a real and an integer power, one per head
+                Run r = check_against_reference(qkv, dout, s, kind, 0.0, p_head.data());
+                CHECK(std::fabs(r.dp[0]) > 0);
+            }
+        }
+    }
+}
+
+TEST_CASE("a wiring error is caught: the bounds are far below an O(1) change of the inputs' roles") {
+    if (!have_bf16()) return;
+    // the kernel on q and k exchanged against the reference on the original: every bound must fail
+    AttnShape s{1, 21, 1, 36};
+    std::vector<double> qkv = random_inputs(s.qkv_size(), 31), swapped = qkv;
+    for (int t = 0; t < s.T; t++)
+        for (int i = 0; i < s.hd; i++) std::swap(swapped[s.at(0, t, 0, 0) + i], swapped[s.at(0, t, 1, 0) + i]);
+    std::vector<float> in = to_float(swapped), dout = to_float(random_inputs(s.out_size(), 32));
+    Reference ref = reference(to_double(to_float(qkv)), to_double(dout), s, ATTN_LSSAR, 15.0, nullptr, false);
+    Run got = kernel(in, dout, s, ATTN_LSSAR, 15.0, nullptr, false);
+    size_t outside = 0;
+    for (size_t i = 0; i < ref.y.size(); i++) outside += std::fabs(got.y[i] - ref.y[i]) > ref.y_bound[i] + 1e-5;
+    CHECK(outside > ref.y.size() / 2);
+}
+
+// ----------------------------------------------------------------------------
+// the reference's edge cases
+
+TEST_CASE("row 0 sees only itself: l1 variants give bf16(v_0) exactly (relu_l1_rw: 0), sigmoid and relu phi(s_00) v_0") {
+    if (!have_bf16()) return;
+    AttnShape s{1, 6, 1, 8};
+    std::vector<double> qkv = random_inputs(s.qkv_size(), 12), dout = random_inputs(s.out_size(), 13);
+    for (AttnKind kind : ALL_KINDS) {
+        INFO(std::string(attn_kind_name(kind)));
+        Run r = check_against_reference(qkv, dout, s, kind, 15.0);
+        std::vector<float> q32 = to_float(qkv);
+        for (int i = 0; i < s.hd; i++) {
+            double v0 = bf16_round(q32[s.at(0, 0, 2, 0) + i]);
+            if (kind == ATTN_RELU_L1_RW) CHECK(r.y[i] == 0.0);  // lam_0 = 0: relu(0) = 0, a degenerate row
+            else if (attn_variant(kind).norm == ATTN_NORM_L1) CHECK(r.y[i] == v0);
+        }
+    }
+}
+
+TEST_CASE("one-hot re-weighted rows: the output is that key's v in bf16, and the row passes no gradient to its query") {
+    if (!have_bf16()) return;
+    // row t = 5: key 2 points along q, the others against it, so only x_52 > 0 (as test_attention_cpu)
+    AttnShape s{1, 8, 1, 8};
+    std::vector<double> qkv = random_inputs(s.qkv_size(), 13), dout = random_inputs(s.out_size(), 14);
+    int t = 5;
+    for (int i = 0; i < s.hd; i++) {
+        double d = i == 0 ? 1.0 : 0.0;
+        qkv[s.at(0, t, 0, 0) + i] = 2.0 * d;
+        for (int j = 0; j <= t; j++) qkv[s.at(0, j, 1, 0) + i] = (j == 2 ? 3.0 : -1.5) * d + (i == 1 ? 0.01 * j : 0.0);
+    }
+    for (AttnKind kind : {ATTN_LSSAR, ATTN_SOFTMAX_RW, ATTN_SIGMOID_L1_RW, ATTN_RELU_L1_RW}) {
+        INFO(std::string(attn_kind_name(kind)));
+        for (double p : {1.0, 3.0, 15.0}) {
+            Run r = check_against_reference(qkv, dout, s, kind, p);
+            std::vector<float> q32 = to_float(qkv);
+            for (int i = 0; i < s.hd; i++) {
+                CHECK(r.y[(size_t)t * s.hd + i] == bf16_round(q32[s.at(0, 2, 2, 0) + i]));
+                CHECK(r.dqkv[s.at(0, t, 0, 0) + i] == 0.0);  // W is locally constant
+            }
+        }
+    }
+}
+
+TEST_CASE("tied keys share their weight exactly; the maps' rows are the weights the forward multiplied v by") {
+    if (!have_bf16()) return;
+    AttnShape s{1, 23, 2, 8};
+    std::vector<double> qkv = random_inputs(s.qkv_size(), 17), dout = random_inputs(s.out_size(), 18);
+    for (int i = 0; i < s.hd; i++) qkv[s.at(0, 4, 1, 1) + i] = qkv[s.at(0, 2, 1, 1) + i];  // k_4 = k_2 in head 1
+    std::vector<float> q32 = to_float(qkv);
+    for (AttnKind kind : ALL_KINDS) {
+        INFO(std::string(attn_kind_name(kind)));
+        Run r = check_against_reference(qkv, dout, s, kind, 3.0);
+        std::vector<float> W;
+        std::vector<uint8_t> valid;
+        attention_map_cpu(W, valid, q32.data(), s.T, s.NH, s.hd, 1, kind, 3.0);
+        for (int t = 4; t < s.T; t++) CHECK(W[(size_t)t * s.T + 2] == W[(size_t)t * s.T + 4]);
+        // y_t of head 1 from the map's row, in double on the bf16 operands: the forward's output up to
+        // its fp32 accumulation (two roundings of at most 2^-24 of the running sum per pair of keys)
+        std::vector<double> qe, ke, qn, kn, w(s.T), sc(s.T), a(s.T);
+        std::vector<double> in = to_double(q32);
+        attention_prepare(qe, ke, qn, kn, in.data(), 1, s.T, s.NH, s.hd, kind);
+        for (int t = 0; t < s.T; t++) {
+            double st[3];
+            bool live = attention_row_weights(w.data(), sc.data(), a.data(), st, &qe[((size_t)s.T + t) * s.hd],
+                                              &ke[(size_t)s.T * s.hd], t, s.hd, kind, 3.0);
+            CHECK(valid[t] == (live ? 1 : 0));
+            for (int i = 0; i < s.hd; i++) {
+                double y = 0, mag = 0;
+                for (int j = 0; j <= t; j++) {
+                    double term = bf16_round(W[(size_t)t * s.T + j]) * bf16_round(q32[s.at(0, j, 2, 1) + i]);
+                    y += term, mag += std::fabs(term);
+                }
+                CHECK(std::fabs(y - r.y[s.out_at(0, t, 1) + i]) <= (t + 2) * std::ldexp(mag, -24) + 1e-30);
+            }
+        }
+    }
+}
+
+TEST_CASE("degenerate zero-query rows: y = 0, Z = 0 in the stats, no gradient, never 0/0") {
+    if (!have_bf16()) return;
+    AttnShape s{1, 7, 1, 8};
+    std::vector<double> qkv = random_inputs(s.qkv_size(), 14), dout(s.out_size(), 1.0);
+    int t = 3;
+    for (int i = 0; i < s.hd; i++) qkv[s.at(0, t, 0, 0) + i] = 0.0;
+    for (AttnKind kind : ALL_KINDS) {
+        INFO(std::string(attn_kind_name(kind)));
+        Run r = check_against_reference(qkv, dout, s, kind, 15.0);
+        bool zero_row = attn_reweights(kind) || attn_variant(kind).phi == ATTN_PHI_RELU;
+        if (attn_reweights(kind)) CHECK(r.stats[t * 3 + 2] == 0.0);
+        if (zero_row) {
+            for (int i = 0; i < s.hd; i++) CHECK(r.y[(size_t)t * s.hd + i] == 0.0);
+            for (int i = 0; i < s.hd; i++) CHECK(r.dqkv[s.at(0, t, 0, 0) + i] == 0.0);
+        }
+    }
+}
+
+TEST_CASE("relu rows with no positive score: relu gives y = 0, relu_l1_rw is degenerate (S1 = 0); no gradient") {
+    if (!have_bf16()) return;
+    AttnShape s{1, 8, 1, 8};
+    std::vector<double> qkv = random_inputs(s.qkv_size(), 18), dout(s.out_size(), 1.0);
+    int t = 5;
+    for (int j = 0; j <= t; j++)
+        for (int i = 0; i < s.hd; i++) qkv[s.at(0, j, 1, 0) + i] = (i == 0 ? 2.0 : 0.0) + 0.2 * qkv[s.at(0, j, 1, 0) + i];
+    for (int i = 0; i < s.hd; i++) qkv[s.at(0, t, 0, 0) + i] = i == 0 ? -1.5 : 0.1 * i;
+    for (AttnKind kind : {ATTN_RELU, ATTN_RELU_L1_RW}) {
+        INFO(std::string(attn_kind_name(kind)));
+        Run r = check_against_reference(qkv, dout, s, kind, 3.0);
+        for (int i = 0; i < s.hd; i++) CHECK(r.y[(size_t)t * s.hd + i] == 0.0);
+        for (int i = 0; i < s.hd; i++) CHECK(r.dqkv[s.at(0, t, 0, 0) + i] == 0.0);
+        if (kind == ATTN_RELU_L1_RW) CHECK(r.stats[t * 3 + 0] == 0.0);
+    }
+}
+
+TEST_CASE("saturated sigmoids (|s| ~ 100 and ~ 20) stay finite and within bounds") {
+    if (!have_bf16()) return;
+    AttnShape s{1, 7, 2, 8};
+    std::vector<double> qkv = random_inputs(s.qkv_size(), 19), dout = random_inputs(s.out_size(), 20);
+    for (int i = 0; i < s.hd; i++) {
+        qkv[s.at(0, 4, 0, 0) + i] *= 30.0;
+        qkv[s.at(0, 6, 0, 1) + i] *= 8.0;
+    }
+    check_against_reference(qkv, dout, s, ATTN_SIGMOID, 0.0);
+}
+
+TEST_CASE("huge and tiny q/k norms: cos_len variants within bounds of the reference") {
+    if (!have_bf16()) return;
+    AttnShape s{1, 7, 2, 8};
+    std::vector<double> qkv = random_inputs(s.qkv_size(), 15), dout = random_inputs(s.out_size(), 16);
+    for (int i = 0; i < s.hd; i++) {
+        qkv[s.at(0, 4, 0, 0) + i] *= 1e6;
+        qkv[s.at(0, 2, 1, 0) + i] *= 1e-6;
+        qkv[s.at(0, 5, 1, 1) + i] *= 1e8;
+        qkv[s.at(0, 6, 0, 1) + i] *= 1e-9;
+    }
+    for (AttnKind kind : ALL_KINDS)
+        if (attn_variant(kind).score == ATTN_SCORE_COS_LEN) check_against_reference(qkv, dout, s, kind, 15.0);
+}
+
+TEST_CASE("float32 q and k norms of 2^66 and 2^100 (their squares overflow float32): the same outputs bit for bit, gradients scaled") {
+    if (!have_bf16()) return;
+    AttnShape s{1, 7, 2, 8};
+    std::vector<float> qkv = to_float(random_inputs(s.qkv_size(), 21)), dout = to_float(random_inputs(s.out_size(), 22));
+    const std::vector<size_t> huge_rows = {s.at(0, 4, 0, 0), s.at(0, 2, 1, 0), s.at(0, 5, 1, 1)};  // q, k, k
+    for (int exponent : {66, 100}) {
+        std::vector<float> huge = qkv;
+        for (size_t row : huge_rows)
+            for (int i = 0; i < s.hd; i++) huge[row + i] = std::ldexp(huge[row + i], exponent);
+        for (AttnKind kind : {ATTN_LSSA, ATTN_LSSAR}) {
+            CAPTURE(exponent);
+            CAPTURE(std::string(attn_kind_name(kind)));
+            Run ref = kernel(qkv, dout, s, kind, 15.0, nullptr), got = kernel(huge, dout, s, kind, 15.0, nullptr);
+            CHECK(got.y == ref.y);
+            for (size_t row : huge_rows) {
+                double gmax = 0, err = 0;
+                for (int i = 0; i < s.hd; i++) {
+                    gmax = std::max(gmax, std::fabs(ref.dqkv[row + i]));
+                    err = std::max(err, std::fabs(std::ldexp(got.dqkv[row + i], exponent) - ref.dqkv[row + i]));
+                    got.dqkv[row + i] = ref.dqkv[row + i] = 0;
+                }
+                REQUIRE(gmax > 0);
+                // exact at 2^66; at 2^100 the gradients are ~1e-37, at float32's smallest normals
+                CHECK_MESSAGE(err <= (exponent == 66 ? 0.0 : 1e-2 * gmax), "row " << row << ": " << err << " of " << gmax);
+            }
+            CHECK(got.dqkv == ref.dqkv);
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// LSSAR at long length (doc/attention.md, 'Stable evaluation of the re-weighting'), as
+// test_attention_cpu's: x up to thousands (keys sharing a direction, queries pointing away) and
+// x ~ 1e-3 (nearly identical keys)
+
+static std::vector<double> shared_direction_keys(int T, int hd, uint64_t seed) {
+    Rng rng(seed);
+    std::vector<double> qkv((size_t)T * 3 * hd);
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < hd; i++) {
+            double d = i == 0 ? 1.0 : 0.0;
+            qkv[(size_t)t * 3 * hd + i] = -d + 0.1 * rng.normal();
+            qkv[(size_t)t * 3 * hd + hd + i] = d + 0.1 * rng.normal();
+            qkv[(size_t)t * 3 * hd + 2 * hd + i] = rng.normal();
+        }
+    return qkv;
+}
+static std::vector<double> nearly_identical_keys(int T, int hd, uint64_t seed) {
+    Rng rng(seed);
+    std::vector<double> qkv((size_t)T * 3 * hd);
+    std::vector<double> dir = random_vector(hd, rng);
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < hd; i++) {
+            qkv[(size_t)t * 3 * hd + i] = rng.normal();
+            qkv[(size_t)t * 3 * hd + hd + i] = dir[i] + 1e-4 * rng.normal();
+            qkv[(size_t)t * 3 * hd + 2 * hd + i] = rng.normal();
+        }
+    return qkv;
+}
+
+TEST_CASE("LSSAR at long length: keys sharing a direction (forward T = 4096), nearly identical keys (T = 2048); backward at T = 512") {
+    if (!have_bf16()) return;
+    for (int which = 0; which < 2; which++) {
+        INFO((which == 0 ? "keys sharing a direction" : "nearly identical keys"));
+        AttnShape fwd{1, which == 0 ? 4096 : 2048, 1, 64}, bwd{1, 512, 1, 64};
+        auto inputs = [&](int T) { return which == 0 ? shared_direction_keys(T, 64, 21) : nearly_identical_keys(T, 64, 22); };
+        Run r = check_against_reference(inputs(fwd.T), std::vector<double>(fwd.out_size(), 0.0), fwd, ATTN_LSSAR, 15.0,
+                                        nullptr, false);
+        for (double y : r.y) REQUIRE(std::isfinite(y));
+        check_against_reference(inputs(bwd.T), random_inputs(bwd.out_size(), 23), bwd, ATTN_LSSAR, 15.0);
+    }
+}
+
+// ----------------------------------------------------------------------------
+
+TEST_CASE("the same bits for 1 and 2 threads (rows, heads and dL/dp sums have one order)") {
+    if (!have_bf16()) return;
+    AttnShape s{3, 45, 2, 36};
+    std::vector<float> qkv = to_float(random_inputs(s.qkv_size(), 41)), dout = to_float(random_inputs(s.out_size(), 42));
+    std::vector<double> p_head{2.5, 9.0};
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    Run one = kernel(qkv, dout, s, ATTN_LSSAR, 0.0, p_head.data());
+    omp_set_num_threads(2);
+    Run two = kernel(qkv, dout, s, ATTN_LSSAR, 0.0, p_head.data());
+    omp_set_num_threads(threads);
+    CHECK(one.y == two.y);
+    CHECK(one.stats == two.stats);
+    CHECK(one.dqkv == two.dqkv);
+    CHECK(one.dp == two.dp);
+}
