@@ -264,7 +264,7 @@ def hidden_states_tool_end_to_end():
         changed[1, 25:] = np.where(changed[1, 25:] < 16, 15 - changed[1, 25:], changed[1, 25:])  # mirror x bins
         tokens.write_shard(f"{d}/probe.bin", np.concatenate([tok, changed]))
         tool = "build/hidden_states_cpu_lssar"
-        r = run([tool, "-e", ckpt, "-i", f"{d}/probe.bin", "-t", str(T), "-b", "4", "-o", f"{d}/h.npy"])
+        r = run([tool, "-pr", "fp32", "-e", ckpt, "-i", f"{d}/probe.bin", "-t", str(T), "-b", "4", "-o", f"{d}/h.npy"])
         assert r.returncode == 0, r.stderr
         h = np.load(f"{d}/h.npy")
         assert h.shape == (12, T, 64) and h.dtype == np.float32

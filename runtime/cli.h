@@ -339,9 +339,10 @@ private:
 };
 
 // The evaluation tools' -pr: the arithmetic they run the model in, as the trainer's -pr. The CPU
-// back end's default is fp32, the reference; the CUDA back end has bf16 alone.
+// back end's default is auto, the fastest path the CPU has (fp32, the reference, on request); the
+// CUDA back end has bf16 alone.
 #ifdef TRAIN_BACKEND_CPU
-#define CLI_DEFAULT_PRECISION "fp32"
+#define CLI_DEFAULT_PRECISION "auto"
 #else
 #define CLI_DEFAULT_PRECISION "bf16"
 #endif

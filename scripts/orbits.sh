@@ -99,7 +99,7 @@ for attn in softmax lssar; do
         grep --line-buffered -E "^(model|precision|step [0-9]*0/|val|wrote)" || true
     [ -s "$RUN/$final" ] || { echo "error: training $attn left no $RUN/$final" >&2; exit 1; }
     echo "== final hidden states of the $SYSTEMS_PROBE probe systems, $attn"
-    ./build/hidden_states_cpu_$attn -e "$RUN/$final" -i "$DATA/orbits_probe_000000.bin" -t $T \
+    ./build/hidden_states_cpu_$attn -e "$RUN/$final" -i "$DATA/orbits_probe_000000.bin" -t $T -pr "${PRECISION:-auto}" \
         -o "$RUN/hidden_probe.npy" | grep -E "^(checkpoint|wrote)"
 done
 

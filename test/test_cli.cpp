@@ -18,6 +18,7 @@
 
 #include "dataloader/shard.h"
 #include "eval/mc_file.h"
+#include "layers/bf16_cpu.h"
 #include "model/rand.h"
 
 static const char* TRAINER = "./train_gpt2cpu_lssar";
@@ -202,7 +203,7 @@ static std::vector<float> npy_floats(const std::string& path) {
     return v;
 }
 
-TEST_CASE("the tools' -pr: fp32 by default on the CPU, bf16 runs the bf16 path and says so, fp32 refused on CUDA") {
+TEST_CASE("the tools' -pr: auto by default on the CPU (the bf16 path where the CPU has it), fp32 the reference, fp32 refused on CUDA") {
     HellaswagRun h;
     Result train = run(h.trainer("-e d2c64h2v512 -t 32 -x 2 -n 2 -o run"));
     INFO(train.output);
@@ -214,10 +215,11 @@ TEST_CASE("the tools' -pr: fp32 by default on the CPU, bf16 runs the bf16 path a
     for (int bf16 = 0; bf16 < 2; bf16++) {
         std::string out = h.dir.path + (bf16 ? "/bf16.npy" : "/fp32.npy");
         Result r = run("OMP_WAIT_POLICY=passive ./build/hidden_states_cpu_lssar -e " + ckpt + " -i " + shard +
-                       " -t 40 -n 4 -o " + out + (bf16 ? " -pr bf16" : ""));
+                       " -t 40 -n 4 -o " + out + (bf16 ? "" : " -pr fp32"));  // the default: auto
         INFO(r.output);
         REQUIRE(r.code == 0);
         CHECK(contains(r.output, bf16 ? "precision: " : "precision: fp32 (the reference CPU path)"));
+        if (bf16 && cpu_bf16_support().usable) CHECK(contains(r.output, "precision: bf16 matmuls"));
         states[bf16] = npy_floats(out);
     }
     REQUIRE(states[0].size() == (size_t)4 * 40 * 64);
