@@ -10,7 +10,7 @@
 #   bash scripts/extrapolation_experiment.sh              3 seeds, KJV bytes (about 45 minutes on 2 cores)
 #   QUICK=1 bash scripts/extrapolation_experiment.sh      1 seed (about 15 minutes)
 #   CORPUS=fortunes bash scripts/extrapolation_experiment.sh
-# Settings: SEEDS (3), STEPS (1200), MODEL (d4c128h2v256), B (32), LR (2e-3), EVAL_TOKENS (32768),
+# Settings: SEEDS (3), STEPS (2000), MODEL (d4c128h2v256), B (32), LR (2e-3), EVAL_TOKENS (65536),
 # PRECISION (the trainer's and the tools' -pr, default auto), JOBS (2 runs at a time, 1 thread each).
 # Writes OUT (out/extrapolation_<corpus>[_quick]): <model>_s<seed>/ (log.jsonl, train.out, checkpoint),
 # <model>.csv, <model>_buckets.csv, <model>_tokens.bin, <model>.out (the tool's output), results.txt,
@@ -22,11 +22,11 @@ CORPUS=${CORPUS:-kjv}
 case $CORPUS in kjv|fortunes) ;; *) echo "extrapolation_experiment.sh: CORPUS=$CORPUS is not known; use kjv or fortunes" >&2; exit 2 ;; esac
 if [ "${QUICK:-0}" = 1 ]; then SEEDS=${SEEDS:-1}; OUT=${OUT:-out/extrapolation_${CORPUS}_quick}
 else SEEDS=${SEEDS:-3}; OUT=${OUT:-out/extrapolation_${CORPUS}}; fi
-STEPS=${STEPS:-1200}
+STEPS=${STEPS:-2000}
 MODEL=${MODEL:-d4c128h2v256}
 B=${B:-32}
 LR=${LR:-2e-3}
-EVAL_TOKENS=${EVAL_TOKENS:-32768}
+EVAL_TOKENS=${EVAL_TOKENS:-65536}
 PRECISION=${PRECISION:-auto}
 JOBS=${JOBS:-2}
 T=64
