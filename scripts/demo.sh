@@ -6,7 +6,7 @@
 # by token (95% block-bootstrap intervals over windows), the loss against position in the window
 # (PNG), the training curves, and how sharp each one's attention stays at 16x.
 #   bash scripts/demo.sh                     byte-level KJV (vocabulary 256: a model that must use its
-#                                            attention), 600 steps of 32 x 64 bytes per model, about
+#                                            attention), 1000 steps of 32 x 64 bytes per model, about
 #                                            10 minutes on 2 cores with the installs
 #   CORPUS=bpe bash scripts/demo.sh          the GPT-2 BPE demo (200 steps of 16 x 64 tokens; near
 #                                            n-gram level, where attention matters little) with the
@@ -23,7 +23,7 @@ cd "$(dirname "$0")/.."
 source scripts/attn_flags.sh
 CORPUS=${CORPUS:-bytes}
 case $CORPUS in
-    bytes) STEPS=${STEPS:-600}; B=32; MODEL=${MODEL:-d4c128h2v256}; DATA=data/kjv_bytes; OUT=${OUT:-out/demo} ;;
+    bytes) STEPS=${STEPS:-1000}; B=32; MODEL=${MODEL:-d4c128h2v256}; DATA=data/kjv_bytes; OUT=${OUT:-out/demo} ;;
     bpe) STEPS=${STEPS:-200}; B=16; MODEL=${MODEL:-d4c128h2}; DATA=data/kjv; OUT=${OUT:-out/demo_bpe} ;;
     *) echo "demo.sh: CORPUS=$CORPUS is not known; use bytes (the default) or bpe" >&2; exit 2 ;;
 esac

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs each test binary given, streams its output, and prints one closing line
+# Runs each test binary given, streams its output, lists the slowest programs, and prints one closing line
 # "N passed, M failed" over all doctest test cases (a binary that crashes counts as failed; a
 # test program that is not doctest counts as one test case, passed when it exits 0).
 #
@@ -8,7 +8,7 @@
 # name with OPENBLAS_CORETYPE=<kernel> and OPENBLAS_L2_SIZE=512, as some machines set them. Only this
 # runner sets them, for the tests that vary them; a kernel the CPU cannot run is skipped, saying so.
 set -u
-passed=0; failed=0; broken=()
+passed=0; failed=0; broken=(); seconds=()
 cpu_runs_kernel() {  # the instruction set the OpenBLAS kernel needs
     case "$1" in
         default) return 0 ;;
@@ -30,8 +30,10 @@ for entry in "$@"; do
         continue
     fi
     log=$(mktemp)
+    t0=$(date +%s)
     "${run[@]}" "./$bin" 2>&1 | tee "$log"
     rc=${PIPESTATUS[0]}
+    seconds+=("$(( $(date +%s) - t0 )) s  $bin${kernel:+ ($kernel)}")
     line=$(grep -E '^\[doctest\] test cases:' "$log" | tail -n 1)
     rm -f "$log"
     if [ -n "$line" ]; then
@@ -47,6 +49,8 @@ for entry in "$@"; do
     fi
 done
 echo
+echo "the slowest test programs (wall seconds):"
+printf '%s\n' "${seconds[@]+"${seconds[@]}"}" | sort -rn | head -8 | sed 's/^/  /'
 for b in "${broken[@]+"${broken[@]}"}"; do echo "FAILED: $b"; done
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ] && [ ${#broken[@]} -eq 0 ]
