@@ -69,8 +69,12 @@ def main():
     say = lines.append
 
     seeds = {label: int(m[lengths[0]]["checkpoints"]) for label, m in models}
+    one_seed = all(v == 1 for v in seeds.values())
+    over_seeds = ("One seed per model: no interval over seeds (each model's block-bootstrap intervals over "
+                  "windows are in loss_vs_length's output)." if one_seed else
+                  "Mean over seeds [95% t-interval over seeds].")
     say("Validation loss: at 1x over every position; at 2x-16x over the positions at or beyond the training "
-        f"length ({T}) only. Mean over seeds [95% t-interval over seeds]; seeds per model: "
+        f"length ({T}) only. {over_seeds} Seeds per model: "
         + ", ".join(f"{k} {v}" for k, v in seeds.items()) + ".")
     say("")
     say("| model | " + " | ".join(f"{L} ({L // T}x)" for L in lengths) + " |")
@@ -87,7 +91,7 @@ def main():
         say(f"| {label} | " + " | ".join(cells) + " |")
     say("")
     say("Paired difference against 1x: the loss of the tokens at or beyond the training length minus the same "
-        "tokens' loss in the 1x windows. Mean over seeds [95% t-interval over seeds].")
+        f"tokens' loss in the 1x windows. {over_seeds}")
     say("")
     longer = [L for L in lengths if L > T]
     say("| model | " + " | ".join(f"{L // T}x" for L in longer) + " |")
@@ -103,8 +107,10 @@ def main():
         say("")
         say(f"Against {args.baseline}, token by token on the same tokens (model minus {args.baseline}; at 1x every "
             "position, beyond it the positions at or beyond the training length): the mean difference of the "
-            "seed-averaged losses, its 95% block-bootstrap interval over windows, and the 95% t-interval over seed "
-            "pairs. * where both intervals exclude 0.")
+            + ("losses and its 95% block-bootstrap interval over windows (one seed: no t-interval over seed pairs, "
+               "and no *)."
+               if one_seed else "seed-averaged losses, its 95% block-bootstrap interval over windows, and the 95% "
+               "t-interval over seed pairs. * where both intervals exclude 0."))
         say("")
         say("| model | " + " | ".join(f"{L // T}x" for L in lengths) + " |")
         say("|---|" + "---:|" * len(lengths))

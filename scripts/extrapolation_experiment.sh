@@ -7,8 +7,8 @@
 # same validation bytes: the loss over the positions beyond the training length, the paired
 # difference against 1x, every model against softmax token by token (block bootstrap over windows,
 # t-intervals over seeds), and the loss against position (PNG).
-#   bash scripts/extrapolation_experiment.sh              3 seeds, KJV bytes (about 45 minutes on 2 cores)
-#   QUICK=1 bash scripts/extrapolation_experiment.sh      1 seed (about 15 minutes)
+#   bash scripts/extrapolation_experiment.sh              3 seeds, KJV bytes (about 25 minutes on 2 cores)
+#   QUICK=1 bash scripts/extrapolation_experiment.sh      1 seed (a third of the training)
 #   CORPUS=fortunes bash scripts/extrapolation_experiment.sh
 # Settings: SEEDS (3), STEPS (2000), MODEL (d4c128h2v256), B (32), LR (2e-3), EVAL_TOKENS (65536),
 # PRECISION (the trainer's and the tools' -pr, default auto), JOBS (2 runs at a time, 1 thread each).
