@@ -23,7 +23,8 @@ struct GPT2Config {
     int learn_p = 0;                // 1: p trainable per layer and head, p = 1 + softplus(theta), from p
     int attn_len = 0;               // the n of sigmoid's bias -ln(n) and relu's scale 1/n: 0 for the row's
                                     // n_t = t + 1, L > 0 for the constant L (the trainer's -tl 1: the
-                                    // training length; doc/attention.md, 'Choices the cited papers leave open')
+                                    // training length; doc/attention.md, section
+                                    // 'Choices the cited papers leave open')
 };
 
 // Learned p (doc/attention.md, section 'Learned p'): p = 1 + softplus(theta) >= 1, theta initialised

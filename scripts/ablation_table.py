@@ -10,8 +10,8 @@ t-interval over seeds; with one seed there is no interval, and no row is a claim
 
 A run's label names its variant as make's ATTN= does, with _p<P> for the re-weighted ones and _tl
 for sigmoid and relu trained with their length terms at the training length (the trainer's -tl 1);
-plain sigmoid and relu take the row's n_t (doc/attention.md, section 'Choices the cited papers
-leave open'). The paper's sigmoid and relu rows stand beside both forms.
+plain sigmoid and relu take the row's n_t (doc/attention.md,
+section 'Choices the cited papers leave open'). The paper's sigmoid and relu rows stand beside both forms.
 """
 import argparse
 import csv
