@@ -148,6 +148,7 @@ struct Trainer {
         config.p = opt.p;
         config.rope_base = opt.rope_base;
         config.learn_p = opt.learn_p;
+        config.attn_len = opt.train_len ? opt.T : 0;
         std::string error;
         from_checkpoint = !gpt2_parse_descriptor(opt.model, &config, &error);
         if (!error.empty()) cli_fail("-e " + opt.model + ": " + error);
@@ -282,6 +283,7 @@ struct Trainer {
         std::string p = !attn_reweights(config.attn) ? ""
                         : config.learn_p ? " p learned per layer and head from " + json_number(config.p)
                                          : " p " + json_number(config.p);
+        if (config.attn_len > 0) p += " (length terms at the constant attn_len " + std::to_string(config.attn_len) + ")";
         printf("model: %s attention%s, %d layers, %d heads, %d channels, vocab %d (padded %d), %zu parameters, %s back end\n",
                attn_kind_name(config.attn), p.c_str(), config.num_layers, config.num_heads, config.channels,
                config.vocab_size, config.padded_vocab_size, model->num_parameters, BACKEND_NAME);

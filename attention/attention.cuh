@@ -20,6 +20,9 @@
 //   p_head  (NH)                fp32   head h's p in place of p (null: p for every head)
 //   dp_head (NH)                fp32   the backward adds dL/dp of every head (summed over the batch)
 //                                      to it (null: not computed, and nothing of it is run)
+// attn_len: the n of sigmoid's bias -ln(n) and relu's scale 1/n, 0 for the row's n_t = t + 1,
+// L > 0 for the constant L (attn_len_n, attention/attention_kind.h; a run-time argument of the
+// kernels, no instantiation of its own).
 // The kind becomes a compile-time constant through attn_dispatch: a program built for one
 // variant (make ATTN=...) holds that variant's kernels only.
 #pragma once
@@ -59,7 +62,7 @@ inline AttentionScratch attention_scratch_split(void* scratch, int B, int T, int
     return s;
 }
 
-inline void attention_check_args(int B, int T, int NH, int hd, AttnKind kind, float p, const char* who) {
+inline void attention_check_args(int B, int T, int NH, int hd, AttnKind kind, float p, int attn_len, const char* who) {
     if (hd != 32 && hd != 64 && hd != 128) {
         fprintf(stderr, "[ERROR] %s: head size hd = %d is not supported; the attention kernels "
                         "(attention/attention.cuh) take hd = 32, 64 or 128\n", who, hd);
@@ -77,6 +80,11 @@ inline void attention_check_args(int B, int T, int NH, int hd, AttnKind kind, fl
     if (attn_reweights(kind) && !(p >= 1.0f)) {
         fprintf(stderr, "[ERROR] %s: %s's re-weighting power p = %g must be >= 1 (the paper uses 3 and 15)\n", who,
                 attn_kind_name(kind), p);
+        exit(EXIT_FAILURE);
+    }
+    std::string len_error = attn_len_error(kind, attn_len);
+    if (!len_error.empty()) {
+        fprintf(stderr, "[ERROR] %s: %s\n", who, len_error.c_str());
         exit(EXIT_FAILURE);
     }
 }
@@ -97,7 +105,7 @@ inline void attention_check_learned_p(AttnKind kind, const float* p_head, const 
 
 template <int HD, AttnKind K>
 void attention_forward_hd(floatX* out, float* stats, const floatX* qkv, void* scratch, int B, int T, int NH, float p,
-                          const float* p_head, cudaStream_t stream) {
+                          const float* p_head, int attn_len, cudaStream_t stream) {
     using Tile = AttnTile<HD>;
     dim3 grid(ceil_div(T, Tile::ROWS), B * NH);
     AttentionScratch s = attention_scratch_split(scratch, B, T, NH, HD);
@@ -106,13 +114,13 @@ void attention_forward_hd(floatX* out, float* stats, const floatX* qkv, void* sc
         cuda_launch(lssa_scales_kernel<HD>, ceil_div(rows, 8), 256, 0, stream, s.scales, qkv, B, T, NH);
     }
     cuda_launch((attention_forward_kernel<HD, K>), grid, Tile::THREADS, 0, stream, out, stats, qkv,
-                (const float*)s.scales, T, NH, p, p_head);
+                (const float*)s.scales, T, NH, p, p_head, attn_len);
 }
 
 template <int HD, AttnKind K>
 void attention_backward_hd(floatX* dqkv, const floatX* dout, const floatX* qkv, const floatX* out,
                            const float* stats, void* scratch, int B, int T, int NH, float p, const float* p_head,
-                           float* dp_head, cudaStream_t stream) {
+                           float* dp_head, int attn_len, cudaStream_t stream) {
     using Tile = AttnTile<HD>;
     using V = AttnTraits<K>;
     dim3 grid(ceil_div(T, Tile::ROWS), B * NH);
@@ -139,7 +147,7 @@ void attention_backward_hd(floatX* dqkv, const floatX* dout, const floatX* qkv, 
     cudaCheck(cudaFuncSetAttribute(attention_backward_kernel<HD, K>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    (int)dyn_smem));
     cuda_launch((attention_backward_kernel<HD, K>), grid, Tile::THREADS, dyn_smem, stream, dqkv, s.dqh, s.dkh, dout, qkv,
-                stats, (const float*)s.rowd, (const float*)s.scales, T, NH, p, p_head);
+                stats, (const float*)s.rowd, (const float*)s.scales, T, NH, p, p_head, attn_len);
     cuda_launch((lssa_normgrad_kernel<HD, AttnTraits<K>::cos_len>), ceil_div(rows, 8), 256, 0, stream, dqkv,
                 (const float*)s.dqh, (const float*)s.dkh, qkv, (const float*)s.scales, B, T, NH);
 }
@@ -147,16 +155,16 @@ void attention_backward_hd(floatX* dqkv, const floatX* dout, const floatX* qkv, 
 // out, stats = attention(qkv). scratch: attention_scratch_bytes(B, T, NH, hd) bytes.
 inline void attention_forward_cuda(floatX* out, float* stats, const floatX* qkv, void* scratch, int B, int T,
                                    int NH, int hd, AttnKind kind, float p, cudaStream_t stream = 0,
-                                   const float* p_head = nullptr) {
-    attention_check_args(B, T, NH, hd, kind, p, "attention_forward_cuda");
+                                   const float* p_head = nullptr, int attn_len = 0) {
+    attention_check_args(B, T, NH, hd, kind, p, attn_len, "attention_forward_cuda");
     attention_check_learned_p(kind, p_head, nullptr, "attention_forward_cuda");
     CHECK_ALIGNED16(qkv);  // 128-bit tile loads
     attn_dispatch(kind, [&](auto k) {
         constexpr AttnKind K = decltype(k)::value;
         switch (hd) {
-            case 32: attention_forward_hd<32, K>(out, stats, qkv, scratch, B, T, NH, p, p_head, stream); break;
-            case 64: attention_forward_hd<64, K>(out, stats, qkv, scratch, B, T, NH, p, p_head, stream); break;
-            case 128: attention_forward_hd<128, K>(out, stats, qkv, scratch, B, T, NH, p, p_head, stream); break;
+            case 32: attention_forward_hd<32, K>(out, stats, qkv, scratch, B, T, NH, p, p_head, attn_len, stream); break;
+            case 64: attention_forward_hd<64, K>(out, stats, qkv, scratch, B, T, NH, p, p_head, attn_len, stream); break;
+            case 128: attention_forward_hd<128, K>(out, stats, qkv, scratch, B, T, NH, p, p_head, attn_len, stream); break;
         }
     });
     cudaCheck(cudaGetLastError());
@@ -166,8 +174,8 @@ inline void attention_forward_cuda(floatX* out, float* stats, const floatX* qkv,
 inline void attention_backward_cuda(floatX* dqkv, const floatX* dout, const floatX* qkv, const floatX* out,
                                     const float* stats, void* scratch, int B, int T, int NH, int hd, AttnKind kind,
                                     float p, cudaStream_t stream = 0, const float* p_head = nullptr,
-                                    float* dp_head = nullptr) {
-    attention_check_args(B, T, NH, hd, kind, p, "attention_backward_cuda");
+                                    float* dp_head = nullptr, int attn_len = 0) {
+    attention_check_args(B, T, NH, hd, kind, p, attn_len, "attention_backward_cuda");
     attention_check_learned_p(kind, p_head, dp_head, "attention_backward_cuda");
     CHECK_ALIGNED16(qkv);
     CHECK_ALIGNED16(dout);
@@ -176,11 +184,11 @@ inline void attention_backward_cuda(floatX* dqkv, const floatX* dout, const floa
         constexpr AttnKind K = decltype(k)::value;
         switch (hd) {
             case 32: attention_backward_hd<32, K>(dqkv, dout, qkv, out, stats, scratch, B, T, NH, p, p_head, dp_head,
-                                                  stream); break;
+                                                  attn_len, stream); break;
             case 64: attention_backward_hd<64, K>(dqkv, dout, qkv, out, stats, scratch, B, T, NH, p, p_head, dp_head,
-                                                  stream); break;
+                                                  attn_len, stream); break;
             case 128: attention_backward_hd<128, K>(dqkv, dout, qkv, out, stats, scratch, B, T, NH, p, p_head, dp_head,
-                                                    stream); break;
+                                                    attn_len, stream); break;
         }
     });
     cudaCheck(cudaGetLastError());

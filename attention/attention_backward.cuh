@@ -25,6 +25,7 @@ struct AttnRowInfo {
                         // (dot scores' dQ takes its 1/sqrt(hd) in lssa_normgrad_kernel)
     float bias;         // the score's bias, in score units
     float norm;         // l1: lse in log2 units (exp; as saved) or 1/S1 (0 for a row with S1 = 0); mean: 1/n
+                        // (n = attn_len_n: n_t, or the constant attn_len > 0)
     float n, o;         // visible keys, the re-weighting's bias
     float inv_m, inv_Z;  // re-weighting: 1/m, 1/Z (0: the row passes no gradient)
     float D2, D1;
@@ -57,7 +58,8 @@ __device__ __forceinline__ float attn_A_dev(float sv, float norm, float n, float
 }
 
 template <AttnKind K, int HD>
-__device__ __forceinline__ AttnRowInfo attn_row_info(int t, int T, const float* st, const float* rd, const float* sc) {
+__device__ __forceinline__ AttnRowInfo attn_row_info(int t, int T, const float* st, const float* rd, const float* sc,
+                                                     int attn_len) {
     using V = AttnTraits<K>;
     AttnRowInfo ri{};
     ri.n = 1.0f;  // a dead row: A = 0 (exp: 2^(0 - inf); l1: 1/S1 = 0; mean: relu(0)/1), dA = 0 from dy = 0
@@ -69,9 +71,9 @@ __device__ __forceinline__ AttnRowInfo attn_row_info(int t, int T, const float* 
     ri.scale = factor * (sc ? sc[T + t] : 1.0f);
     ri.score_scale = ri.scale * attn_score_unit<K>();
     ri.dq_scale = factor;
-    ri.bias = attn_row_bias<K>(t) * attn_score_unit<K>();
+    ri.bias = attn_row_bias<K>(t, attn_len) * attn_score_unit<K>();
     ri.n = (float)(t + 1);
-    if (V::norm == ATTN_NORM_MEAN) { ri.norm = 1.0f / ri.n; }
+    if (V::norm == ATTN_NORM_MEAN) { ri.norm = 1.0f / (float)attn_len_n_dev(t, attn_len); }
     else { ri.norm = V::phi == ATTN_PHI_EXP ? st[0] : st[0] > 0.0f ? 1.0f / st[0] : 0.0f; }  // exp: saved in log2 units
     ri.o = t < 3 ? 0.0f : 1.0f;
     bool live = V::reweight && st[1] > 0.0f && st[2] > 0.0f;
@@ -156,7 +158,7 @@ attention_rowd_kernel(float* rowd, float* dp_head, const floatX* dout, const flo
         row[r] = q0 + warp * 16 + lane / 4 + 8 * r;
         int t = min(row[r], T - 1);
         const float* st = stats + ((size_t)bh * T + t) * 3;
-        ri[r] = attn_row_info<K, HD>(row[r], T, st, zero, sc);
+        ri[r] = attn_row_info<K, HD>(row[r], T, st, zero, sc, 0);  // re-weighting variants: no attn_len
         row_scale[r] = ri[r].score_scale;
         row_bias[r] = ri[r].bias;
     }
@@ -285,7 +287,7 @@ template <int HD, AttnKind K>
 __global__ void __launch_bounds__(AttnTile<HD>::THREADS)
 attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* dout, const floatX* qkv,
                           const float* stats, const float* rowd, const float* scales, int T, int NH, float p,
-                          const float* p_head) {
+                          const float* p_head, int attn_len) {
     using Tile = AttnTile<HD>;
     constexpr int ROWS = Tile::ROWS, LD = Tile::LD, LDS = Tile::LDS, RT = Tile::RTILES;
     SHARED_TILE(sK, ROWS * LD);
@@ -334,7 +336,7 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
         int i = threadIdx.x, t = min(q0 + i, T - 1);
         if (i < ROWS) {
             row_info[buf * ROWS + i] = attn_row_slot<AttnTraits<K>::reweight>(attn_row_info<K, HD>(
-                q0 + i, T, stats + ((size_t)bh * T + t) * 3, rowd + ((size_t)bh * T + t) * 2, sc));
+                q0 + i, T, stats + ((size_t)bh * T + t) * 3, rowd + ((size_t)bh * T + t) * 2, sc, attn_len));
         }
     };
     const int num_qt = ceil_div(T, ROWS);

@@ -144,7 +144,7 @@ ATTN_CPU_TARGET inline __m512 attn_phi512(__m512 s, __m512* dphi) {
 // One row t of a row block. Its n = t + 1 visible keys are j < n; the block's products run over
 // nkp >= n keys (a multiple of 16), so every row leaves its weights and gradients zero on [n, nkp).
 
-// A = the normalised phi: a / S1 (l1), a (none), a / n (mean), divided as the reference divides
+// A = the normalised phi: a / S1 (l1), a (none), a / n (mean; n = attn_len_n), divided as the reference divides
 // (a row's only key gets exactly 1, tied keys exactly equal shares)
 template <AttnNorm N>
 ATTN_CPU_TARGET inline __m512 attn_normed512(__m512 a, __m512 S1, __m512 vn) {
@@ -155,8 +155,8 @@ ATTN_CPU_TARGET inline __m512 attn_normed512(__m512 a, __m512 S1, __m512 vn) {
 // the re-weighting's x = n A - o: one function for every x and for m, so that m is bitwise the
 // largest computed x (doc/attention.md, 'Stable evaluation of the re-weighting')
 template <AttnNorm N>
-ATTN_CPU_TARGET inline __m512 attn_x512(__m512 a, __m512 S1, __m512 vn, __m512 vo) {
-    return _mm512_fmsub_ps(vn, attn_normed512<N>(a, S1, vn), vo);
+ATTN_CPU_TARGET inline __m512 attn_x512(__m512 a, __m512 S1, __m512 vn, __m512 vo, __m512 vn_norm) {
+    return _mm512_fmsub_ps(vn, attn_normed512<N>(a, S1, vn_norm), vo);
 }
 
 struct AttnRow {
@@ -169,14 +169,16 @@ struct AttnRow {
 // Weights of row t from its raw dot products, as attn_row_weights of the reference.
 // s: in, the dots qe_t . ke_j; out, the scores s_tj (exp variants) or, with dphi, phi'(s_tj).
 // a: out, phi(s_tj) (exp: shifted by the row's largest score). w: out, the final weights.
-// stats: the reference's three saved values. Returns false for a degenerate row.
+// stats: the reference's three saved values. attn_len: the reference's (0: n_t). Returns false
+// for a degenerate row.
 template <AttnKind K>
 ATTN_CPU_TARGET inline bool attn_row_forward(float* s, float* a, float* w, float stats[3], AttnRow& row, int t, int nkp,
-                                             int hd, const AttnPower& pw, bool dphi) {
+                                             int hd, const AttnPower& pw, int attn_len, bool dphi) {
     using Tr = AttnTraits<K>;
     static_assert(Tr::phi != ATTN_PHI_EXP || Tr::norm == ATTN_NORM_L1, "exp needs l1 (the max shift cancels)");
     const int n = t + 1;
-    const __m512 scale = _mm512_set1_ps(attn_score_scale<K, float>(t, hd)), bias = _mm512_set1_ps(attn_score_bias<K, float>(t));
+    const __m512 scale = _mm512_set1_ps(attn_score_scale<K, float>(t, hd)),
+                 bias = _mm512_set1_ps(attn_score_bias<K, float>(t, attn_len));
     __m512d S1_acc = _mm512_setzero_pd();
     __m512 amax = _mm512_set1_ps(-INFINITY), amin = _mm512_set1_ps(INFINITY);
     float smax = 0;
@@ -221,9 +223,9 @@ ATTN_CPU_TARGET inline bool attn_row_forward(float* s, float* a, float* w, float
         row.inv_S1 = 1.0f / S1;
         stats[0] = Tr::phi == ATTN_PHI_EXP ? smax + std::log(S1) : S1;
     }
-    const __m512 vS1 = _mm512_set1_ps(row.S1), vn = _mm512_set1_ps(nf);
+    const __m512 vS1 = _mm512_set1_ps(row.S1), vn = _mm512_set1_ps(nf), vn_norm = _mm512_set1_ps((float)attn_len_n(t, attn_len));
     if constexpr (!Tr::reweight) {
-        for (int j = 0; j < n16; j += 16) _mm512_storeu_ps(w + j, attn_normed512<Tr::norm>(_mm512_loadu_ps(a + j), vS1, vn));
+        for (int j = 0; j < n16; j += 16) _mm512_storeu_ps(w + j, attn_normed512<Tr::norm>(_mm512_loadu_ps(a + j), vS1, vn_norm));
         return true;
     } else {
         // x = n A - o with A = a / S1 (l1), a (none), a / n (mean); m: the same operations on the
@@ -231,7 +233,7 @@ ATTN_CPU_TARGET inline bool attn_row_forward(float* s, float* a, float* w, float
         const __m512 vo = _mm512_set1_ps(o);
         float a_max = _mm512_reduce_max_ps(amax), a_min = _mm512_reduce_min_ps(amin);
         const __m512 vmax = _mm512_set1_ps(a_max);
-        float m = _mm512_cvtss_f32(attn_x512<Tr::norm>(vmax, vS1, vn, vo));
+        float m = _mm512_cvtss_f32(attn_x512<Tr::norm>(vmax, vS1, vn, vo, vn_norm));
         stats[1] = m;
         bool uniform = o == 1 && a_min == a_max;
         if (!(m > 0) || uniform) {
@@ -243,7 +245,7 @@ ATTN_CPU_TARGET inline bool attn_row_forward(float* s, float* a, float* w, float
         const __m512 vm = _mm512_set1_ps(m), one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
         __m512d Z_acc = _mm512_setzero_pd();
         for (int j = 0; j < n16; j += 16) {
-            __m512 x = attn_x512<Tr::norm>(_mm512_loadu_ps(a + j), vS1, vn, vo);
+            __m512 x = attn_x512<Tr::norm>(_mm512_loadu_ps(a + j), vS1, vn, vo, vn_norm);
             __mmask16 pos = _mm512_cmp_ps_mask(x, zero, _CMP_GT_OQ) & attn_lanes(j, n);
             __m512 r = _mm512_mask_div_ps(one, pos, x, vm);  // <= 1: m is the largest x
             __m512 u = _mm512_maskz_mov_ps(pos, pow512(r, pw));
@@ -271,7 +273,7 @@ ATTN_CPU_TARGET inline bool attn_row_forward(float* s, float* a, float* w, float
 template <AttnKind K>
 ATTN_CPU_TARGET inline double attn_row_backward(float* g, const float* dphi, const float* a, const float* w,
                                                 const AttnRow& row, int t, int nkp, int hd, const AttnPower& pw,
-                                                bool want_dp) {
+                                                int attn_len, bool want_dp) {
     using Tr = AttnTraits<K>;
     const int n = t + 1, n16 = (n + 15) / 16 * 16;
     const __m512 zero = _mm512_setzero_ps();
@@ -282,6 +284,7 @@ ATTN_CPU_TARGET inline double attn_row_backward(float* g, const float* dphi, con
     for (int j = n16; j < nkp; j += 16) _mm512_storeu_ps(g + j, zero);
     const float nf = (float)n;
     const __m512 vn = _mm512_set1_ps(nf), vS1 = _mm512_set1_ps(row.S1), inv_S1 = _mm512_set1_ps(row.inv_S1);
+    const __m512 vn_norm = _mm512_set1_ps((float)attn_len_n(t, attn_len));
     double dp = 0;
     if constexpr (Tr::reweight) {
         // D2 = sum_j W_j dW_j; dx_j = p (x_j/m)^(p-1) (dW_j - D2) / (m Z) for x_j > 0; dA = n dx
@@ -295,7 +298,7 @@ ATTN_CPU_TARGET inline double attn_row_backward(float* g, const float* dphi, con
         __m512 swl = zero, swdwl = zero;
         for (int j = 0; j < n16; j += 16) {
             // the forward's x and x/m, bit for bit: the same keys have x > 0
-            __m512 x = attn_x512<Tr::norm>(_mm512_loadu_ps(a + j), vS1, vn, vo);
+            __m512 x = attn_x512<Tr::norm>(_mm512_loadu_ps(a + j), vS1, vn, vo, vn_norm);
             __mmask16 pos = _mm512_cmp_ps_mask(x, zero, _CMP_GT_OQ) & attn_lanes(j, n);
             __m512 r = _mm512_mask_div_ps(one, pos, x, vm);
             __m512 dW = _mm512_maskz_loadu_ps(attn_lanes(j, n), g + j);
@@ -327,11 +330,11 @@ ATTN_CPU_TARGET inline double attn_row_backward(float* g, const float* dphi, con
             _mm512_storeu_ps(g + j, _mm512_maskz_mul_ps(k, _mm512_mul_ps(d, _mm512_sub_ps(dA, D1)), f));
         }
     } else {
-        // ds = c phi'(s) dA, c = 1 (none) or 1/n (mean)
+        // ds = c phi'(s) dA, c = 1 (none) or 1/n (mean; n = attn_len_n)
         for (int j = 0; j < n16; j += 16) {
             __mmask16 k = attn_lanes(j, n);
             __m512 d = _mm512_maskz_loadu_ps(k, dphi + j);
-            if constexpr (Tr::norm == ATTN_NORM_MEAN) d = _mm512_div_ps(d, vn);
+            if constexpr (Tr::norm == ATTN_NORM_MEAN) d = _mm512_div_ps(d, vn_norm);
             _mm512_storeu_ps(g + j, _mm512_maskz_mul_ps(k, _mm512_mul_ps(d, _mm512_maskz_loadu_ps(k, g + j)), scale));
         }
     }
@@ -492,8 +495,9 @@ struct AttnHeadShape {
     int T, NH, hd;
     int Tp;   // rows (keys) padded to a multiple of 32
     int hdp;  // channels padded to a multiple of 16
-    AttnHeadShape(int T_, int NH_, int hd_)
-        : T(T_), NH(NH_), hd(hd_), Tp((T_ + 31) / 32 * 32), hdp((hd_ + 15) / 16 * 16) {}
+    int attn_len;  // the n of sigmoid's bias and relu's scale: 0 for n_t (attention/attention_cpu.h)
+    AttnHeadShape(int T_, int NH_, int hd_, int attn_len_ = 0)
+        : T(T_), NH(NH_), hd(hd_), Tp((T_ + 31) / 32 * 32), hdp((hd_ + 15) / 16 * 16), attn_len(attn_len_) {}
     size_t rows() const { return (size_t)Tp * hdp; }  // a (Tp, hdp) operand; also (hdp, Tp) transposed
 };
 
@@ -638,7 +642,7 @@ ATTN_CPU_TARGET inline int attn_block_weights(AttnThreadScratch& sc, AttnRow* ro
         }
         float st[3];
         AttnRow row;
-        attn_row_forward<K>(&sc.s[o], &sc.a[o], &sc.w[o], st, row, t0 + r, nkp, sh.hd, pw, dphi);
+        attn_row_forward<K>(&sc.s[o], &sc.a[o], &sc.w[o], st, row, t0 + r, nkp, sh.hd, pw, sh.attn_len, dphi);
         if (stats)
             for (int c = 0; c < 3; c++) stats[(size_t)r * 3 + c] = st[c];
         if (rows) rows[r] = row;
@@ -670,9 +674,9 @@ ATTN_CPU_TARGET inline void attention_forward_block(AttnThreadScratch& sc, float
 
 template <AttnKind K>
 void attention_forward_cpu_k(AttentionCpuWorkspace& ws, float* out, float* stats, const float* qkv, int B, int T, int NH,
-                             int hd, double p, const double* p_head) {
+                             int hd, double p, const double* p_head, int attn_len) {
     constexpr int R = ATTN_CPU_ROWS;
-    const AttnHeadShape sh(T, NH, hd);
+    const AttnHeadShape sh(T, NH, hd, attn_len);
     const int C = NH * hd, BH = B * NH, NB = (T + R - 1) / R;
     const size_t per_head = sh.rows();
     attn_sized(ws.qe, (size_t)BH * per_head), attn_sized(ws.keT, (size_t)BH * per_head);
@@ -759,7 +763,8 @@ ATTN_CPU_TARGET inline double attention_backward_head(AttnThreadScratch& sc, flo
                 std::fill(sc.g.begin() + o, sc.g.begin() + o + nkp, 0.0f);
                 continue;
             }
-            dp += attn_row_backward<K>(&sc.g[o], &sc.s[o], &sc.a[o], &sc.w[o], rows[r], t0 + r, nkp, hd, pw, want_dp);
+            dp += attn_row_backward<K>(&sc.g[o], &sc.s[o], &sc.a[o], &sc.w[o], rows[r], t0 + r, nkp, hd, pw, sh.attn_len,
+                                       want_dp);
         }
         // dq-hat = ds ke; dk-hat += ds^T qe; dv += W^T dy (bf16 pairs)
         attn_bf16_rows(sc.g_keys.data(), Tp / 2, sc.g.data(), Tp, R, nkp);
@@ -787,8 +792,8 @@ ATTN_CPU_TARGET inline double attention_backward_head(AttnThreadScratch& sc, flo
 
 template <AttnKind K>
 void attention_backward_cpu_k(AttentionCpuWorkspace& ws, float* dqkv, const float* dout, const float* qkv, int B, int T,
-                              int NH, int hd, double p, const double* p_head, double* dp_head) {
-    const AttnHeadShape sh(T, NH, hd);
+                              int NH, int hd, double p, const double* p_head, double* dp_head, int attn_len) {
+    const AttnHeadShape sh(T, NH, hd, attn_len);
     const int C = NH * hd, BH = B * NH;
     const bool want_dp = AttnTraits<K>::reweight && dp_head != nullptr;
     std::vector<double> dp(BH, 0.0);
@@ -812,9 +817,9 @@ void attention_backward_cpu_k(AttentionCpuWorkspace& ws, float* dqkv, const floa
 // row. What eval/attention_maps.h reads on the bf16 path.
 template <AttnKind K>
 void attention_map_cpu_k(std::vector<float>& W, std::vector<uint8_t>& valid, const float* qkv, int T, int NH, int hd,
-                         int h, double p) {
+                         int h, double p, int attn_len) {
     constexpr int R = ATTN_CPU_ROWS;
-    const AttnHeadShape sh(T, NH, hd);
+    const AttnHeadShape sh(T, NH, hd, attn_len);
     const int C = NH * hd;
     AttentionCpuWorkspace ws;
     ws.size_threads();
@@ -844,10 +849,13 @@ void attention_map_cpu_k(std::vector<float>& W, std::vector<uint8_t>& valid, con
 // ----------------------------------------------------------------------------
 // Run-time entry points (the kind becomes a compile-time constant: attn_dispatch)
 
+// attn_len: as the reference's attention_forward (0: the row's n_t)
 inline void attention_forward_cpu(AttentionCpuWorkspace& ws, float* out, float* stats, const float* qkv, int B, int T,
-                                  int NH, int hd, AttnKind kind, double p, const double* p_head = nullptr) {
+                                  int NH, int hd, AttnKind kind, double p, const double* p_head = nullptr,
+                                  int attn_len = 0) {
+    attention_check_len(kind, attn_len, "attention_forward_cpu");
     attn_dispatch(kind, [&](auto k) {
-        attention_forward_cpu_k<decltype(k)::value>(ws, out, stats, qkv, B, T, NH, hd, p, p_head);
+        attention_forward_cpu_k<decltype(k)::value>(ws, out, stats, qkv, B, T, NH, hd, p, p_head, attn_len);
     });
 }
 
@@ -855,15 +863,17 @@ inline void attention_forward_cpu(AttentionCpuWorkspace& ws, float* out, float* 
 // dp_head[h] += d(loss)/d(p of head h) when given (re-weighting only)
 inline void attention_backward_cpu(AttentionCpuWorkspace& ws, float* dqkv, const float* dout, const float* qkv, int B,
                                    int T, int NH, int hd, AttnKind kind, double p, const double* p_head = nullptr,
-                                   double* dp_head = nullptr) {
+                                   double* dp_head = nullptr, int attn_len = 0) {
+    attention_check_len(kind, attn_len, "attention_backward_cpu");
     attn_dispatch(kind, [&](auto k) {
-        attention_backward_cpu_k<decltype(k)::value>(ws, dqkv, dout, qkv, B, T, NH, hd, p, p_head, dp_head);
+        attention_backward_cpu_k<decltype(k)::value>(ws, dqkv, dout, qkv, B, T, NH, hd, p, p_head, dp_head, attn_len);
     });
 }
 
 inline void attention_map_cpu(std::vector<float>& W, std::vector<uint8_t>& valid, const float* qkv, int T, int NH, int hd,
-                              int h, AttnKind kind, double p) {
-    attn_dispatch(kind, [&](auto k) { attention_map_cpu_k<decltype(k)::value>(W, valid, qkv, T, NH, hd, h, p); });
+                              int h, AttnKind kind, double p, int attn_len = 0) {
+    attention_check_len(kind, attn_len, "attention_map_cpu");
+    attn_dispatch(kind, [&](auto k) { attention_map_cpu_k<decltype(k)::value>(W, valid, qkv, T, NH, hd, h, p, attn_len); });
 }
 
 #pragma GCC diagnostic pop

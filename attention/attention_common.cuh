@@ -84,14 +84,19 @@ template <AttnKind K> __device__ __forceinline__ float attn_scaled_score(float a
     else { return acc * scale; }
 }
 
+// attn_len_n of attention/attention_kind.h on the device (constexpr host functions are not callable
+// there): the n of dot_logn's bias and of mean's scale, the row's n_t = t + 1 or the constant attn_len > 0
+__device__ __forceinline__ int attn_len_n_dev(int t, int attn_len) { return attn_len > 0 ? attn_len : t + 1; }
+
 // The factor on the tensor-core product of row t's scores: lam_t (cos_len; times fac_q by the
-// caller) or 1/sqrt(hd); and the score's bias (-ln n_t for dot_logn, else 0). Natural units.
+// caller) or 1/sqrt(hd); and the score's bias (-ln n for dot_logn, else 0; n = attn_len_n: the row's
+// n_t, or the constant attn_len > 0). Natural units.
 template <AttnKind K, int HD> __device__ __forceinline__ float attn_row_factor(int t) {
     if constexpr (AttnTraits<K>::cos_len) { return lssa_lam(t, HD); }
     else { return rsqrtf((float)HD); }
 }
-template <AttnKind K> __device__ __forceinline__ float attn_row_bias(int t) {
-    if constexpr (AttnTraits<K>::score == ATTN_SCORE_DOT_LOGN) { return -logf((float)(t + 1)); }
+template <AttnKind K> __device__ __forceinline__ float attn_row_bias(int t, int attn_len) {
+    if constexpr (AttnTraits<K>::score == ATTN_SCORE_DOT_LOGN) { return -logf((float)attn_len_n_dev(t, attn_len)); }
     else { return 0.0f; }
 }
 

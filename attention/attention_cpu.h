@@ -12,6 +12,8 @@
 //                          m, Z: the re-weighting's row maximum and sum (0 without it)
 // p: the re-weighting power, one for every head, or p_head[h] per head (learned p); the
 // backward adds dL/dp of every head to dp_head when given.
+// attn_len: the n of dot_logn's bias -ln(n) and mean's scale 1/n (sigmoid, relu): 0 for the row's
+// n_t = t + 1, L > 0 for the constant L (attn_len_n, attention/attention_kind.h).
 // The backward recomputes what it needs from qkv (it stores two T x T buffers per head,
 // which is fine for the lengths the CPU trains at; the CUDA kernels keep O(T) memory).
 #pragma once
@@ -83,8 +85,8 @@ template <AttnKind K, class T> inline T attn_score_scale(int t, int hd) {
     if constexpr (attn_variant(K).score == ATTN_SCORE_COS_LEN) return lssa_scale<T>(t, hd);
     else return T(1) / std::sqrt(T(hd));
 }
-template <AttnKind K, class T> inline T attn_score_bias(int t) {
-    if constexpr (attn_variant(K).score == ATTN_SCORE_DOT_LOGN) return -T(std::log((double)(t + 1)));
+template <AttnKind K, class T> inline T attn_score_bias(int t, int attn_len) {
+    if constexpr (attn_variant(K).score == ATTN_SCORE_DOT_LOGN) return -T(std::log((double)attn_len_n(t, attn_len)));
     else return T(0);
 }
 
@@ -102,7 +104,7 @@ template <AttnPhi F, class T> inline T attn_dphi(T s, T phi) {
     else return s > 0 ? T(1) : T(0);
 }
 
-// A = the normalised phi: phi / S1 (l1), phi (none), phi / n (mean)
+// A = the normalised phi: phi / S1 (l1), phi (none), phi / n (mean; n = attn_len_n)
 template <AttnNorm N, class T> inline T attn_normed(T a, T S1, T n) {
     if constexpr (N == ATTN_NORM_L1) return a / S1;
     else if constexpr (N == ATTN_NORM_NONE) return a;
@@ -153,10 +155,10 @@ void attention_prepare(std::vector<T>& qe, std::vector<T>& ke, std::vector<T>& q
 // computed: saturated sigmoids count) and o = 1. Rounding in S1 can leave m at +1e-16 there, so
 // equal phi decide, not m alone.
 template <AttnKind K, class T>
-bool attn_row_reweight(T* w, const T* a, T amax, T S1, T stats[3], int t, double p) {
+bool attn_row_reweight(T* w, const T* a, T amax, T S1, T stats[3], int t, double p, int attn_len) {
     constexpr AttnNorm N = attn_variant(K).norm;
-    T n = T(t + 1), o = T(lssar_bias(t));
-    T m = n * attn_normed<N>(amax, S1, n) - o;
+    T n = T(t + 1), o = T(lssar_bias(t)), n_norm = T(attn_len_n(t, attn_len));
+    T m = n * attn_normed<N>(amax, S1, n_norm) - o;
     stats[1] = m;
     bool uniform = o == 1 && std::all_of(a, a + t + 1, [&](T aj) { return aj == a[0]; });
     if (!(m > 0) || uniform) {
@@ -183,10 +185,11 @@ bool attn_row_reweight(T* w, const T* a, T amax, T S1, T stats[3], int t, double
 // (scores), a: scratch (phi values). Returns false for a degenerate row (w = 0, no output, no
 // gradient): every x <= 0 under re-weighting, or phi = 0 on every key under l1 (relu).
 template <AttnKind K, class T>
-bool attn_row_weights(T* w, T* s, T* a, T stats[3], const T* qe_t, const T* ke, int t, int hd, double p) {
+bool attn_row_weights(T* w, T* s, T* a, T stats[3], const T* qe_t, const T* ke, int t, int hd, double p,
+                      int attn_len) {
     constexpr AttnVariant V = attn_variant(K);
     static_assert(V.phi != ATTN_PHI_EXP || V.norm == ATTN_NORM_L1, "exp needs l1 (the max shift cancels)");
-    T scale = attn_score_scale<K, T>(t, hd), bias = attn_score_bias<K, T>(t);
+    T scale = attn_score_scale<K, T>(t, hd), bias = attn_score_bias<K, T>(t, attn_len);
     for (int j = 0; j <= t; j++) {
         T dot = 0;
         for (int i = 0; i < hd; i++) dot += qe_t[i] * ke[(size_t)j * hd + i];
@@ -204,7 +207,7 @@ bool attn_row_weights(T* w, T* s, T* a, T stats[3], const T* qe_t, const T* ke, 
         S1_acc += a[j];
         amax = std::max(amax, a[j]);
     }
-    T S1 = T(S1_acc), n = T(t + 1);
+    T S1 = T(S1_acc), n_norm = T(attn_len_n(t, attn_len));
     if (V.norm == ATTN_NORM_L1) {
         if (S1 == 0) {  // relu: no key has a positive score
             for (int j = 0; j <= t; j++) w[j] = 0;
@@ -212,8 +215,8 @@ bool attn_row_weights(T* w, T* s, T* a, T stats[3], const T* qe_t, const T* ke, 
         }
         stats[0] = V.phi == ATTN_PHI_EXP ? smax + std::log(S1) : S1;
     }
-    for (int j = 0; j <= t; j++) w[j] = attn_normed<V.norm>(a[j], S1, n);
-    if constexpr (V.reweight) return attn_row_reweight<K>(w, a, amax, S1, stats, t, p);
+    for (int j = 0; j <= t; j++) w[j] = attn_normed<V.norm>(a[j], S1, n_norm);
+    if constexpr (V.reweight) return attn_row_reweight<K>(w, a, amax, S1, stats, t, p, attn_len);
     return true;
 }
 
@@ -223,9 +226,9 @@ bool attn_row_weights(T* w, T* s, T* a, T stats[3], const T* qe_t, const T* ke, 
 // Under re-weighting, returns dL/dp of the row: sum_j dW_j W_j (ln(x_j/m) - sum_k W_k ln(x_k/m)).
 template <AttnKind K, class T>
 double attn_row_dscores(T* ds, T* dA, const T* dW, const T* w, const T* s, const T* a, const T stats[3], int t,
-                        double p) {
+                        double p, int attn_len) {
     constexpr AttnVariant V = attn_variant(K);
-    T n = T(t + 1), S1 = 1;
+    T n = T(t + 1), n_norm = T(attn_len_n(t, attn_len)), S1 = 1;
     if constexpr (V.norm == ATTN_NORM_L1) {  // the forward's sum, in the same order
         double S1_acc = 0;
         for (int j = 0; j <= t; j++) S1_acc += a[j];
@@ -245,7 +248,7 @@ double attn_row_dscores(T* ds, T* dA, const T* dW, const T* w, const T* s, const
         bool degenerate = !(m > 0) || Z == 0;  // as marked by attn_row_weights
         double sum_wlog = 0, sum_wdwlog = 0;
         for (int j = 0; j <= t; j++) {
-            T x = n * attn_normed<V.norm>(a[j], S1, n) - o;
+            T x = n * attn_normed<V.norm>(a[j], S1, n_norm) - o;
             T dx = 0;
             if (!degenerate && x > 0) {
                 dx = T(p) * pow_p(x / m, p - 1) * (dW[j] - D2) / (m * Z);
@@ -265,7 +268,7 @@ double attn_row_dscores(T* ds, T* dA, const T* dW, const T* w, const T* s, const
         for (int j = 0; j <= t; j++) D1 += (a[j] / S1) * dA[j];
         for (int j = 0; j <= t; j++) ds[j] = attn_dphi<V.phi>(s[j], a[j]) * (dA[j] - D1) / S1;
     } else {
-        for (int j = 0; j <= t; j++) ds[j] = attn_normed<V.norm>(attn_dphi<V.phi>(s[j], a[j]), T(1), n) * dA[j];
+        for (int j = 0; j <= t; j++) ds[j] = attn_normed<V.norm>(attn_dphi<V.phi>(s[j], a[j]), T(1), n_norm) * dA[j];
     }
     return dp;
 }
@@ -286,7 +289,7 @@ template <class T> inline void l2norm_backward(T* dx, const T* dxh, const T* xh,
 
 template <AttnKind K, class T>
 void attention_forward_k(T* out, T* stats, const T* qkv, int B, int T_, int NH, int hd, double p,
-                         const double* p_head) {
+                         const double* p_head, int attn_len) {
     int C = NH * hd;
     std::vector<T> qe, ke, qn, kn;
     attention_prepare(qe, ke, qn, kn, qkv, B, T_, NH, hd, K);
@@ -300,7 +303,7 @@ void attention_forward_k(T* out, T* stats, const T* qkv, int B, int T_, int NH, 
                     size_t head = (size_t)b * NH + h;
                     T row_stats[3];
                     attn_row_weights<K>(w.data(), s.data(), a.data(), row_stats, &qe[(head * T_ + t) * hd],
-                                        &ke[head * T_ * hd], t, hd, p_head ? p_head[h] : p);
+                                        &ke[head * T_ * hd], t, hd, p_head ? p_head[h] : p, attn_len);
                     T* y = out + (size_t)(b * T_ + t) * C + h * hd;
                     for (int i = 0; i < hd; i++) y[i] = 0;
                     for (int j = 0; j <= t; j++) {
@@ -320,18 +323,18 @@ void attention_forward_k(T* out, T* stats, const T* qkv, int B, int T_, int NH, 
 // into dS, and adds the row's dL/dp to *dp.
 template <AttnKind K, class T>
 void attn_backward_row(T* W, T* dS, T* dq, double* dp, const T* dy, const T* qkv, const T* qe_h, const T* ke_h,
-                       T q_norm, int b, int h, int t, int T_, int NH, int hd, double p, std::vector<T>& s,
+                       T q_norm, int b, int h, int t, int T_, int NH, int hd, double p, int attn_len, std::vector<T>& s,
                        std::vector<T>& a, std::vector<T>& dW, std::vector<T>& dA, std::vector<T>& dqe) {
     int C = NH * hd;
     T stats[3];
-    attn_row_weights<K>(W, s.data(), a.data(), stats, qe_h + (size_t)t * hd, ke_h, t, hd, p);
+    attn_row_weights<K>(W, s.data(), a.data(), stats, qe_h + (size_t)t * hd, ke_h, t, hd, p, attn_len);
     for (int j = 0; j <= t; j++) {
         const T* v = qkv + ((size_t)(b * T_ + j) * 3 + 2) * C + h * hd;
         T d = 0;
         for (int i = 0; i < hd; i++) d += dy[i] * v[i];
         dW[j] = d;
     }
-    *dp += attn_row_dscores<K>(dS, dA.data(), dW.data(), W, s.data(), a.data(), stats, t, p);
+    *dp += attn_row_dscores<K>(dS, dA.data(), dW.data(), W, s.data(), a.data(), stats, t, p, attn_len);
     T scale = attn_score_scale<K, T>(t, hd);
     for (int j = 0; j <= t; j++) dS[j] *= scale;
     // dq_t: d(qe_t) = sum_j ds_tj ke_j, then through the normalisation
@@ -347,7 +350,7 @@ void attn_backward_row(T* W, T* dS, T* dq, double* dp, const T* dy, const T* qkv
 
 template <AttnKind K, class T>
 void attention_backward_k(T* dqkv, const T* dout, const T* qkv, int B, int T_, int NH, int hd, double p,
-                          const double* p_head, double* dp_head) {
+                          const double* p_head, double* dp_head, int attn_len) {
     int C = NH * hd;
     std::vector<T> qe, ke, qn, kn;
     attention_prepare(qe, ke, qn, kn, qkv, B, T_, NH, hd, K);
@@ -368,7 +371,7 @@ void attention_backward_k(T* dqkv, const T* dout, const T* qkv, int B, int T_, i
                     const T* dy = dout + (size_t)(b * T_ + t) * C + h * hd;
                     T* dq = dqkv + ((size_t)(b * T_ + t) * 3 + 0) * C + h * hd;
                     attn_backward_row<K>(&W[(size_t)t * T_], &dS[(size_t)t * T_], dq, &dp, dy, qkv, qe_h, ke_h,
-                                         qn[head * T_ + t], b, h, t, T_, NH, hd, p_h, s, a, dW, dA, dqe);
+                                         qn[head * T_ + t], b, h, t, T_, NH, hd, p_h, attn_len, s, a, dW, dA, dqe);
                 }
 #pragma omp for schedule(dynamic, 8)
                 for (int j = 0; j < T_; j++) {
@@ -399,26 +402,42 @@ void attention_backward_k(T* dqkv, const T* dout, const T* qkv, int B, int T_, i
 // ----------------------------------------------------------------------------
 // Run-time entry points: the kind becomes a compile-time constant (attn_dispatch).
 
+// attn_len must suit the variant (attn_len_error; the model config refuses a bad one first).
+inline void attention_check_len(AttnKind kind, int attn_len, const char* who) {
+    std::string err = attn_len_error(kind, attn_len);
+    if (!err.empty()) {
+        fprintf(stderr, "[ERROR] %s: %s\n", who, err.c_str());
+        exit(EXIT_FAILURE);
+    }
+}
+
 // Returns false for a degenerate row (w = 0).
 template <class T>
 bool attention_row_weights(T* w, T* s, T* a, T stats[3], const T* qe_t, const T* ke, int t, int hd, AttnKind kind,
-                           double p) {
+                           double p, int attn_len = 0) {
+    attention_check_len(kind, attn_len, "attention_row_weights");
     bool live = false;
-    attn_dispatch(kind, [&](auto k) { live = attn_row_weights<decltype(k)::value>(w, s, a, stats, qe_t, ke, t, hd, p); });
+    attn_dispatch(kind, [&](auto k) {
+        live = attn_row_weights<decltype(k)::value>(w, s, a, stats, qe_t, ke, t, hd, p, attn_len);
+    });
     return live;
 }
 
 template <class T>
 void attention_forward(T* out, T* stats, const T* qkv, int B, int T_, int NH, int hd, AttnKind kind, double p,
-                       const double* p_head = nullptr) {
-    attn_dispatch(kind, [&](auto k) { attention_forward_k<decltype(k)::value>(out, stats, qkv, B, T_, NH, hd, p, p_head); });
+                       const double* p_head = nullptr, int attn_len = 0) {
+    attention_check_len(kind, attn_len, "attention_forward");
+    attn_dispatch(kind, [&](auto k) {
+        attention_forward_k<decltype(k)::value>(out, stats, qkv, B, T_, NH, hd, p, p_head, attn_len);
+    });
 }
 
 // dqkv += d(loss)/d(qkv); dp_head[h] += d(loss)/d(p of head h) when given (re-weighting only).
 template <class T>
 void attention_backward(T* dqkv, const T* dout, const T* qkv, int B, int T_, int NH, int hd, AttnKind kind,
-                        double p, const double* p_head = nullptr, double* dp_head = nullptr) {
+                        double p, const double* p_head = nullptr, double* dp_head = nullptr, int attn_len = 0) {
+    attention_check_len(kind, attn_len, "attention_backward");
     attn_dispatch(kind, [&](auto k) {
-        attention_backward_k<decltype(k)::value>(dqkv, dout, qkv, B, T_, NH, hd, p, p_head, dp_head);
+        attention_backward_k<decltype(k)::value>(dqkv, dout, qkv, B, T_, NH, hd, p, p_head, dp_head, attn_len);
     });
 }

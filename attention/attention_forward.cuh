@@ -15,7 +15,8 @@
 //
 // One block per (query tile, head); one warp per 16 query rows.
 //   without re-weighting: one pass over the key tiles, acc += phi V (exp: the online softmax,
-//     running max and rescaled sum), y = acc / S1 (l1), acc (none) or acc / n (mean);
+//     running max and rescaled sum), y = acc / S1 (l1), acc (none) or acc / n (mean; n and the
+//     dot_logn bias's n are attn_len_n(t, attn_len): n_t, or the constant attn_len > 0);
 //   with re-weighting: pass 1 gives S1 and the largest score s*, so m = n (phi(s*)/S1) - o;
 //     pass 2 gives u = (relu(n phi/S1 - o)/m)^p, Z += u, acc += u V; y = acc / Z (LSSAR in terms
 //     of the unscaled score t: attn_fwd_softplus_t). A degenerate
@@ -153,7 +154,7 @@ template <int HD, AttnKind K> constexpr int attn_fwd_min_blocks() {
 template <int HD, AttnKind K>
 __global__ void __launch_bounds__(AttnTile<HD>::THREADS, (attn_fwd_min_blocks<HD, K>()))
 attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const float* scales, int T, int NH, float p,
-                         const float* p_head) {
+                         const float* p_head, int attn_len) {
     using Tile = AttnTile<HD>;
     using V = AttnTraits<K>;
     constexpr bool RW = V::reweight, EXP = V::phi == ATTN_PHI_EXP, ONLINE = EXP && !RW;
@@ -203,7 +204,7 @@ attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const flo
         bool in = t < T;
         rows.row[r] = t;
         rows.scale[r] = in ? attn_row_factor<K, HD>(t) * attn_score_unit<K>() * (sc ? sc[T + t] : 1.0f) : 0.0f;
-        rows.bias[r] = in ? attn_row_bias<K>(t) * attn_score_unit<K>() : 0.0f;
+        rows.bias[r] = in ? attn_row_bias<K>(t, attn_len) * attn_score_unit<K>() : 0.0f;
         rows.n[r] = (float)(t + 1);
         rows.o[r] = t < 3 ? 0.0f : 1.0f;
     }
@@ -314,7 +315,7 @@ attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const flo
         bool degenerate = RW && (!(m[r] > 0.0f) || wsum[r] == 0.0f || (uniform[r] && rows.o[r] == 1.0f));
         if (degenerate) { wsum[r] = 0.0f; }
         if (V::norm == ATTN_NORM_L1) { inv[r] = wsum[r] > 0.0f ? 1.0f / wsum[r] : 0.0f; }
-        else { inv[r] = V::norm == ATTN_NORM_MEAN ? 1.0f / rows.n[r] : 1.0f; }
+        else { inv[r] = V::norm == ATTN_NORM_MEAN ? 1.0f / (float)attn_len_n_dev(rows.row[r], attn_len) : 1.0f; }
         float S1_row = RW ? S1[r] : wsum[r];
         // exp: lse in log2 units, lse log2 e = max + log2 S1 (the max in log2 units), the unit the
         // backward takes 2^(s - lse) in, so lse is rounded once: a conversion to natural units and

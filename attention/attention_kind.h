@@ -10,7 +10,9 @@
 //           none      A = phi
 //           mean      A = phi / n_t
 //   rw(p)   x = n_t A - o_t, W = relu(x)^p / sum_j relu(x)^p (max-normalised), o_t = [t >= 3]
-// n_t = t + 1 is the number of keys row t sees.
+// n_t = t + 1 is the number of keys row t sees. The length of dot_logn's bias and of mean's scale
+// is n_t, or with attn_len = L > 0 (the trainer's -tl 1: the training length) the constant L
+// (attn_len_n below; doc/attention.md, section 'Choices the cited papers leave open').
 #pragma once
 
 #include <cstdio>
@@ -76,6 +78,14 @@ template <AttnKind K> struct AttnTraits {
 constexpr bool attn_valid(int kind) { return kind >= 0 && kind < ATTN_NUM_KINDS; }
 constexpr bool attn_reweights(AttnKind kind) { return attn_variant(kind).reweight; }
 
+// The variants whose definition holds a length, where attn_len applies: dot_logn's bias -ln(n)
+// and mean's scale 1/n.
+constexpr bool attn_has_len(AttnKind kind) {
+    return attn_variant(kind).score == ATTN_SCORE_DOT_LOGN || attn_variant(kind).norm == ATTN_NORM_MEAN;
+}
+// That n for row t: n_t = t + 1 (attn_len = 0), or the constant attn_len > 0.
+constexpr int attn_len_n(int t, int attn_len) { return attn_len > 0 ? attn_len : t + 1; }
+
 inline const char* attn_kind_name(AttnKind kind) { return attn_valid(kind) ? attn_variant(kind).name : "unknown"; }
 
 // "softmax, lssa, ..." for error messages.
@@ -83,6 +93,23 @@ inline std::string attn_kind_list() {
     std::string s;
     for (const AttnVariant& v : ATTN_VARIANT_TABLE) s += (s.empty() ? "" : ", ") + std::string(v.name);
     return s;
+}
+
+// "sigmoid, relu": the variants where attn_len is defined (attn_has_len), for error messages.
+inline std::string attn_len_kind_list() {
+    std::string s;
+    for (const AttnVariant& v : ATTN_VARIANT_TABLE)
+        if (attn_has_len(v.kind)) s += (s.empty() ? "" : ", ") + std::string(v.name);
+    return s;
+}
+
+// "" if attn_len suits variant kind, else why not: negative, or set on a variant without a length.
+inline std::string attn_len_error(AttnKind kind, int attn_len) {
+    if (attn_len < 0) return "attn_len = " + std::to_string(attn_len) + " must be >= 0 (0: the row's n_t = t + 1)";
+    if (attn_len > 0 && !attn_has_len(kind))
+        return "attn_len = " + std::to_string(attn_len) + " is defined for " + attn_len_kind_list() + " only (the -ln(n) "
+               "bias and the 1/n scale); " + attn_kind_name(kind) + " has no length in its definition";
+    return "";
 }
 
 // Returns false for a name that is not a variant.

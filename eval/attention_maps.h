@@ -89,7 +89,7 @@ void attention_map(const GPT2<F>& gpt, int layer, int head, std::vector<F>& W, s
         for (int t = 0; t < T; t++) {
             F row_stats[3];
             bool ok = attention_row_weights(&W[(size_t)t * T], s.data(), a.data(), row_stats, qe_h + (size_t)t * hd,
-                                            ke_h, t, hd, c.attn, p);
+                                            ke_h, t, hd, c.attn, p, c.attn_len);
             valid[t] = ok ? 1 : 0;
         }
     }
@@ -102,7 +102,7 @@ inline void attention_map(const ModelCPU& model, int layer, int head, std::vecto
     const GPT2Config& c = model.config;
     double p;
     const float* qkv = attention_map_input(model.gpt, layer, head, &p);
-    attention_map_cpu(W, valid, qkv, model.gpt.T, c.num_heads, c.channels / c.num_heads, head, c.attn, p);
+    attention_map_cpu(W, valid, qkv, model.gpt.T, c.num_heads, c.channels / c.num_heads, head, c.attn, p, c.attn_len);
 }
 
 // Statistics of every row of a map W (T, T).

@@ -21,6 +21,10 @@ struct GPT2Config {
     float p = 15.0f;                // the re-weighting power (ignored by variants without re-weighting)
     float rope_base = 10000.0f;
     int learn_p = 0;                // 1: p trainable per layer and head, p = 1 + softplus(theta), from p
+    int attn_len = 0;               // the n of sigmoid's bias -ln(n) and relu's scale 1/n: 0 for the row's
+                                    // n_t = t + 1, L > 0 for the constant L (the trainer's -tl 1: the
+                                    // training length; doc/attention.md, section
+                                    // 'Choices the cited papers leave open')
 };
 
 // Learned p (doc/attention.md, section 'Learned p'): p = 1 + softplus(theta) >= 1, theta initialised
@@ -84,6 +88,8 @@ inline std::string gpt2_config_error(const GPT2Config& c) {
                  "(p = 1 + softplus(theta) reaches 1 only at theta = -inf)", c.p);
         return msg;
     }
+    std::string len_error = attn_len_error(c.attn, c.attn_len);
+    if (!len_error.empty()) return "config: " + len_error;
     if (!(c.rope_base > 1.0f)) {
         snprintf(msg, sizeof msg, "config: rope_base = %g must be > 1", c.rope_base);
         return msg;

@@ -180,7 +180,7 @@ template <class F> struct GPT2 : GPT2ParamLayout {
             rope_forward(qkvr, qkv, B, T, NH, hd, (double)c.rope_base);
             std::vector<double> p_head = layer_p(l);
             attention_forward(atty, a.attstats + l * BT * NH * 3, qkvr, B, T, NH, hd, c.attn, (double)c.p,
-                              p_head.empty() ? nullptr : p_head.data());
+                              p_head.empty() ? nullptr : p_head.data(), c.attn_len);
             matmul_forward(attproj, atty, param(P_ATTPROJW) + (size_t)l * C * C, param(P_ATTPROJB) + l * C,
                            (int)BT, C, C);
             residual_forward(residual2, residual, attproj, (int)(BT * C));
@@ -249,7 +249,7 @@ template <class F> struct GPT2 : GPT2ParamLayout {
                             g.attproj + o1, a.atty + o1, param(P_ATTPROJW) + (size_t)l * C * C, (int)BT, C, C);
             std::vector<double> p_head = layer_p(l), dp(NH, 0.0);
             attention_backward(g.qkvr + o3, g.atty + o1, a.qkvr + o3, B, T, NH, hd, c.attn, (double)c.p,
-                               p_head.empty() ? nullptr : p_head.data(), dp.data());
+                               p_head.empty() ? nullptr : p_head.data(), dp.data(), c.attn_len);
             for (int h = 0; c.learn_p && h < NH; h++) {  // dL/dtheta = dL/dp sigmoid(theta)
                 F theta = param(P_PTHETA)[l * NH + h];
                 grad(P_PTHETA)[l * NH + h] += F(dp[h] * learned_p_dtheta((double)theta));

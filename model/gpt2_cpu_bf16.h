@@ -160,7 +160,7 @@ struct GPT2Bf16 {
         prof.lap(PROF_ROPE);
         std::vector<double> p_head = g.layer_p(l);  // learned p (empty: c.p)
         attention_forward_cpu(attn_ws, a.atty + o1, a.attstats + l * BT * NH * 3, a.qkvr + o3, B, T, NH, hd, c.attn,
-                              (double)c.p, p_head.empty() ? nullptr : p_head.data());
+                              (double)c.p, p_head.empty() ? nullptr : p_head.data(), c.attn_len);
         round_to_bf16(atty.data() + o1, a.atty + o1, BT * C);
         prof.lap(PROF_ATTENTION);
         mm.forward(a.attproj + o1, atty.data() + o1, w_bf(P_ATTPROJW, l), param(P_ATTPROJB, l), (int)BT, C, C);
@@ -244,7 +244,7 @@ struct GPT2Bf16 {
         prof.lap(PROF_MATMUL);
         std::vector<double> p_head = g.layer_p(l), dp(NH, 0.0);
         attention_backward_cpu(attn_ws, dqkvr.data(), dln.data(), a.qkvr + o3, B, T, NH, hd, c.attn, (double)c.p,
-                               p_head.empty() ? nullptr : p_head.data(), c.learn_p ? dp.data() : nullptr);
+                               p_head.empty() ? nullptr : p_head.data(), c.learn_p ? dp.data() : nullptr, c.attn_len);
         for (int h = 0; c.learn_p && h < NH; h++)  // dL/dtheta = dL/dp sigmoid(theta), as the fp32 path
             g.grad(P_PTHETA)[l * NH + h] += (float)(dp[h] * learned_p_dtheta((double)g.param(P_PTHETA)[l * NH + h]));
         prof.lap(PROF_ATTENTION);

@@ -274,7 +274,7 @@ struct GPT2Cuda : GPT2ParamLayout {
                            C, 3 * C, nullptr, stream);
             rope_forward(qkvr, qkvr, freqs_cis, B, T, NH, hd, stream);
             attention_forward_cuda(atty, a.attstats + ol * NH * 3, qkvr, a.attn_scratch, B, T, NH, hd, c.attn, c.p,
-                                   stream, layer_p(l));
+                                   stream, layer_p(l), c.attn_len);
             matmul_forward(a.proj, atty, param(P_ATTPROJW) + (size_t)l * C * C, param(P_ATTPROJB) + l * C, BT, C, C,
                            nullptr, stream);
             fused_residual_layernorm_forward(a.residual2 + o1, a.ln2 + o1, a.ln2_mean + ol, a.ln2_rstd + ol,
@@ -383,7 +383,7 @@ struct GPT2Cuda : GPT2ParamLayout {
                             stream);  // dbtc = d atty
             attention_backward_cuda(a.dbt4c, a.dbtc, a.qkvr + o3, a.atty + o1, a.attstats + ol * NH * 3,
                                     a.attn_scratch, B, T, NH, hd, c.attn, c.p, stream, layer_p(l),
-                                    layer_dp(l));  // dbt4c = d qkvr; learned p: dp_heads of layer l
+                                    layer_dp(l), c.attn_len);  // dbt4c = d qkvr; learned p: dp_heads of layer l
             if (c.learn_p) {  // dtheta += dp sigmoid(theta), before the layer's gradients count as complete
                 learned_p_backward(grad(P_PTHETA) + (size_t)l * NH, layer_dp(l), param(P_PTHETA) + (size_t)l * NH, NH,
                                    stream);

@@ -39,6 +39,7 @@ static void config_to_header(CheckpointHeader& h, const GPT2Config& c) {
     h.p = c.p;
     h.rope_base = c.rope_base;
     h.learn_p = c.learn_p;
+    h.attn_len = c.attn_len;
 }
 
 static GPT2Config config_from_header(const CheckpointHeader& h) {
@@ -53,6 +54,7 @@ static GPT2Config config_from_header(const CheckpointHeader& h) {
     c.p = h.p;
     c.rope_base = h.rope_base;
     c.learn_p = h.learn_p;
+    c.attn_len = h.attn_len;
     return c;
 }
 
@@ -347,6 +349,12 @@ std::string checkpoint_config_mismatch(const std::string& path, const GPT2Config
     if (have.learn_p != want.learn_p) {
         snprintf(msg, sizeof msg, "checkpoint %s has %s p, this run asks for %s p (-pl %d)", path.c_str(),
                  have.learn_p ? "learned" : "fixed", want.learn_p ? "learned" : "fixed", want.learn_p);
+        return msg;
+    }
+    if (have.attn_len != want.attn_len) {
+        snprintf(msg, sizeof msg, "checkpoint %s has attn_len = %d, this run asks for attn_len = %d (the n of %s's "
+                 "length term: 0 the row's n_t, L > 0 the constant L; the trainer's -tl 1 sets the training length)",
+                 path.c_str(), have.attn_len, want.attn_len, attn_kind_name(have.attn));
         return msg;
     }
     if (attn_reweights(have.attn) && !have.learn_p && have.p != want.p) {

@@ -74,7 +74,7 @@ struct CheckpointHeader {
     uint64_t run_seed;          // the run's identity (version 3): its -rs seed
     uint64_t data_fingerprint;  // and its training shards (run_data_fingerprint, runtime/run_dir.h)
     int32_t learn_p;            // 1: the weights end with learned p's theta per (layer, head) (0 in older files)
-    int32_t pad2_;
+    int32_t attn_len;           // GPT2Config::attn_len (0 in older files: the row's n_t)
     RunningStats norm_stats;    // TrainState::norm (zero in older files)
     uint8_t pad1_[CHECKPOINT_HEADER_BYTES - 64 - sizeof(TrainStateStored) - 28 - 4 - sizeof(RunningStats)];
     uint64_t header_checksum;   // checkpoint_checksum of the 1016 bytes before it (version 3)

@@ -126,7 +126,8 @@ inline bool find_resume_point(const std::string& dir, const GPT2Config& config, 
 }
 
 // -e CHECKPOINT: the checkpoint whose weights start a new run, into *out; "" if it suits the run
-// (`asked`: this binary's variant, and p and the RoPE base where the flags gave them), else the
+// (`asked`: this binary's variant, learned p (-pl), attn_len (-tl), and p and the RoPE base where
+// the flags gave them), else the
 // refusal. The run takes the checkpoint's config (its length aside).
 inline std::string read_init_checkpoint(const std::string& path, const GPT2Config& asked, bool p_given, bool rope_given,
                                         Checkpoint* out) {
@@ -137,5 +138,6 @@ inline std::string read_init_checkpoint(const std::string& path, const GPT2Confi
     if (p_given) want.p = asked.p;
     if (rope_given) want.rope_base = asked.rope_base;
     want.learn_p = asked.learn_p;
+    want.attn_len = asked.attn_len;
     return checkpoint_config_mismatch(path, out->config, want, false);
 }

@@ -8,7 +8,10 @@ t-interval over seeds; with one seed there is no interval, and no row is a claim
     /usr/bin/python3 scripts/ablation_table.py softmax=out/a/softmax.csv lssar_p15=out/a/lssar_p15.csv \
         --train-len 64 -o out/a/ablations.png
 
-A run's label names its variant as make's ATTN= does, with _p<P> for the re-weighted ones.
+A run's label names its variant as make's ATTN= does, with _p<P> for the re-weighted ones and _tl
+for sigmoid and relu trained with their length terms at the training length (the trainer's -tl 1);
+plain sigmoid and relu take the row's n_t (doc/attention.md,
+section 'Choices the cited papers leave open'). The paper's sigmoid and relu rows stand beside both forms.
 """
 import argparse
 import csv
@@ -37,6 +40,17 @@ PAPER = {
     "sigmoid_l1_rw_p15": (None, None, None, 3.86),
     "relu_l1_rw_p15": (None, None, None, "> 10"),
 }
+# sigmoid and relu with the training-length constant (-tl 1): the same paper rows, which most
+# likely use that form
+PAPER["sigmoid_tl"] = PAPER["sigmoid"]
+PAPER["relu_tl"] = PAPER["relu"]
+# What a label's length terms are, printed under the table for the runs present
+LENGTH_FORMS = {
+    "sigmoid": "sigmoid, relu: bias -ln(n_t), scale 1/n_t at the row's n_t = t + 1",
+    "sigmoid_tl": "sigmoid_tl, relu_tl: bias -ln(T), scale 1/T at the training length T (-tl 1)",
+}
+LENGTH_FORMS["relu"] = LENGTH_FORMS["sigmoid"]
+LENGTH_FORMS["relu_tl"] = LENGTH_FORMS["sigmoid_tl"]
 
 
 def cell(v, width=6):
@@ -83,6 +97,12 @@ def main():
     print(f"(measured: validation loss, {', '.join(str(t) for t in sorted(tokens))} tokens scored at every "
           f"length, trained at {args.train_len}, mean over the seeds +- the 95% t-interval's half-width; paper: "
           f"GPT-2 124M on FineWeb, trained at 1K)")
+    forms = []
+    for label, _ in runs:
+        if label in LENGTH_FORMS and LENGTH_FORMS[label] not in forms:
+            forms.append(LENGTH_FORMS[label])
+    for form in forms:
+        print(f"({form})")
 
     fig, ax = plt.subplots(figsize=(7.2, 4.6))
     for label, rows in runs:

@@ -3,7 +3,7 @@
 # trained with the same budget and seeds on the same data, each evaluated at 1x..16x its training
 # length (the mean over SEEDS seeds with a 95% t-interval over them), one table beside the paper's
 # rows (its 1K/2K/4K/8K = our 1x/2x/4x/8x) and one PNG.
-#   bash scripts/ablations.sh                     10 runs x 3 seeds, ~2-3 minutes of training each on 2 cores
+#   bash scripts/ablations.sh                     12 runs x 3 seeds, ~2-3 minutes of training each on 2 cores
 #   SEEDS=1 bash scripts/ablations.sh             one seed: a look at how the rows start, no comparison
 #   STEPS=600 MODEL=d6c192h3 bash scripts/ablations.sh
 #   DATA=data/mine  (its *_train_*.bin and *_val_*.bin shards; default data/kjv, made if missing)
@@ -11,7 +11,10 @@
 #   PRECISION=fp32   the trainer's -pr: the fp32 reference path (default auto: the bf16 path where the
 #                    CPU has bf16 matmuls, 2-3x faster; the evaluation takes the same -pr)
 # The re-weighted variants train at p = $P (LSSAR also at p = 3, the paper's two rows), and
-# LSSAR once more with p learned per layer and head from p = $P (-pl 1; run lssar_pl).
+# LSSAR once more with p learned per layer and head from p = $P (-pl 1; run lssar_pl). sigmoid and
+# relu train twice: with their length terms at the row's n_t (runs sigmoid, relu) and at the training
+# length (-tl 1: runs sigmoid_tl, relu_tl, the form the paper's rows most likely use;
+# doc/attention.md, section 'Choices the cited papers leave open').
 # Writes $OUT/<run>_s<seed>/ (log.jsonl, final checkpoint), $OUT/<run>.csv, $OUT/ablations.txt (the table)
 # and $OUT/ablations.png. Running it again resumes or reuses finished runs (-y 1).
 set -euo pipefail
@@ -69,6 +72,7 @@ for v in $VARIANTS; do
         lssar) train_eval "lssar_p3" lssar -p 3; train_eval "lssar_p$P" lssar -p "$P"
                train_eval "lssar_pl" lssar -p "$P" -pl 1 ;;
         softmax_rw|sigmoid_l1_rw|relu_l1_rw) train_eval "${v}_p$P" "$v" -p "$P" ;;
+        sigmoid|relu) train_eval "$v" "$v"; train_eval "${v}_tl" "$v" -tl 1 ;;
         *) train_eval "$v" "$v" ;;
     esac
 done

@@ -36,6 +36,7 @@ HEADER_BYTES = 1024
 # what it writes with the C++ reader)
 OFF_TRAIN_STEP = 64      # TrainStateStored.step, int64
 OFF_LEARN_P = 184        # int32 (version 3)
+OFF_ATTN_LEN = 188       # int32 (version 3; 0 in older files): sigmoid's and relu's constant length
 OFF_HEADER_CHECKSUM = 1016
 # attention/attention_kind.h's AttnKind order
 ATTN_KINDS = ["softmax", "lssa", "lssar", "sigmoid", "relu", "softmax_rw", "sigmoid_l1_rw", "relu_l1_rw"]
@@ -109,9 +110,11 @@ def read_checkpoint(path):
     if not 0 <= attn < len(ATTN_KINDS):
         fail(f"{path}: attention kind {attn} is not one of 0..{len(ATTN_KINDS) - 1}")
     (learn_p,) = struct.unpack_from("<i", data, OFF_LEARN_P) if version == 3 else (0,)
+    (attn_len,) = struct.unpack_from("<i", data, OFF_ATTN_LEN) if version == 3 else (0,)
     (step,) = struct.unpack_from("<q", data, OFF_TRAIN_STEP)
     cfg = {"attn": ATTN_KINDS[attn], "n_layer": L, "n_head": NH, "n_embd": C, "vocab_size": V,
            "padded_vocab_size": Vp, "block_size": T, "p": p, "learn_p": bool(learn_p), "rope_base": rope_base,
+           "attn_len": attn_len,
            "layer_norm_epsilon": 1e-5, "step": step, "model_type": "lssar_gpt2", "format": FORMAT}
     want = sum(numel(s) for _, s in tensor_shapes(cfg))
     if num_params != want:
@@ -223,6 +226,7 @@ def write_checkpoint(path, cfg, flat):
     struct.pack_into("<2Q", h, 48, flat.numel(), checksum(payload))
     struct.pack_into("<q", h, OFF_TRAIN_STEP, int(cfg.get("step", 0)))
     struct.pack_into("<i", h, OFF_LEARN_P, 1 if cfg["learn_p"] else 0)
+    struct.pack_into("<i", h, OFF_ATTN_LEN, int(cfg.get("attn_len", 0)))
     struct.pack_into("<Q", h, OFF_HEADER_CHECKSUM, checksum(bytes(h[:OFF_HEADER_CHECKSUM])))
     tmp = path + ".tmp"
     with open(tmp, "wb") as f:
@@ -249,6 +253,9 @@ def import_(src, out_ckpt, config_path):
         fail(f"{config_path}: attn '{cfg['attn']}' is not one of {', '.join(ATTN_KINDS)}")
     if cfg["learn_p"] and cfg["attn"] not in REWEIGHTING:
         fail(f"{config_path}: learn_p with {cfg['attn']}, which has no re-weighting")
+    attn_len = cfg.get("attn_len", 0)
+    if not isinstance(attn_len, int) or attn_len < 0 or (attn_len > 0 and cfg["attn"] not in ("sigmoid", "relu")):
+        fail(f"{config_path}: attn_len = {attn_len}: must be an integer >= 0, and is defined for sigmoid, relu only")
     flat = flat_of(cfg, sd, src)
     write_checkpoint(out_ckpt, cfg, flat)
     print(f"wrote {out_ckpt}: {cfg['attn']}, {cfg['n_layer']} layers, {flat.numel()} parameters, step "

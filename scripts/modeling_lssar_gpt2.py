@@ -11,7 +11,8 @@ checkpoint's weights (pytorch_model.bin: a state_dict with nanoGPT's names) and 
 
 The definition is lssar.cu's doc/attention.md: RoPE on interleaved pairs before the attention;
 LSSA's cosine scores scaled by ln(hd) ln(n_t) (n_t = t + 1 keys seen by row t) and exact softplus;
-the sigmoid variant's bias -ln(n_t), relu's scale 1/n_t; the re-weighting W = relu(n_t A - o_t)^p
+the sigmoid variant's bias -ln(n_t), relu's scale 1/n_t (with attn_len = L > 0, the trainer's -tl 1:
+-ln(L) and 1/L on every row); the re-weighting W = relu(n_t A - o_t)^p
 normalised (o_t = 0 on rows 0-2, else 1), evaluated divided by the row's largest x so that no
 power overflows, with rows where no x is positive (and uniform rows with o_t = 1) giving zero
 output; learned p = 1 + softplus(theta) per layer and head. The language-model head is the
@@ -42,9 +43,14 @@ class LssarGPT2Config:
     """The model's shape and attention, as config.json holds them."""
 
     def __init__(self, attn="lssar", n_layer=12, n_head=12, n_embd=768, vocab_size=50257, padded_vocab_size=50304,
-                 block_size=1024, p=15.0, learn_p=False, rope_base=10000.0, layer_norm_epsilon=1e-5, **extra):
+                 block_size=1024, p=15.0, learn_p=False, rope_base=10000.0, layer_norm_epsilon=1e-5, attn_len=0,
+                 **extra):
         if attn not in VARIANTS:
             raise ValueError(f"attn '{attn}' is not one of {', '.join(VARIANTS)}")
+        score, _, norm, _ = VARIANTS[attn]
+        if int(attn_len) < 0 or (int(attn_len) > 0 and score != "dot_logn" and norm != "mean"):
+            raise ValueError(f"attn_len = {attn_len}: must be >= 0, and is defined for sigmoid, relu only")
+        self.attn_len = int(attn_len)
         self.attn, self.n_layer, self.n_head, self.n_embd = attn, n_layer, n_head, n_embd
         self.vocab_size, self.padded_vocab_size, self.block_size = vocab_size, padded_vocab_size, block_size
         self.p, self.learn_p, self.rope_base = float(p), bool(learn_p), float(rope_base)
@@ -80,12 +86,14 @@ def l1_normalise(a, dim=-1):
     return torch.where(s > 0, a.double() / safe, torch.zeros_like(s)).to(a.dtype)
 
 
-def attention_weights(q, k, attn, p):
-    """Causal attention weights (B, NH, T, T) of variant `attn`; p: a number or (NH,) per head."""
+def attention_weights(q, k, attn, p, attn_len=0):
+    """Causal attention weights (B, NH, T, T) of variant `attn`; p: a number or (NH,) per head;
+    attn_len: the n of the dot_logn bias and the mean scale, 0 for each row's n_t"""
     score, phi, norm, reweight = VARIANTS[attn]
     T, hd = q.size(-2), q.size(-1)
     mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
     n = torch.arange(1, T + 1, dtype=q.dtype, device=q.device)[:, None]  # keys each row sees
+    n_len = n if attn_len == 0 else torch.full_like(n, float(attn_len))
     if score == "cos_len":
         qh = q / q.norm(dim=-1, keepdim=True).clamp_min(1e-12)
         kh = k / k.norm(dim=-1, keepdim=True).clamp_min(1e-12)
@@ -93,13 +101,13 @@ def attention_weights(q, k, attn, p):
     else:
         s = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
         if score == "dot_logn":
-            s = s - torch.log(n)
+            s = s - torch.log(n_len)
     if phi == "exp":
         s_masked = s.masked_fill(~mask, float("-inf"))
         a = torch.exp(s_masked - s_masked.amax(dim=-1, keepdim=True))  # exp with the max shift; 0 above the diagonal
     else:
         a = {"softplus": exact_softplus, "sigmoid": torch.sigmoid, "relu": torch.relu}[phi](s) * mask
-    A = l1_normalise(a) if norm == "l1" else a / n if norm == "mean" else a
+    A = l1_normalise(a) if norm == "l1" else a / n_len if norm == "mean" else a
     if not reweight:
         return A
     # x = n A - o; W = relu(x)^p / sum, evaluated as (relu(x) / m)^p, m the row's largest x
@@ -138,7 +146,7 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self.c_attn(x).split(C, dim=2)
         q, k, v = (t.view(B, T, NH, C // NH).transpose(1, 2) for t in (q, k, v))  # (B, NH, T, hd)
         q, k = rope(q, self.cfg.rope_base), rope(k, self.cfg.rope_base)
-        y = attention_weights(q, k, self.cfg.attn, self.p()) @ v
+        y = attention_weights(q, k, self.cfg.attn, self.p(), self.cfg.attn_len) @ v
         return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
 
 

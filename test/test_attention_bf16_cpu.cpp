@@ -80,7 +80,7 @@ struct Reference : Run {
 // ds by its attn_row_dscores, with the bounds' sums in the same pass; dqkv and dL/dp by
 // attention_backward
 static Reference reference(const std::vector<double>& qkv, const std::vector<double>& dout, const AttnShape& s,
-                           AttnKind kind, double p, const double* p_head, bool backward) {
+                           AttnKind kind, double p, const double* p_head, bool backward, int attn_len) {
     Reference ref;
     const int T = s.T, hd = s.hd, NH = s.NH;
     const AttnVariant V = attn_variant(kind);
@@ -104,7 +104,7 @@ static Reference reference(const std::vector<double>& qkv, const std::vector<dou
             for (int t = 0; t < T; t++) {
                 double* st = &ref.stats[(head * T + t) * 3];
                 bool live = attention_row_weights(w.data(), sc.data(), a.data(), st, qe_h + (size_t)t * hd, ke_h, t, hd,
-                                                  kind, ph);
+                                                  kind, ph, attn_len);
                 double* y = &ref.y[s.out_at(b, t, h)];
                 double* yb = &ref.y_bound[s.out_at(b, t, h)];
                 const double* dy = &dout[s.out_at(b, t, h)];
@@ -126,7 +126,8 @@ static Reference reference(const std::vector<double>& qkv, const std::vector<dou
                 for (int j = 0; j <= t; j++) S1 += a[j];
                 if (!live || (V.norm == ATTN_NORM_L1 && S1 == 0)) continue;  // a degenerate row: no gradient
                 attn_dispatch(kind, [&](auto k) {
-                    attn_row_dscores<decltype(k)::value>(ds.data(), dA.data(), dW.data(), w.data(), sc.data(), a.data(), st, t, ph);
+                    attn_row_dscores<decltype(k)::value>(ds.data(), dA.data(), dW.data(), w.data(), sc.data(), a.data(), st, t, ph,
+                                                         attn_len);
                 });
                 if (V.reweight) {
                     double D2 = 0, A1 = 0, A2 = 0, n = t + 1, o = lssar_bias(t);
@@ -168,7 +169,7 @@ static Reference reference(const std::vector<double>& qkv, const std::vector<dou
     if (backward) {
         ref.dqkv.assign(s.qkv_size(), 0.0);
         ref.dp.assign(NH, 0.0);
-        attention_backward(ref.dqkv.data(), dout.data(), qkv.data(), s.B, T, NH, hd, kind, p, p_head, ref.dp.data());
+        attention_backward(ref.dqkv.data(), dout.data(), qkv.data(), s.B, T, NH, hd, kind, p, p_head, ref.dp.data(), attn_len);
     }
     return ref;
 }
@@ -178,26 +179,28 @@ static std::vector<double> to_double(const std::vector<float>& x) { return std::
 
 // The reference's float32 build on the float32 inputs
 static Run reference32(const std::vector<float>& qkv, const std::vector<float>& dout, const AttnShape& s, AttnKind kind,
-                       double p, const double* p_head, bool backward) {
+                       double p, const double* p_head, bool backward, int attn_len) {
     std::vector<float> y(s.out_size()), st(s.stats_size()), d(s.qkv_size(), 0.0f);
     Run r;
     r.dp.assign(s.NH, 0.0);
-    attention_forward(y.data(), st.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, p, p_head);
-    if (backward) attention_backward(d.data(), dout.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, p, p_head, r.dp.data());
+    attention_forward(y.data(), st.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, p, p_head, attn_len);
+    if (backward)
+        attention_backward(d.data(), dout.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, p, p_head, r.dp.data(), attn_len);
     r.y = to_double(y), r.stats = to_double(st), r.dqkv = to_double(d);
     return r;
 }
 
 // The kernel on the float32 inputs (dqkv starts as NaN: the backward must write every element)
 static Run kernel(const std::vector<float>& qkv, const std::vector<float>& dout, const AttnShape& s, AttnKind kind,
-                  double p, const double* p_head, bool backward = true) {
+                  double p, const double* p_head, bool backward = true, int attn_len = 0) {
     AttentionCpuWorkspace ws;
     std::vector<float> y(s.out_size()), st(s.stats_size()), d(s.qkv_size(), std::nanf(""));
     Run r;
     r.dp.assign(s.NH, 0.0);
-    attention_forward_cpu(ws, y.data(), st.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, p, p_head);
+    attention_forward_cpu(ws, y.data(), st.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, p, p_head, attn_len);
     if (backward)
-        attention_backward_cpu(ws, d.data(), dout.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, p, p_head, r.dp.data());
+        attention_backward_cpu(ws, d.data(), dout.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, p, p_head, r.dp.data(),
+                               attn_len);
     r.y = to_double(y), r.stats = to_double(st), r.dqkv = to_double(d);
     return r;
 }
@@ -235,13 +238,15 @@ static double l2_diff(const std::vector<double>& a, const std::vector<double>& b
 
 // Every check of the header's tolerances; returns the kernel's results for further checks.
 static Run check_against_reference(const std::vector<double>& qkv64, const std::vector<double>& dout64, const AttnShape& s,
-                                   AttnKind kind, double p, const double* p_head = nullptr, bool backward = true) {
+                                   AttnKind kind, double p, const double* p_head = nullptr, bool backward = true,
+                                   int attn_len = 0) {
     std::vector<float> qkv = to_float(qkv64), dout = to_float(dout64);
     std::vector<double> qkv_in = to_double(qkv), dout_in = to_double(dout);  // what the float32 builds see
-    Reference ref = reference(qkv_in, dout_in, s, kind, p, p_head, backward);
-    Run r32 = reference32(qkv, dout, s, kind, p, p_head, backward);
-    Run got = kernel(qkv, dout, s, kind, p, p_head, backward);
-    INFO(std::string(attn_kind_name(kind)) << " p=" << p << " (B, T, NH, hd) = (" << s.B << ", " << s.T << ", " << s.NH << ", " << s.hd << ")");
+    Reference ref = reference(qkv_in, dout_in, s, kind, p, p_head, backward, attn_len);
+    Run r32 = reference32(qkv, dout, s, kind, p, p_head, backward, attn_len);
+    Run got = kernel(qkv, dout, s, kind, p, p_head, backward, attn_len);
+    INFO(std::string(attn_kind_name(kind)) << " p=" << p << " attn_len=" << attn_len << " (B, T, NH, hd) = (" << s.B << ", "
+         << s.T << ", " << s.NH << ", " << s.hd << ")");
 
     // forward: every element within its bound; the stats in fp32 (x 4 of float32's error)
     double y_scale = max_abs(ref.y), y_fp32 = 4 * max_diff(r32.y, ref.y) + 1e-6 * y_scale;
@@ -359,6 +364,40 @@ TEST_CASE("every variant against the float64 reference: forward, stats, dq, dk, 
     }
 }
 
+// The training-length constant (attn_len = L): sigmoid's bias -ln(L) and relu's scale 1/L on every
+// row, with L = 16 inside T = 37 and T = 70 (rows below, at and above L), within the same bounds as
+// every variant (the constant changes a row's factor, not the roundings the bounds count). The
+// reference's attn_len is checked against float64 formulas in test_attention_cpu.cpp. The maps of
+// the bf16 path take it too: their rows are the forward's weights, the reference's within fp32.
+TEST_CASE("attn_len: sigmoid and relu at a constant length against the float64 reference, forward and backward; maps") {
+    if (!have_bf16()) return;
+    const int L = 16;
+    for (AttnShape s : {AttnShape{2, 37, 2, 36}, AttnShape{1, 70, 2, 64}}) {
+        std::vector<double> qkv = random_inputs(s.qkv_size(), 31), dout = random_inputs(s.out_size(), 32);
+        for (AttnKind kind : {ATTN_SIGMOID, ATTN_RELU}) {
+            Run with = check_against_reference(qkv, dout, s, kind, 0.0, nullptr, true, L);
+            Run per_row = kernel(to_float(qkv), to_float(dout), s, kind, 0.0, nullptr, true, 0);
+            CHECK(with.y != per_row.y);  // the constant is not n_t
+            std::vector<float> q32 = to_float(qkv), W;
+            std::vector<uint8_t> valid;
+            attention_map_cpu(W, valid, q32.data(), s.T, s.NH, s.hd, 1, kind, 0.0, L);
+            std::vector<double> qe, ke, qn, kn, w(s.T), sc(s.T), a(s.T), in = to_double(q32);
+            attention_prepare(qe, ke, qn, kn, in.data(), 1, s.T, s.NH, s.hd, kind);
+            double worst = 0;
+            for (int t = 0; t < s.T; t++) {
+                double st[3];
+                attention_row_weights(w.data(), sc.data(), a.data(), st, &qe[((size_t)s.T + t) * s.hd],
+                                      &ke[(size_t)s.T * s.hd], t, s.hd, kind, 0.0, L);
+                // fp32 scores of hd products of size ~1 (error ~hd 2^-24 |q||k| / sqrt(hd)), then
+                // phi and one division: 1e-5 absolute is far above that, and far below the weights (~0.1)
+                for (int j = 0; j <= t; j++) worst = std::max(worst, std::fabs(W[(size_t)t * s.T + j] - w[j]));
+            }
+            CAPTURE(worst);
+            CHECK(worst < 1e-5);
+        }
+    }
+}
+
 TEST_CASE("a wiring error is caught: the bounds are far below an O(1) change of the inputs' roles") {
     if (!have_bf16()) return;
     // the kernel on q and k exchanged against the reference on the original: every bound must fail
@@ -367,7 +406,7 @@ TEST_CASE("a wiring error is caught: the bounds are far below an O(1) change of 
     for (int t = 0; t < s.T; t++)
         for (int i = 0; i < s.hd; i++) std::swap(swapped[s.at(0, t, 0, 0) + i], swapped[s.at(0, t, 1, 0) + i]);
     std::vector<float> in = to_float(swapped), dout = to_float(random_inputs(s.out_size(), 32));
-    Reference ref = reference(to_double(to_float(qkv)), to_double(dout), s, ATTN_LSSAR, 15.0, nullptr, false);
+    Reference ref = reference(to_double(to_float(qkv)), to_double(dout), s, ATTN_LSSAR, 15.0, nullptr, false, 0);
     Run got = kernel(in, dout, s, ATTN_LSSAR, 15.0, nullptr, false);
     size_t outside = 0;
     for (size_t i = 0; i < ref.y.size(); i++) outside += std::fabs(got.y[i] - ref.y[i]) > ref.y_bound[i] + 1e-5;

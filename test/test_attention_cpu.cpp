@@ -25,17 +25,18 @@ struct AttnShape {
 
 // Checks d(sum(out * R))/d(qkv) of the backward against finite differences.
 static void check_attention_gradient(std::vector<double>& qkv, const AttnShape& s, AttnKind kind, double p,
-                                     uint64_t seed, const std::function<bool(size_t)>& skip = nullptr) {
+                                     uint64_t seed, const std::function<bool(size_t)>& skip = nullptr,
+                                     int attn_len = 0) {
     Rng rng(seed);
     auto R = random_vector(s.out_size(), rng);
     std::vector<double> out(s.out_size()), dqkv(s.qkv_size(), 0.0);
-    attention_backward(dqkv.data(), R.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, p);
+    attention_backward(dqkv.data(), R.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, p, nullptr, nullptr, attn_len);
     auto f = [&] {
-        attention_forward(out.data(), (double*)nullptr, qkv.data(), s.B, s.T, s.NH, s.hd, kind, p);
+        attention_forward(out.data(), (double*)nullptr, qkv.data(), s.B, s.T, s.NH, s.hd, kind, p, nullptr, attn_len);
         return weighted_sum(out.data(), R.data(), out.size());
     };
     GradCheckResult r = check_gradient(f, qkv.data(), dqkv.data(), qkv.size(), STEP, skip, s.hd);
-    INFO(std::string(attn_kind_name(kind)) << " p=" << p << " T=" << s.T << ": " << describe(r));
+    INFO(std::string(attn_kind_name(kind)) << " p=" << p << " T=" << s.T << " attn_len=" << attn_len << ": " << describe(r));
     CHECK(r.max_rel_err < TOL);
 }
 
@@ -430,6 +431,97 @@ TEST_CASE("LSSAR at T=4096 in float32, nearly identical keys: stable form matche
     naive_lssar_broken_rows(qkv32, in.T, in.hd, 15.0, &overflow, &underflow);
     MESSAGE("naive float32 relu(x)^15: " << underflow << " of " << in.T - 3 << " rows underflow to 0/0");
     CHECK(underflow > in.T / 2);
+}
+
+// The training-length constant (attn_len = L > 0): sigmoid's bias -ln(L), relu's scale 1/L on
+// every row, against the formulas evaluated directly in float64 here:
+//   sigmoid: y_t = sum_{j<=t} v_j / (1 + exp(-(q_t.k_j / sqrt(hd) - ln L)))
+//   relu:    y_t = sum_{j<=t} v_j max(q_t.k_j / sqrt(hd), 0) / L
+// at rows below, at and above L (T = 12, L = 5). Both sides are float64 sums of at most 12 terms
+// of size ~1 in different orders: they agree to ~1e-15, checked at 1e-13. On row L - 1 (n_t = L)
+// attn_len = L and attn_len = 0 are the same function: bit for bit, the same operations.
+TEST_CASE("attn_len: sigmoid's -ln(L) and relu's 1/L at a constant length, against float64 formulas; gradients") {
+    AttnShape s{2, 12, 2, 8};
+    const int L = 5;
+    Rng rng(23);
+    auto qkv = random_vector(s.qkv_size(), rng);
+    for (AttnKind kind : {ATTN_SIGMOID, ATTN_RELU}) {
+        INFO(std::string(attn_kind_name(kind)));
+        REQUIRE(attn_kink_distance(qkv.data(), s.B, s.T, s.NH, s.hd, kind) > 1e-3);
+        std::vector<double> out(s.out_size()), per_row(s.out_size());
+        attention_forward(out.data(), (double*)nullptr, qkv.data(), s.B, s.T, s.NH, s.hd, kind, 0.0, nullptr, L);
+        attention_forward(per_row.data(), (double*)nullptr, qkv.data(), s.B, s.T, s.NH, s.hd, kind, 0.0, nullptr, 0);
+        double max_err = 0, scale = 0;
+        bool differs_elsewhere = false;
+        for (int b = 0; b < s.B; b++)
+            for (int h = 0; h < s.NH; h++)
+                for (int t = 0; t < s.T; t++) {
+                    const double* q = &qkv[s.at(b, t, 0, h)];
+                    std::vector<double> y(s.hd, 0.0);
+                    for (int j = 0; j <= t; j++) {
+                        const double *k = &qkv[s.at(b, j, 1, h)], *v = &qkv[s.at(b, j, 2, h)];
+                        double dot = 0;
+                        for (int i = 0; i < s.hd; i++) dot += q[i] * k[i];
+                        double sc = dot / std::sqrt((double)s.hd);
+                        double w = kind == ATTN_SIGMOID ? 1.0 / (1.0 + std::exp(-(sc - std::log((double)L))))
+                                                        : std::max(sc, 0.0) / L;
+                        for (int i = 0; i < s.hd; i++) y[i] += w * v[i];
+                    }
+                    size_t o = ((size_t)(b * s.T + t) * s.NH + h) * s.hd;
+                    for (int i = 0; i < s.hd; i++) {
+                        max_err = std::max(max_err, std::fabs(out[o + i] - y[i]));
+                        scale = std::max(scale, std::fabs(y[i]));
+                        if (t == L - 1) CHECK(out[o + i] == per_row[o + i]);
+                        else differs_elsewhere |= out[o + i] != per_row[o + i];
+                    }
+                }
+        CAPTURE(max_err);
+        CHECK(scale > 0.1);
+        CHECK(max_err < 1e-13 * scale);
+        CHECK(differs_elsewhere);  // the constant is not n_t
+        check_attention_gradient(qkv, s, kind, 0.0, 110, nullptr, L);
+        check_attention_gradient(qkv, s, kind, 0.0, 111, nullptr, 1);  // L = 1: no bias, no scale
+    }
+}
+
+// With every score 0 (q = 0), a sigmoid row with the constant L weighs each key 1 / (L + 1): row t
+// sums to n_t / (L + 1), which passes 1 once n_t > L + 1 and grows with the row (what makes the
+// constant form blow up beyond the training length), while the per-row rule keeps n_t / (n_t + 1).
+TEST_CASE("attn_len: with zero scores sigmoid's row sums are n_t / (L + 1), growing past the training length") {
+    AttnShape s{1, 40, 1, 8};
+    const int L = 8;
+    std::vector<double> qkv(s.qkv_size(), 0.0);
+    for (int t = 0; t < s.T; t++)
+        for (int i = 0; i < s.hd; i++) qkv[s.at(0, t, 2, 0) + i] = 1.0;  // v = 1: y_t = the row's sum of weights
+    for (int attn_len : {L, 0}) {
+        std::vector<double> out(s.out_size());
+        attention_forward(out.data(), (double*)nullptr, qkv.data(), s.B, s.T, s.NH, s.hd, ATTN_SIGMOID, 0.0, nullptr,
+                          attn_len);
+        for (int t = 0; t < s.T; t++) {
+            double n = t + 1, want = attn_len ? n / (L + 1) : n / (n + 1);
+            CHECK(out[(size_t)t * s.hd] == doctest::Approx(want).epsilon(1e-14));
+        }
+    }
+}
+
+TEST_CASE("attn_len is refused where it is not defined, and when negative") {
+    CHECK(attn_len_error(ATTN_SIGMOID, 0).empty());
+    CHECK(attn_len_error(ATTN_SIGMOID, 1024).empty());
+    CHECK(attn_len_error(ATTN_RELU, 16).empty());
+    for (AttnKind kind : ALL_KINDS) CHECK(attn_len_error(kind, 0).empty());
+    for (AttnKind kind : ALL_KINDS) {
+        std::string e = attn_len_error(kind, 64);
+        CHECK(e.empty() == (kind == ATTN_SIGMOID || kind == ATTN_RELU));
+        if (!e.empty()) {
+            INFO(e);
+            CHECK(e.find("attn_len = 64") != std::string::npos);
+            CHECK(e.find("sigmoid, relu") != std::string::npos);
+            CHECK(e.find(attn_kind_name(kind)) != std::string::npos);
+        }
+    }
+    std::string neg = attn_len_error(ATTN_RELU, -3);
+    CHECK(neg.find("attn_len = -3") != std::string::npos);
+    CHECK(neg.find(">= 0") != std::string::npos);
 }
 
 TEST_CASE("evaluating at another p: refused below 1 and for variants without re-weighting") {

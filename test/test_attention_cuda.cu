@@ -42,6 +42,7 @@ struct Problem {
     std::vector<float> qkv, dout;  // bf16 values
     std::vector<int> uniform_rows; // rows t whose scores are all exactly equal (A uniform); dout = 0
                                    // on those with t >= 3, the degenerate LSSAR rows
+    int attn_len = 0;              // sigmoid, relu: the constant length of the bias and scale (0: n_t)
 };
 
 Problem make_problem(int B, int T, int NH, int hd, Inputs kind, unsigned seed, float q_scale = 1.0f) {
@@ -153,8 +154,8 @@ Result run_gpu(const Problem& pr, AttnKind kind, float p, const HeadPowers& p_he
         cudaCheck(cudaMemset(dp_dev, 0, NH * sizeof(float)));
     }
 
-    attention_forward_cuda(out, stats, qkv, scratch, B, T, NH, hd, kind, p, 0, p_dev);
-    attention_backward_cuda(dqkv, dout, qkv, out, stats, scratch, B, T, NH, hd, kind, p, 0, p_dev, dp_dev);
+    attention_forward_cuda(out, stats, qkv, scratch, B, T, NH, hd, kind, p, 0, p_dev, pr.attn_len);
+    attention_backward_cuda(dqkv, dout, qkv, out, stats, scratch, B, T, NH, hd, kind, p, 0, p_dev, dp_dev, pr.attn_len);
     cudaCheck(cudaDeviceSynchronize());
 
     Result r;
@@ -188,9 +189,9 @@ Reference run_reference(const Problem& pr, AttnKind kind, double p, const HeadPo
     std::vector<double> ph(p_head.begin(), p_head.end());
     const double* heads = ph.empty() ? nullptr : ph.data();
     if (heads) ref.dp.assign(NH, 0.0);
-    attention_forward(ref.out.data(), ref.stats.data(), qkv.data(), B, T, NH, hd, kind, p, heads);
+    attention_forward(ref.out.data(), ref.stats.data(), qkv.data(), B, T, NH, hd, kind, p, heads, pr.attn_len);
     attention_backward(ref.dqkv.data(), dout.data(), qkv.data(), B, T, NH, hd, kind, p, heads,
-                       heads ? ref.dp.data() : nullptr);
+                       heads ? ref.dp.data() : nullptr, pr.attn_len);
     return ref;
 }
 
@@ -215,17 +216,17 @@ struct TermScales { std::vector<double> out, dq, dk, dv, dp, dp_abs; };  // (B, 
 // g_j (above) for one row t: w, s, a, stats from attention_row_weights; dwm_j = sum_i |dy_i v_ji|.
 template <AttnKind K>
 void ds_magnitudes(double* g, const double* dwm, const double* w, const double* s, const double* a,
-                   const double stats[3], int t, double p) {
+                   const double stats[3], int t, double p, int attn_len) {
     constexpr AttnVariant V = attn_variant(K);
     double Dm = 0;  // |D2| <= sum_j W_j dwm_j (D2 = dy . y, y = sum_j W_j v_j)
     for (int j = 0; j <= t; j++) Dm += w[j] * dwm[j];
-    double S1 = 0, n = t + 1, o = lssar_bias(t);
+    double S1 = 0, n = t + 1, o = lssar_bias(t), n_norm = attn_len_n(t, attn_len);
     for (int j = 0; j <= t; j++) S1 += a[j];
     if (V.norm != ATTN_NORM_L1) S1 = 1;
     std::vector<double> dAm(t + 1);
     for (int j = 0; j <= t; j++) {
         if (!V.reweight) { dAm[j] = dwm[j]; continue; }
-        double m = stats[1], Z = stats[2], x = n * attn_normed<V.norm>(a[j], S1, n) - o;
+        double m = stats[1], Z = stats[2], x = n * attn_normed<V.norm>(a[j], S1, n_norm) - o;
         bool live = m > 0 && Z > 0 && x > 0;
         dAm[j] = live ? n * p * pow_p(x / m, p - 1) * (dwm[j] + Dm) / (m * Z) : 0.0;
     }
@@ -235,7 +236,7 @@ void ds_magnitudes(double* g, const double* dwm, const double* w, const double* 
         for (int j = 0; j <= t; j++) D1m += (a[j] / S1) * dAm[j];
         for (int j = 0; j <= t; j++) g[j] = attn_dphi<V.phi>(s[j], a[j]) * (dAm[j] + D1m) / S1;
     } else {
-        for (int j = 0; j <= t; j++) g[j] = attn_normed<V.norm>(attn_dphi<V.phi>(s[j], a[j]), 1.0, n) * dAm[j];
+        for (int j = 0; j <= t; j++) g[j] = attn_normed<V.norm>(attn_dphi<V.phi>(s[j], a[j]), 1.0, n_norm) * dAm[j];
     }
 }
 
@@ -277,7 +278,7 @@ TermScales term_scales(const Problem& pr, AttnKind kind, double p, const HeadPow
             for (int t = 0; t < T; t++) {
                 const double* qe_t = &qe[(head * T + t) * hd];
                 double stats[3];
-                attention_row_weights(w.data(), s.data(), a.data(), stats, qe_t, ke_h, t, hd, kind, ph);
+                attention_row_weights(w.data(), s.data(), a.data(), stats, qe_t, ke_h, t, hd, kind, ph, pr.attn_len);
                 const float* dy = &pr.dout[(size_t)(b * T + t) * C + h * hd];
                 for (int j = 0; j <= t; j++) {
                     const float* v = &pr.qkv[((size_t)(b * T + j) * 3 + 2) * C + h * hd];
@@ -287,7 +288,8 @@ TermScales term_scales(const Problem& pr, AttnKind kind, double p, const HeadPow
                 }
                 double c = 0;
                 attn_dispatch(kind, [&](auto k) {
-                    ds_magnitudes<decltype(k)::value>(ds.data(), dwm.data(), w.data(), s.data(), a.data(), stats, t, ph);
+                    ds_magnitudes<decltype(k)::value>(ds.data(), dwm.data(), w.data(), s.data(), a.data(), stats, t, ph,
+                                                      pr.attn_len);
                     c = attn_score_scale<decltype(k)::value, double>(t, hd);
                 });
                 if (attn_reweights(kind) && stats[1] > 0 && stats[2] > 0) {
@@ -363,6 +365,7 @@ double check_case(const Problem& pr, AttnKind kind, float p, bool per_row = fals
     CAPTURE(pr.NH);
     CAPTURE(pr.hd);
     CAPTURE(p);
+    CAPTURE(pr.attn_len);
     std::string heads;
     for (float ph : p_head) heads += " " + std::to_string(ph);
     CAPTURE(heads);
@@ -443,7 +446,7 @@ double check_case(const Problem& pr, AttnKind kind, float p, bool per_row = fals
     if (!p_head.empty()) snprintf(dp_text, sizeof dp_text, "  dp err/bound %.3g", e_dp);
     double max_m = 0;
     for (size_t r = 0; r < g.stats.size() / 3; r++) max_m = std::max(max_m, (double)g.stats[r * 3 + 1]);
-    MESSAGE(name, " B=", pr.B, " T=", pr.T, " NH=", pr.NH, " hd=", pr.hd, " p=", p,
+    MESSAGE(name, " B=", pr.B, " T=", pr.T, " NH=", pr.NH, " hd=", pr.hd, " p=", p, " attn_len=", pr.attn_len,
             "  err/u: out ", e_out.rel / U, " dq ", e_dq.rel / U, " dk ", e_dk.rel / U, " dv ", e_dv.rel / U,
             "  stats ", e_stat, "  max m ", max_m, dp_text);
     return max_m;
@@ -471,6 +474,33 @@ TEST_CASE("attention kernels match the reference on random inputs, every length 
             for (AttnKind kind : KINDS)
                 for (float p : powers(kind)) check_case(pr, kind, p);
         }
+    }
+}
+
+// The training-length constant (attn_len = L > 0, a run-time argument of the same kernels): sigmoid's
+// bias -ln(L) and relu's scale 1/L on every row, against the reference with the same L (itself
+// checked against float64 formulas in test_attention_cpu.cpp), at lengths below and above L and
+// across tiles (T = 130, L = 64: rows before, at and after L; T = 17 with L = 40: every row below;
+// T = 130 with L = 5: most rows far above), forward and backward. The tolerances are those of
+// every variant: L changes the row's bias or factor, not what the kernels round.
+TEST_CASE("attn_len: sigmoid and relu at a constant length, below and above it, forward and backward") {
+    struct Case { int T, L; } cases[] = {{130, 64}, {17, 40}, {130, 5}};
+    for (int hd : {32, 64}) {
+        for (const Case& c : cases) {
+            Problem pr = make_problem(2, c.T, 2, hd, Inputs::Random, 3000 + c.T + hd + c.L);
+            pr.attn_len = c.L;
+            for (AttnKind kind : {ATTN_SIGMOID, ATTN_RELU}) check_case(pr, kind, 1.0f);
+        }
+    }
+    // the constant reaches the kernels: their outputs differ from the per-row n_t's
+    Problem pr = make_problem(1, 70, 1, 32, Inputs::Random, 3100);
+    for (AttnKind kind : {ATTN_SIGMOID, ATTN_RELU}) {
+        Result per_row = run_gpu(pr, kind, 1.0f);
+        pr.attn_len = 8;
+        Result constant = run_gpu(pr, kind, 1.0f);
+        pr.attn_len = 0;
+        CHECK(per_row.out != constant.out);
+        CHECK(per_row.dqkv != constant.dqkv);
     }
 }
 

@@ -1,5 +1,6 @@
 // scripts/export.py and the module it exports (scripts/modeling_lssar_gpt2.py), against the CPU
-// reference (model/gpt2_cpu.h in float64), for every attention variant and for learned p:
+// reference (model/gpt2_cpu.h in float64), for every attention variant, for learned p, and for
+// sigmoid and relu with their length terms at a constant (attn_len, the trainer's -tl 1):
 // - the exported module's logits, loaded from the export directory alone (test/export_check.py), in
 //   float64 agree with the reference to 1e-9 of the logits' scale (the same formulas, another
 //   order of operations), and in float32 to 1e-5 of that scale or 4 times the C++ float32 back
@@ -30,13 +31,14 @@ struct ExportCase {
     AttnKind attn;
     float p;
     bool learn_p;
+    int attn_len = 0;  // sigmoid, relu: the constant length (-tl 1), 16 of T = 24: rows below and above it
 };
 
 static GPT2Config case_config(const ExportCase& c) {
     GPT2Config cfg;
     cfg.max_seq_len = 32, cfg.vocab_size = 61, cfg.padded_vocab_size = 64;
     cfg.num_layers = 2, cfg.num_heads = 2, cfg.channels = 32;
-    cfg.attn = c.attn, cfg.p = c.p, cfg.learn_p = c.learn_p;
+    cfg.attn = c.attn, cfg.p = c.p, cfg.learn_p = c.learn_p, cfg.attn_len = c.attn_len;
     return cfg;
 }
 
@@ -80,6 +82,7 @@ TEST_CASE("the exported PyTorch module matches the CPU reference for every varia
         {"sigmoid_l1_rw", ATTN_SIGMOID_L1_RW, 15, false}, {"relu_l1_rw", ATTN_RELU_L1_RW, 15, false},
         {"lssar_pl", ATTN_LSSAR, 15, true},           {"softmax_rw_pl", ATTN_SOFTMAX_RW, 15, true},
         {"sigmoid_l1_rw_pl", ATTN_SIGMOID_L1_RW, 15, true}, {"relu_l1_rw_pl", ATTN_RELU_L1_RW, 15, true},
+        {"sigmoid_tl", ATTN_SIGMOID, 15, false, 16},  {"relu_tl", ATTN_RELU, 15, false, 16},
     };
     Rng rng(11);
     std::vector<int> tokens(B * T);
@@ -143,6 +146,7 @@ TEST_CASE("the exported PyTorch module matches the CPU reference for every varia
         CHECK(back.train.step == 7);
         CHECK(checkpoint_config_mismatch("imported", back.config, cfg, true).empty());
         CHECK(back.config.learn_p == cfg.learn_p);
+        CHECK(back.config.attn_len == cfg.attn_len);
     }
     std::string corrupt = read_file(dir.path + "/refused_corrupt.txt");
     CHECK(corrupt.find("exit 1") == 0);

@@ -13,7 +13,7 @@ constexpr double TOL = 1e-6;
 // or x must stay this far from a kink so that the stencil never crosses it.
 constexpr double KINK_MIN = 2e-3;
 
-static GPT2Config tiny_config(AttnKind kind, float p, int learn_p = 0) {
+static GPT2Config tiny_config(AttnKind kind, float p, int learn_p = 0, int attn_len = 0) {
     GPT2Config c;
     c.max_seq_len = 16;
     c.vocab_size = 37;
@@ -24,6 +24,7 @@ static GPT2Config tiny_config(AttnKind kind, float p, int learn_p = 0) {
     c.attn = kind;
     c.p = p;
     c.learn_p = learn_p;
+    c.attn_len = attn_len;
     return c;
 }
 
@@ -49,8 +50,8 @@ static double model_kink_distance(GPT2<double>& model, AttnKind kind, int B, int
     return dist;
 }
 
-static void check_model_gradients(AttnKind kind, float p, int learn_p = 0) {
-    GPT2<double> model(tiny_config(kind, p, learn_p));
+static void check_model_gradients(AttnKind kind, float p, int learn_p = 0, int attn_len = 0) {
+    GPT2<double> model(tiny_config(kind, p, learn_p, attn_len));
     int B = 2, T = 9;
     std::vector<int> inputs(B * T), targets(B * T);
     // finite differences are valid only away from the kinks of every layer's attention: the
@@ -93,6 +94,9 @@ TEST_CASE("whole model gradients, lssar p=3") { check_model_gradients(ATTN_LSSAR
 TEST_CASE("whole model gradients, lssar p=15") { check_model_gradients(ATTN_LSSAR, 15); }
 TEST_CASE("whole model gradients, sigmoid") { check_model_gradients(ATTN_SIGMOID, 0); }
 TEST_CASE("whole model gradients, relu") { check_model_gradients(ATTN_RELU, 0); }
+// the training-length constant at 5 of T = 9: rows below, at and above it
+TEST_CASE("whole model gradients, sigmoid with attn_len 5") { check_model_gradients(ATTN_SIGMOID, 0, 0, 5); }
+TEST_CASE("whole model gradients, relu with attn_len 5") { check_model_gradients(ATTN_RELU, 0, 0, 5); }
 TEST_CASE("whole model gradients, softmax_rw p=3") { check_model_gradients(ATTN_SOFTMAX_RW, 3); }
 TEST_CASE("whole model gradients, sigmoid_l1_rw p=15") { check_model_gradients(ATTN_SIGMOID_L1_RW, 15); }
 TEST_CASE("whole model gradients, relu_l1_rw p=3") { check_model_gradients(ATTN_RELU_L1_RW, 3); }
@@ -160,6 +164,10 @@ TEST_CASE("invalid configs are rejected with a message naming the field") {
         {"learn_p", [](GPT2Config& c) { c.attn = ATTN_LSSA; c.learn_p = 1; }},
         {"learn_p", [](GPT2Config& c) { c.p = 1.0f; c.learn_p = 1; }},
         {"p", [](GPT2Config& c) { c.attn = ATTN_SIGMOID_L1_RW; c.p = 0.9f; }},
+        {"attn_len = 16 is defined for sigmoid, relu only", [](GPT2Config& c) { c.attn_len = 16; }},
+        {"attn_len = 16 is defined for sigmoid, relu only", [](GPT2Config& c) { c.attn = ATTN_SOFTMAX; c.attn_len = 16; }},
+        {"attn_len = -1 must be >= 0", [](GPT2Config& c) { c.attn = ATTN_SIGMOID; c.attn_len = -1; }},
+        {"attn_len = -16 must be >= 0", [](GPT2Config& c) { c.attn = ATTN_RELU; c.attn_len = -16; }},
     };
     for (const Case& k : cases) {
         GPT2Config c = tiny_config(ATTN_LSSAR, 15);
@@ -173,6 +181,8 @@ TEST_CASE("invalid configs are rejected with a message naming the field") {
         GPT2Config ok = tiny_config(kind, 0.0f);  // p is not used without re-weighting
         CHECK(gpt2_config_error(ok).empty());
     }
+    for (AttnKind kind : {ATTN_SIGMOID, ATTN_RELU})
+        for (int attn_len : {1, 16, 1024}) CHECK(gpt2_config_error(tiny_config(kind, 0.0f, 0, attn_len)).empty());
 }
 
 TEST_CASE("token ids out of range are refused") {

@@ -202,6 +202,12 @@ check(code != 0 and "SOFTMAX_LOG,LSSAR_LOG" in out, "gap_report.py refuses an od
 code, out = run(os.path.join(HERE, "..", "scripts", "ablation_table.py"), f"softmax={tmp}/sm.csv", "--train-len", "64",
                 "-o", f"{tmp}/abl.png")
 check(code == 0 and "1.500 +-0.100" in out, "ablation_table.py: mean +- the half-width over seeds")
+# sigmoid and relu in both length forms: the paper's row beside each, and what each form is
+code, out = run(os.path.join(HERE, "..", "scripts", "ablation_table.py"), f"sigmoid={tmp}/sm.csv",
+                f"sigmoid_tl={tmp}/sm.csv", f"relu_tl={tmp}/sm.csv", "--train-len", "64", "-o", f"{tmp}/abl.png")
+check(code == 0 and out.count("14.50") == 2 and out.count("10.35") == 1 and "at the row's n_t" in out
+      and "at the training length T (-tl 1)" in out,
+      "ablation_table.py: sigmoid_tl and relu_tl labelled, beside the paper's sigmoid and relu rows")
 
 print(f"{failures} failure(s)")
 sys.exit(1 if failures else 0)

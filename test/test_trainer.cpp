@@ -650,6 +650,81 @@ TEST_CASE("learned p (-pl 1): logged every step, saved, printed by the evaluatio
     }
 }
 
+// attn_len (-tl 1) in the model file's header: the int32 after learn_p, the slot older files left zero
+// (scripts/export.py reads it at byte 188), so they load with attn_len = 0, the row's n_t.
+TEST_CASE("attn_len: a checkpoint keeps it, older files read 0, bad values are refused, a resume must match") {
+    static_assert(offsetof(CheckpointHeader, attn_len) == offsetof(CheckpointHeader, learn_p) + 4, "after learn_p");
+    static_assert(offsetof(CheckpointHeader, attn_len) == 188, "scripts/export.py's OFF_ATTN_LEN");
+    TempDir work;
+    Checkpoint ck;
+    ck.config.max_seq_len = 16;
+    ck.config.vocab_size = 37;
+    ck.config.padded_vocab_size = 40;
+    ck.config.num_layers = 1;
+    ck.config.num_heads = 2;
+    ck.config.channels = 16;
+    ck.config.attn = ATTN_SIGMOID;
+    ck.config.attn_len = 16;
+    size_t sizes[NUM_PARAM_TENSORS], n = 0;
+    gpt2_param_sizes(sizes, ck.config);
+    for (size_t k : sizes) n += k;
+    ck.params.assign(n, 0.25f);
+    std::string path = work.path + "/ckpt_00000000.bin";
+    checkpoint_write(path, ck);
+    Checkpoint back;
+    checkpoint_read(path, back);
+    CHECK(back.config.attn == ATTN_SIGMOID);
+    CHECK(back.config.attn_len == 16);
+    CHECK(back.params == ck.params);
+    // an older file: the slot is zero (as written before attn_len existed), and that is attn_len 0
+    ck.config.attn_len = 0;
+    checkpoint_write(path, ck);
+    std::string bytes = read_file(path);
+    int32_t slot;
+    memcpy(&slot, &bytes[offsetof(CheckpointHeader, attn_len)], 4);
+    CHECK(slot == 0);
+    checkpoint_read(path, back);
+    CHECK(back.config.attn_len == 0);
+    // a slot holding a bad value (header checksum recomputed): refused as a corrupt header, naming it
+    auto with_slot = [&](AttnKind kind, int32_t value) {
+        std::string b = bytes;
+        int32_t attn = (int32_t)kind;
+        memcpy(&b[offsetof(CheckpointHeader, attn)], &attn, 4);
+        memcpy(&b[offsetof(CheckpointHeader, attn_len)], &value, 4);
+        uint64_t sum = checkpoint_checksum(b.data(), offsetof(CheckpointHeader, header_checksum));
+        memcpy(&b[offsetof(CheckpointHeader, header_checksum)], &sum, 8);
+        std::string bad = work.path + "/bad.bin";
+        write_file(bad, b);
+        try {
+            Checkpoint c;
+            checkpoint_read(bad, c);
+        } catch (const std::runtime_error& e) {
+            return std::string(e.what());
+        }
+        return std::string();
+    };
+    CHECK(with_slot(ATTN_RELU, 1024).empty());
+    std::string neg = with_slot(ATTN_SIGMOID, -1);
+    CHECK(neg.find("corrupt header") != std::string::npos);
+    CHECK(neg.find("attn_len = -1") != std::string::npos);
+    std::string other = with_slot(ATTN_SOFTMAX, 16);
+    CHECK(other.find("attn_len = 16") != std::string::npos);
+    CHECK(other.find("sigmoid, relu") != std::string::npos);
+    // writing one is refused too
+    ck.config.attn = ATTN_LSSAR;
+    ck.config.attn_len = 16;
+    CHECK_THROWS_AS(checkpoint_write(work.path + "/w.bin", ck), std::invalid_argument);
+    // a run (resume, -e) asking for another attn_len than the checkpoint's is refused, naming both
+    GPT2Config have = back.config, want = back.config;
+    have.attn_len = 64;
+    std::string mismatch = checkpoint_config_mismatch("c.bin", have, want);
+    CHECK(mismatch.find("c.bin") != std::string::npos);
+    CHECK(mismatch.find("attn_len = 64") != std::string::npos);
+    CHECK(mismatch.find("attn_len = 0") != std::string::npos);
+    CHECK(mismatch.find("-tl 1") != std::string::npos);
+    CHECK(checkpoint_config_mismatch("c.bin", have, have).empty());
+}
+
 TEST_CASE("bad flags are refused, naming the flag and the value") {
     const std::string d = data_dir();
     const std::string base = std::string(TRAINER) + " -i " + d + "/train_*.bin -j '' -e d2c32h2v512 -b 4 -t 16 -x 1 -s 0 ";
@@ -666,6 +741,8 @@ TEST_CASE("bad flags are refused, naming the flag and the value") {
         {"-pl 2", {"-pl 2", "learned p"}},
         {"-pl 1 -p 1", {"-pl 1", "must be > 1"}},
         {"-plr 10", {"-plr 10", "needs -pl 1"}},
+        {"-tl 2", {"-tl 2", "training-length constant"}},
+        {"-tl 1", {"-tl 1", "lssar attention has no length", "sigmoid, relu"}},
         {"-pl 1 -plr -1", {"-plr -1", "learning-rate multiplier"}},
         {"-y 2", {"-y 2", "resume"}},
         {"-n 5", {"-n 5", "output dir (-o)"}},
@@ -685,7 +762,7 @@ TEST_CASE("bad flags are refused, naming the flag and the value") {
     Result help = run(std::string(TRAINER) + " -h");
     CHECK(help.code == 0);
     for (const char* flag : {"-i", "-j", "-o", "-e", "-b", "-t", "-d", "-l", "-k", "-u", "-q", "-c", "-gc", "-x", "-xi",
-                             "-rs", "-sk", "-sl", "-v", "-m", "-s", "-g", "-gk", "-gt", "-gp", "-n", "-nk", "-y", "-ow", "-p", "-pl", "-plr", "-pw", "-rb"})
+                             "-rs", "-sk", "-sl", "-v", "-m", "-s", "-g", "-gk", "-gt", "-gp", "-n", "-nk", "-y", "-ow", "-p", "-pl", "-plr", "-pw", "-rb", "-tl"})
         CHECK_MESSAGE(help.output.find(std::string("\n  ") + flag + " ") != std::string::npos, "undocumented " << flag);
 }
 
