@@ -8,7 +8,7 @@
 // (attention_rowdot_kernel); with re-weighting one more pass over the keys gives them from the
 // unrounded weights (attention_rowd_kernel); none and mean need neither. Then one block per
 // (key tile, head) walks the query tiles from the diagonal down and accumulates dV and dK in
-// registers while dQ goes to fp32 atomics; lssa_normgrad_kernel maps dq-hat and dk-hat
+// registers while dQ goes to fp32 atomics; attn_normgrad_kernel maps dq-hat and dk-hat
 // through the normalisation (cos_len) or scales dq by 1/sqrt(hd) and casts it (dot scores, whose
 // dk the main pass writes).
 #pragma once
@@ -22,7 +22,7 @@ struct AttnRowInfo {
     float score_scale;  // the factor on q~ . k~ in score units (attn_score_unit): lam fac_q (cos_len) or 1/sqrt(hd)
     float scale;        // the same in natural units: the factor on ds for dK
     float dq_scale;     // lam or 1/sqrt(hd): the factor on ds for dQ, times k_fac; used for cos_len only
-                        // (dot scores' dQ takes its 1/sqrt(hd) in lssa_normgrad_kernel)
+                        // (dot scores' dQ takes its 1/sqrt(hd) in attn_normgrad_kernel)
     float bias;         // the score's bias, in score units
     float norm;         // l1: lse in log2 units (exp; as saved) or 1/S1 (0 for a row with S1 = 0); mean: 1/n
     float n, o;         // visible keys, the re-weighting's bias
@@ -273,7 +273,7 @@ template <int HD, AttnKind K> __host__ __device__ constexpr size_t attn_bwd_dyna
 //   dV  += P^T dO,  dK~ += (scale ds)^T Q~   (registers)
 //   dQ~ += (dq_scale k_fac ds) K~  through shared memory and fp32 atomics into dqh
 // (dot scores: dq_scale = 1/sqrt(hd) on every row and k_fac = 1, so dQ = ds K, taken times
-// 1/sqrt(hd) by lssa_normgrad_kernel; keys past T occur on the diagonal tile alone, masked there)
+// 1/sqrt(hd) by attn_normgrad_kernel; keys past T occur on the diagonal tile alone, masked there)
 // grid (ceil(T/ROWS), B*NH), block THREADS, attn_bwd_dynamic_smem<HD, K>() bytes of dynamic shared
 // memory; dqh must be zero on entry. p_head: as the forward's.
 // 8 warps per SM (up to 255 registers). 12 warps (minBlocks 12 / WARPS: <= 168 registers) would
@@ -401,7 +401,7 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
                 s[nt].x[i] = P;
                 dsk[nt].x[i] = ds * ri.scale;
                 // (query, key) element of dq_scale k_fac ds for dQ (dot scores: ds, the factor
-                // 1/sqrt(hd) applied by lssa_normgrad_kernel)
+                // 1/sqrt(hd) applied by attn_normgrad_kernel)
                 sdS[tl * LDS + warp * 16 + frag_row(lane, i)] =
                     (floatX)(AttnTraits<K>::cos_len ? ds * ri.dq_scale * kfac[r] : ds);
             }
@@ -421,7 +421,7 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
     for (int qt = kt + 1; qt < num_qt; qt++) { tile(qt, std::false_type{}); }
 
     // dv (bf16) and dk of the warp's keys: fp32 into dkh for cos_len (finished by
-    // lssa_normgrad_kernel), bf16 straight into dqkv for dot scores
+    // attn_normgrad_kernel), bf16 straight into dqkv for dot scores
     floatX* dk_rows = dqkv + ((size_t)hp.b * T * 3 + 1) * C + hp.h * HD;  // (B, T, 3, NH, HD): k, then v
     floatX* dv_rows = dk_rows + C;
     if constexpr (AttnTraits<K>::cos_len) {
