@@ -13,7 +13,7 @@ CUDA_BINS += $(BUILD)/test_attention_cuda_gpu $(BUILD)/attention_forward $(BUILD
 $(BUILD)/test_attention_cuda_gpu: test/test_attention_cuda.cu $(DOCTEST_MAIN) | $(BUILD)
 	$(NVCC_CUDA) $< $(DOCTEST_MAIN) -o $@
 
-# cuDNN's flash attention joins the dev benchmarks as a baseline (dev/attention_cudnn.h) where cuDNN's
+# cuDNN's flash attention joins the dev benchmarks as a baseline (attention/attention_cudnn.h) where cuDNN's
 # header and library are both found; CUDNN_DIR points elsewhere (its include/ and lib64/ or lib/).
 CUDNN_DIR ?= /usr/local/cuda
 CUDNN_HEADER := $(firstword $(wildcard $(CUDNN_DIR)/include/cudnn.h /usr/include/cudnn.h \
@@ -28,7 +28,7 @@ endif
 $(BUILD)/attention_forward $(BUILD)/attention_backward: $(BUILD)/attention_%: dev/attention_%.cu | $(BUILD)
 	$(NVCC_CUDA) $(ATTN_DEV_CUDNN_FLAGS) -lineinfo $< -o $@ $(ATTN_DEV_CUDNN_LIBS)
 
-# test_cudnn_graph: the graphs of dev/attention_cudnn.h finalized and put through cuDNN's heuristics
+# test_cudnn_graph: the graphs of attention/attention_cudnn.h finalized and put through cuDNN's heuristics
 # against a described sm_90 device, without a GPU. Part of make test where nvcc and a cuDNN whose
 # graph header has device descriptions (cuDNN 9) are found; skipped otherwise.
 CUDNN_HAS_DEVICEPROP := $(if $(CUDNN_HEADER),$(shell grep -ls CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION \

@@ -379,7 +379,7 @@ inline bool cudnn_attn_handle() {
     size_t version = cudnnGetVersion();
     if (version < 90000) {
         st.handle_error = "cuDNN " + std::to_string(version) + " is older than 9.0, whose graph patterns "
-                          "dev/attention_cudnn.h builds; install cuDNN 9";
+                          "attention/attention_cudnn.h builds; install cuDNN 9";
         cudnn_attention_error_message() = st.handle_error;
         return false;
     }
