@@ -16,7 +16,7 @@ FLOP/s count the nominal causal attention work of softmax for every variant (two
 half of the T x T scores: 2 B NH T^2 hd), so the TFLOP/s ratio between variants is the inverse
 time ratio.
 
-Where cuDNN is installed the nvcc build defines ATTN_DEV_CUDNN (attention/attention.mk) and the
+Where cuDNN is installed the nvcc build defines ATTN_DEV_CUDNN (dev/dev.mk) and the
 benchmark adds cuDNN's flash attention (attention/attention_cudnn.h) as a row "cudnn", checked against
 the softmax kernel on the same inputs before it is timed, and a line of ratios per T:
 softmax/cuDNN and lssar/softmax (times).

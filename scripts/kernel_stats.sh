@@ -61,7 +61,7 @@ launches=$dir/launches.tsv
 if [ ! -s "$launches" ] || [ build/train_gpt2cu_emu_lssar -nt "$launches" ] || [ build/test_attention_cuda -nt "$launches" ]; then
     echo "recording launch configurations (emulated trainer step at d12, attention test)" >&2
     rm -f "$launches.new"
-    g++ -O2 -std=c++17 -I. scripts/write_random_shard.cpp dataloader/shard.cpp -o "$dir/write_random_shard"
+    g++ -O2 -std=c++17 -I. tools/write_random_shard.cpp dataloader/shard.cpp -o "$dir/write_random_shard"
     "$dir/write_random_shard" "$dir/random_train_000000.bin" 4096
     SIMT_LAUNCH_LOG=$launches.new build/train_gpt2cu_emu_lssar -i "$dir/random_train_*.bin" -j "" -e d12 -t 64 -b 1 \
         -x 1 -v 0 -s 0 > "$dir/record_trainer.txt" 2>&1 || { tail -5 "$dir/record_trainer.txt" >&2; exit 1; }

@@ -25,7 +25,7 @@ numerical check of the dev benchmarks (-check) on a GPU.
 #include <doctest/doctest.h>
 
 #ifndef ATTN_DEV_CUDNN
-#error "build with make build/test_cudnn_graph: attention/attention.mk defines ATTN_DEV_CUDNN and links cuDNN"
+#error "build with make build/test_cudnn_graph: test/test.mk defines ATTN_DEV_CUDNN and links cuDNN"
 #endif
 #include "attention/attention_cudnn.h"
 
