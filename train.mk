@@ -1,9 +1,9 @@
-# The trainer (train_gpt2.cu) on each back end and attention variant, and its test.
+# The trainer (train_gpt2.cu) on each back end and attention variant.
 #   make train_gpt2cpu ATTN=lssar   -> ./train_gpt2cpu_lssar          (g++, CPU back end)
 #   make train_gpt2cu ATTN=lssar    -> ./train_gpt2cu_lssar           (nvcc, CUDA back end)
 #   build/train_gpt2cu_emu_<attn>      the CUDA back end under the SIMT emulator (tests)
 # The same three recipes build every program written against runtime/backend.h (eval/eval.mk);
-# a rule's stem ($*) is the attention variant.
+# a rule's stem ($*) is the attention variant. The trainer's tests (test_trainer, test_cli): test/test.mk.
 TRAINER_OBJS := $(RUNTIME_OBJS) $(DATALOADER_OBJS)
 BUILD_CPU_PROGRAM = $(CXX_HOST) -DTRAIN_BACKEND_CPU -DATTN_NAME='"$*"' -x c++ $< -x none $(TRAINER_OBJS) \
                     -o $@ $(BLAS_LDLIBS) $(LDLIBS)
@@ -26,21 +26,3 @@ train_gpt2cpu: train_gpt2cpu_$(ATTN)
 train_gpt2cu: train_gpt2cu_$(ATTN)
 CPU_BINS  += train_gpt2cpu_$(ATTN)
 CUDA_BINS += train_gpt2cu_$(ATTN)
-
-# test_trainer runs ./train_gpt2cpu_lssar (CLI, resume, guards, checkpoint refusal), the loss-versus-
-# length tool and the emulated CUDA trainer (resume, processes under scripts/launch.sh)
-$(BUILD)/test_trainer: test/test_trainer.cpp $(DOCTEST_MAIN) $(TRAINER_OBJS) train_gpt2cpu_lssar \
-                       $(BUILD)/loss_vs_length_cpu_lssar $(BUILD)/train_gpt2cu_emu_lssar | $(BUILD)
-	$(CXX_HOST) $< $(DOCTEST_MAIN) $(TRAINER_OBJS) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
-
-TESTS += $(BUILD)/test_trainer
-
-# test_cli: every program's flag table (runtime/cli.h) against the program, and llm.c's letters
-CLI_TABLE_PROGRAMS := train_gpt2cpu_lssar $(BUILD)/train_gpt2cu_emu_lssar $(BUILD)/loss_vs_length_cpu_lssar \
-                      $(BUILD)/passkey_cpu_lssar $(BUILD)/passkey_cu_emu_lssar $(BUILD)/mc_eval_cpu_lssar \
-                      $(BUILD)/mc_eval_cu_emu_lssar $(BUILD)/attention_maps_cpu_lssar $(BUILD)/hidden_states_cpu_lssar \
-                      $(BUILD)/gradcheck_cu_emu_lssar $(BUILD)/passkey_mix $(BUILD)/sample_cpu_lssar \
-                      $(BUILD)/sample_cu_emu_lssar
-$(BUILD)/test_cli: test/test_cli.cpp $(DOCTEST_MAIN) $(TRAINER_OBJS) $(CLI_TABLE_PROGRAMS) | $(BUILD)
-	$(CXX_HOST) $< $(DOCTEST_MAIN) $(TRAINER_OBJS) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
-TESTS += $(BUILD)/test_cli

@@ -111,7 +111,7 @@ void attention_forward_hd(floatX* out, float* stats, const floatX* qkv, void* sc
     AttentionScratch s = attention_scratch_split(scratch, B, T, NH, HD);
     int rows = B * T * NH;
     if (AttnTraits<K>::cos_len) {
-        cuda_launch(lssa_scales_kernel<HD>, ceil_div(rows, 8), 256, 0, stream, s.scales, qkv, B, T, NH);
+        cuda_launch(attn_row_scales_kernel<HD>, ceil_div(rows, 8), 256, 0, stream, s.scales, qkv, B, T, NH);
     }
     cuda_launch((attention_forward_kernel<HD, K>), grid, Tile::THREADS, 0, stream, out, stats, qkv,
                 (const float*)s.scales, T, NH, p, p_head, attn_len);
@@ -128,7 +128,7 @@ void attention_backward_hd(floatX* dqkv, const floatX* dout, const floatX* qkv, 
     int rows = B * T * NH;
     cudaCheck(cudaMemsetAsync(s.dqh, 0, sizeof(float) * rows * HD, stream));
     if (AttnTraits<K>::cos_len) {
-        cuda_launch(lssa_scales_kernel<HD>, ceil_div(rows, 8), 256, 0, stream, s.scales, qkv, B, T, NH);
+        cuda_launch(attn_row_scales_kernel<HD>, ceil_div(rows, 8), 256, 0, stream, s.scales, qkv, B, T, NH);
     }
     if constexpr (V::reweight) {  // (attention_rowd_kernel exists for the re-weighting variants only)
         if (dp_head != nullptr) {  // D2, D1 and learned p's dL/dp
@@ -148,7 +148,7 @@ void attention_backward_hd(floatX* dqkv, const floatX* dout, const floatX* qkv, 
                                    (int)dyn_smem));
     cuda_launch((attention_backward_kernel<HD, K>), grid, Tile::THREADS, dyn_smem, stream, dqkv, s.dqh, s.dkh, dout, qkv,
                 stats, (const float*)s.rowd, (const float*)s.scales, T, NH, p, p_head, attn_len);
-    cuda_launch((lssa_normgrad_kernel<HD, AttnTraits<K>::cos_len>), ceil_div(rows, 8), 256, 0, stream, dqkv,
+    cuda_launch((attn_normgrad_kernel<HD, AttnTraits<K>::cos_len>), ceil_div(rows, 8), 256, 0, stream, dqkv,
                 (const float*)s.dqh, (const float*)s.dkh, qkv, (const float*)s.scales, B, T, NH);
 }
 

@@ -8,7 +8,7 @@
 // (attention_rowdot_kernel); with re-weighting one more pass over the keys gives them from the
 // unrounded weights (attention_rowd_kernel); none and mean need neither. Then one block per
 // (key tile, head) walks the query tiles from the diagonal down and accumulates dV and dK in
-// registers while dQ goes to fp32 atomics; lssa_normgrad_kernel maps dq-hat and dk-hat
+// registers while dQ goes to fp32 atomics; attn_normgrad_kernel maps dq-hat and dk-hat
 // through the normalisation (cos_len) or scales dq by 1/sqrt(hd) and casts it (dot scores, whose
 // dk the main pass writes).
 #pragma once
@@ -22,7 +22,7 @@ struct AttnRowInfo {
     float score_scale;  // the factor on q~ . k~ in score units (attn_score_unit): lam fac_q (cos_len) or 1/sqrt(hd)
     float scale;        // the same in natural units: the factor on ds for dK
     float dq_scale;     // lam or 1/sqrt(hd): the factor on ds for dQ, times k_fac; used for cos_len only
-                        // (dot scores' dQ takes its 1/sqrt(hd) in lssa_normgrad_kernel)
+                        // (dot scores' dQ takes its 1/sqrt(hd) in attn_normgrad_kernel)
     float bias;         // the score's bias, in score units
     float norm;         // l1: lse in log2 units (exp; as saved) or 1/S1 (0 for a row with S1 = 0); mean: 1/n
                         // (n = attn_len_n: n_t, or the constant attn_len > 0)
@@ -32,7 +32,7 @@ struct AttnRowInfo {
 };
 // The main backward's shared copy of a row's AttnRowInfo. The re-weighting variants read 10 of its
 // 11 fields per element: padded to 48 bytes they are three 16-byte loads (44 bytes take 4- and
-// 8-byte ones). The others read 5 and keep 44 bytes (softmax padded: 190 -> 255 registers, spills).
+// 8-byte ones). The others read 5 and keep 44 bytes (padded, softmax's backward spills at sm_90).
 struct AttnRowInfoPadded : AttnRowInfo { float pad; };
 template <bool PADDED> using AttnRowSlot = std::conditional_t<PADDED, AttnRowInfoPadded, AttnRowInfo>;
 template <bool PADDED> __device__ __forceinline__ AttnRowSlot<PADDED> attn_row_slot(const AttnRowInfo& ri) {
@@ -96,10 +96,11 @@ __device__ __forceinline__ AttnRowInfo attn_row_info(int t, int T, const float* 
 //   dL/dp = sum_j dW_j W_j (ln r_j - sum_k W_k ln r_k) = (sum_j u_j ln r_j dW_j - D2 sum_j u_j ln r_j) / Z
 // (u = r^p; degenerate rows and x <= 0 add nothing), summed over the warp's rows and added to
 // dp_head[h] by one fp32 atomic per warp.
-// Blocks per SM asked of ptxas (0: none, ptxas chooses; 1 would let it take up to 255 registers),
-// measured at sm_90: 0 at hd 32 and 64, where ptxas takes 79-146 registers without a spill (12
-// warps per SM at hd 64) and asking for 3 blocks (<= 168) spills up to 164 bytes; 6 (12 warps,
-// <= 168 registers) at hd 128, but 0 for sigmoid_l1_rw with learned p, which spills 28 bytes there.
+// Blocks per SM asked of ptxas (0: none, ptxas chooses; 1 would let it take up to 255 registers):
+// chosen so that no variant spills at sm_90. 0 at hd 32 and 64, where ptxas stays without a spill on
+// its own and a bound spills; 6 (12 warps, <= 168 registers) at hd 128, but 0 for sigmoid_l1_rw with
+// learned p, which spills there at 6 (scripts/kernel_stats.sh prints the figures;
+// doc/performance.md, section 'Launch bounds and spills').
 template <int HD, AttnKind K, bool LEARN_P> constexpr int attn_rowd_min_blocks() {
     if (HD != 128) { return 0; }
     return K == ATTN_SIGMOID_L1_RW && LEARN_P ? 0 : 6;
@@ -259,8 +260,8 @@ __device__ __forceinline__ void attn_element_grad(float sv, float dW, const Attn
 // Buffers of the backward's query tiles (Q, dO, row data): two, so that tile qt+1 lands while tile
 // qt is computed, except at hd 128, where a block would then take 57,600 bytes and the 4 blocks
 // (8 warps) that 255 registers allow no longer fit an SM's 228 KiB; one there (issued at the tile's
-// start, all copies before the one wait). LSSA takes one at every head size: with two it spills 12
-// bytes at hd 64 (measured, sm_90; 183 registers and no spill with one).
+// start, all copies before the one wait). LSSA takes one at every head size: with two it spills at
+// hd 64 (sm_90), with one it does not.
 template <int HD, AttnKind K> __host__ __device__ constexpr int attn_bwd_query_buffers() {
     return HD == 128 || K == ATTN_LSSA ? 1 : 2;
 }
@@ -275,14 +276,13 @@ template <int HD, AttnKind K> __host__ __device__ constexpr size_t attn_bwd_dyna
 //   dV  += P^T dO,  dK~ += (scale ds)^T Q~   (registers)
 //   dQ~ += (dq_scale k_fac ds) K~  through shared memory and fp32 atomics into dqh
 // (dot scores: dq_scale = 1/sqrt(hd) on every row and k_fac = 1, so dQ = ds K, taken times
-// 1/sqrt(hd) by lssa_normgrad_kernel; keys past T occur on the diagonal tile alone, masked there)
+// 1/sqrt(hd) by attn_normgrad_kernel; keys past T occur on the diagonal tile alone, masked there)
 // grid (ceil(T/ROWS), B*NH), block THREADS, attn_bwd_dynamic_smem<HD, K>() bytes of dynamic shared
 // memory; dqh must be zero on entry. p_head: as the forward's.
-// 8 warps per SM (up to 255 registers). 12 warps (minBlocks 12 / WARPS: <= 168 registers) would
-// spill in every variant at hd 64; spill stores in bytes at hd 32 / 64 / 128, measured at sm_90 in
-// the trainer's build of each variant: softmax 24/52/352, lssa 64/4/316, lssar 0/76/480, sigmoid
-// 56/16/348, relu 32/48/284, softmax_rw 0/104/352, sigmoid_l1_rw 0/68/476, relu_l1_rw 120/68/484
-// (the D1 pass, attention_rowd_kernel, runs at 12 warps per SM at hd 64: attn_rowd_min_blocks).
+// 8 warps per SM (up to 255 registers): at 12 (minBlocks 12 / WARPS: <= 168 registers) every
+// variant spills at hd 64 at sm_90 (the figures per variant and head size:
+// doc/performance.md, section 'Launch bounds and spills'). The D1 pass, attention_rowd_kernel,
+// runs at 12 warps per SM at hd 64 (attn_rowd_min_blocks).
 template <int HD, AttnKind K>
 __global__ void __launch_bounds__(AttnTile<HD>::THREADS)
 attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* dout, const floatX* qkv,
@@ -403,7 +403,7 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
                 s[nt].x[i] = P;
                 dsk[nt].x[i] = ds * ri.scale;
                 // (query, key) element of dq_scale k_fac ds for dQ (dot scores: ds, the factor
-                // 1/sqrt(hd) applied by lssa_normgrad_kernel)
+                // 1/sqrt(hd) applied by attn_normgrad_kernel)
                 sdS[tl * LDS + warp * 16 + frag_row(lane, i)] =
                     (floatX)(AttnTraits<K>::cos_len ? ds * ri.dq_scale * kfac[r] : ds);
             }
@@ -423,7 +423,7 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
     for (int qt = kt + 1; qt < num_qt; qt++) { tile(qt, std::false_type{}); }
 
     // dv (bf16) and dk of the warp's keys: fp32 into dkh for cos_len (finished by
-    // lssa_normgrad_kernel), bf16 straight into dqkv for dot scores
+    // attn_normgrad_kernel), bf16 straight into dqkv for dot scores
     floatX* dk_rows = dqkv + ((size_t)hp.b * T * 3 + 1) * C + hp.h * HD;  // (B, T, 3, NH, HD): k, then v
     floatX* dv_rows = dk_rows + C;
     if constexpr (AttnTraits<K>::cos_len) {

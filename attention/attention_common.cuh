@@ -135,7 +135,7 @@ template <AttnKind K> __device__ __forceinline__ float attn_phi_dphi_dev(float s
 // scales (B, NH, 4, T) and kfm (B, NH, T) behind it from qkv: one warp per (b, t, h) row, for q
 // and for k.
 template <int HD>
-__global__ void lssa_scales_kernel(float* scales, const floatX* qkv, int B, int T, int NH) {
+__global__ void attn_row_scales_kernel(float* scales, const floatX* qkv, int B, int T, int NH) {
     int warps_per_block = blockDim.x / 32;
     int row = blockIdx.x * warps_per_block + threadIdx.x / 32;  // (b, t, h) flattened
     int lane = threadIdx.x % 32;
@@ -315,7 +315,7 @@ __global__ void attention_rowdot_kernel(float* rowd, const floatX* dout, const f
 // accumulates dxh = ds K without the scores' factor, and writes their dk).
 // One warp per (b, t, h) row; writes q (and k) of dqkv.
 template <int HD, bool NORMALISED>
-__global__ void lssa_normgrad_kernel(floatX* dqkv, const float* dqh, const float* dkh, const floatX* qkv,
+__global__ void attn_normgrad_kernel(floatX* dqkv, const float* dqh, const float* dkh, const floatX* qkv,
                                      const float* scales, int B, int T, int NH) {
     int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;  // (b, t, h)
     int lane = threadIdx.x % 32;

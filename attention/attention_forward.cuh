@@ -46,7 +46,7 @@ template <AttnKind K> __host__ __device__ constexpr bool attn_fwd_softplus_t() {
     return AttnTraits<K>::reweight && AttnTraits<K>::cos_len && AttnTraits<K>::phi == ATTN_PHI_SOFTPLUS;
 }
 // The key factors are read 16 bytes for two n8 tiles (attn_scores' PAIRED) but by LSSA at hd 128,
-// which spills 8 bytes at 168 registers with them.
+// which spills with them at its register limit (sm_90).
 template <int HD, AttnKind K> __host__ __device__ constexpr bool attn_fwd_paired_fac() {
     return !(HD == 128 && K == ATTN_LSSA);
 }
@@ -136,12 +136,13 @@ __device__ __forceinline__ void attn_pass1(float (&S1)[2], float (&smax)[2], flo
 
 // Forward. grid (ceil(T/ROWS), B*NH), block THREADS. The power is 2^(p log2 (x/m)) for every p
 // (pow_rel_max), as in the backward kernels.
-// Blocks per SM asked of ptxas (attn_fwd_min_blocks), chosen from measurements at sm_90 so that
-// nothing spills: 3 (<= 168 registers: 12 warps per SM); 4 at hd 32 (<= 128: 16 warps), but 3 for
-// LSSAR and relu_l1_rw (4 bytes of spill at 128); 6 at hd 128 (64 threads: <= 168 registers, 12
-// warps), but 3 for softmax (4 bytes of spill at 168) and LSSAR; 2 for sigmoid_l1_rw, whose two
-// passes spill 8 bytes at 168 registers at hd 64. (Registers are allocated per SM sub-partition:
-// more than 168 give 8 warps per SM.)
+// Blocks per SM asked of ptxas (attn_fwd_min_blocks): the most warps per SM at which the variant
+// does not spill at sm_90 (scripts/kernel_stats.sh prints the figures;
+// doc/performance.md, section 'Launch bounds and spills'): 3 (<= 168 registers: 12 warps per SM);
+// 4 at hd 32 (<= 128: 16 warps), but 3 for LSSAR and relu_l1_rw, which spill at 128; 6 at hd 128
+// (64 threads: <= 168 registers, 12 warps), but 3 for softmax and LSSAR, which spill there; 2 for
+// sigmoid_l1_rw, whose two passes spill at 168 registers at hd 64. (Registers are allocated per SM
+// sub-partition: more than 168 give 8 warps per SM.)
 // Scores are held in score units (attn_score_unit: log2 units for exp); the keys of tiles below
 // the diagonal are all visible, so only the diagonal tile (the last one) is masked.
 // p_head (NH): learned p per head in place of p, or null.

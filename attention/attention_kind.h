@@ -1,6 +1,6 @@
 // The attention family: every variant is a score, a positivity phi, a normalisation and an
 // optional re-weighting stage (doc/attention.md, section 'The attention family'). One line of ATTN_VARIANT_TABLE per variant;
-// its name is the value of make's ATTN= (attention/attention.mk lists the same names).
+// its name is the value of make's ATTN= (the Makefile reads the names from this table).
 //
 //   score   dot       s = q.k / sqrt(hd)
 //           dot_logn  s = q.k / sqrt(hd) - ln(n_t)            (the sigmoid attention's bias)

@@ -305,8 +305,8 @@ __device__ __forceinline__ void load_tile(sptr<floatX> dst, const floatX* src, s
 // 16-byte chunk of it, neighbours side by side: a warp's step covers whole 32-byte sectors, its
 // shared stores meet each bank group equally often (rows 16 bytes apart, LD), and a thread's
 // copies differ only by constant offsets from one address, so nothing is held per step (load_tile's
-// strided loop with a compile-time trip count grew the backward to 255 registers and spills; this
-// does not). Every thread must call it.
+// strided loop with a compile-time trip count made the backward spill; this does not). Every thread
+// must call it.
 template <int ROWS, int HD, int LD, int THREADS>
 __device__ __forceinline__ void load_tile_async(sptr<floatX> dst, const floatX* src, size_t stride, int row0,
                                                 int num_rows) {
@@ -332,8 +332,8 @@ __device__ __forceinline__ void scale_tile_async_rows(sptr<floatX> dst, int row0
     if (row0 + r >= num_rows) { return; }
     __nv_bfloat162 mul = __float2bfloat162_rn(row_mul[row0 + r]);
     sptr<floatX> d = dst + (size_t)r * LD + c;
-    // more than 4 chunks (hd 128): one in registers at a time, as the backward at 255 spills
-    // when all 8 are (measured at sm_90)
+    // more than 4 chunks (hd 128): one in registers at a time, as the backward at its register
+    // limit spills when all 8 are (sm_90)
     [[maybe_unused]] constexpr int UNROLL = CHUNKS / PER_ROW > 4 ? 1 : CHUNKS / PER_ROW;  // nvcc only
 #if defined(__CUDACC__)
 #pragma unroll(UNROLL)

@@ -1,25 +1,12 @@
 # Token shards, the distributed data loader and the GPT-2 tokenizer.
 #   $(DATALOADER_OBJS)   link these into a program that reads shards or tokenizes
-#   build/tokenize       the shard tool (build/tokenize -h)
+#   (the shard tool, build/tokenize: tools/tools.mk; the tests: test/test.mk)
 #   make fuzz            libFuzzer runs of the shard parser and the tokenizer, $(FUZZ_SECONDS) s each
 DATALOADER_OBJS := $(BUILD)/dataloader/shard.o $(BUILD)/dataloader/dataloader.o $(BUILD)/dataloader/tokenizer.o
 
 $(BUILD)/dataloader/%.o: dataloader/%.cpp | $(BUILD)
 	@mkdir -p $(@D)
 	$(CXX_HOST) -c $< -o $@
-
-$(BUILD)/tokenize: dataloader/tokenize.cpp $(DATALOADER_OBJS) | $(BUILD)
-	$(CXX_HOST) $< $(DATALOADER_OBJS) -o $@ $(LDLIBS)
-
-$(BUILD)/test_shards: test/test_shards.cpp $(DOCTEST_MAIN) $(DATALOADER_OBJS) | $(BUILD)
-	$(CXX_HOST) $< $(DOCTEST_MAIN) $(DATALOADER_OBJS) -o $@ $(LDLIBS)
-
-# test_tokenizer runs build/tokenize, PCRE2 (an independent regex engine) and node
-$(BUILD)/test_tokenizer: test/test_tokenizer.cpp $(DOCTEST_MAIN) $(DATALOADER_OBJS) | $(BUILD) $(BUILD)/tokenize
-	$(CXX_HOST) $< $(DOCTEST_MAIN) $(DATALOADER_OBJS) -o $@ -lpcre2-8 $(LDLIBS)
-
-CPU_BINS += $(BUILD)/tokenize
-TESTS    += $(BUILD)/test_shards $(BUILD)/test_tokenizer
 
 # ----------------------------------------------------------------------------
 # fuzzing (clang + libFuzzer, with AddressSanitizer and UndefinedBehaviorSanitizer)

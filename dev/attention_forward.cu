@@ -16,8 +16,8 @@ FLOP/s count the nominal causal attention work of softmax for every variant (two
 half of the T x T scores: 2 B NH T^2 hd), so the TFLOP/s ratio between variants is the inverse
 time ratio.
 
-Where cuDNN is installed the nvcc build defines ATTN_DEV_CUDNN (attention/attention.mk) and the
-benchmark adds cuDNN's flash attention (dev/attention_cudnn.h) as a row "cudnn", checked against
+Where cuDNN is installed the nvcc build defines ATTN_DEV_CUDNN (dev/dev.mk) and the
+benchmark adds cuDNN's flash attention (attention/attention_cudnn.h) as a row "cudnn", checked against
 the softmax kernel on the same inputs before it is timed, and a line of ratios per T:
 softmax/cuDNN and lssar/softmax (times).
 
@@ -173,12 +173,12 @@ template <class F> float dev_time_ms(F fn, int reps = 10) {
 inline double dev_forward_flops(int B, int NH, int T, int hd) { return 2.0 * B * NH * (double)T * T * hd; }
 
 // ----------------------------------------------------------------------------
-// cuDNN's flash attention as a baseline (dev/attention_cudnn.h, built where cuDNN is installed).
+// cuDNN's flash attention as a baseline (attention/attention_cudnn.h, built where cuDNN is installed).
 // Before it is timed at a shape, its output is checked against the project's softmax kernel on
 // the same inputs, so a wrong graph never reports a time.
 
 #ifdef ATTN_DEV_CUDNN
-#include "dev/attention_cudnn.h"
+#include "attention/attention_cudnn.h"
 
 struct DevCudnnResult {
     bool timed = false;        // checked against the softmax kernel, then timed

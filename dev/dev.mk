@@ -3,7 +3,9 @@
 # benchmarks (time, effective bandwidth).
 #   make dev        emulated builds, each run once to validate versions 1 and 2 (no GPU needed)
 #   make dev-cuda   nvcc builds (also part of `make cuda`): ./build/dev/<name>_gpu [version]
-# The attention dev files (dev/attention_*.cu) have their nvcc builds in attention/attention.mk.
+#   make build/attention_forward build/attention_backward   the attention kernels' benchmarks (nvcc;
+#                   with cuDNN's flash attention as a baseline where cuDNN is installed)
+# The emulated validation that `make test` runs (build/test_dev) is in test/test.mk.
 # the one list of dev kernels
 DEV_NAMES := encoder rope layernorm matmul gelu classifier adamw global_norm
 DEV_EMU   := $(DEV_NAMES:%=$(BUILD)/dev/%)
@@ -23,15 +25,25 @@ $(DEV_ATTN_EMU): $(BUILD)/dev/attention_%: dev/attention_%.cu $(SIMT_LIB) | $(BU
 	@mkdir -p $(@D)
 	$(CXX_EMU) -x c++ $< -x none $(SIMT_LIB) -lboost_context $(LDLIBS) -o $@
 
+# cuDNN's flash attention joins the attention benchmarks as a baseline (attention/attention_cudnn.h)
+# where cuDNN's header and library are both found; CUDNN_DIR points elsewhere (its include/ and lib64/
+# or lib/). test/test.mk builds test_cudnn_graph with the same flags.
+CUDNN_DIR ?= /usr/local/cuda
+CUDNN_HEADER := $(firstword $(wildcard $(CUDNN_DIR)/include/cudnn.h /usr/include/cudnn.h \
+                                       /usr/include/x86_64-linux-gnu/cudnn.h))
+CUDNN_LIBRARY := $(firstword $(wildcard $(CUDNN_DIR)/lib64/libcudnn.so $(CUDNN_DIR)/lib/libcudnn.so \
+                                        /usr/lib/x86_64-linux-gnu/libcudnn.so))
+ifneq ($(and $(CUDNN_HEADER),$(CUDNN_LIBRARY)),)
+ATTN_DEV_CUDNN_FLAGS := -DATTN_DEV_CUDNN -I$(dir $(CUDNN_HEADER))
+ATTN_DEV_CUDNN_LIBS  := -L$(dir $(CUDNN_LIBRARY)) -Xlinker -rpath=$(dir $(CUDNN_LIBRARY)) -lcudnn
+endif
+
+$(BUILD)/attention_forward $(BUILD)/attention_backward: $(BUILD)/attention_%: dev/attention_%.cu | $(BUILD)
+	$(NVCC_CUDA) $(ATTN_DEV_CUDNN_FLAGS) -lineinfo $< -o $@ $(ATTN_DEV_CUDNN_LIBS)
+
 .PHONY: dev dev-cuda
 dev: $(BUILD)/test_dev
 	./$(BUILD)/test_dev
 dev-cuda: $(DEV_GPU)
 
-# `make test` runs every dev file's validation once (dev/validate.sh with the list above)
-$(BUILD)/test_dev: dev/validate.sh $(DEV_EMU) $(DEV_ATTN_EMU)
-	printf '#!/usr/bin/env bash\nexec bash dev/validate.sh $(DEV_NAMES)\n' > $@
-	chmod +x $@
-
-TESTS     += $(BUILD)/test_dev
-CUDA_BINS += $(DEV_GPU)
+CUDA_BINS += $(DEV_GPU) $(BUILD)/attention_forward $(BUILD)/attention_backward

@@ -3,8 +3,8 @@
 // AMX tiles where the CPU has them and on AVX512-BF16's dot products (vdpbf16ps) otherwise.
 // Why oneDNN: Debian's OpenBLAS 0.3.21 is built without BUILD_BFLOAT16 (its cblas.h declares
 // cblas_sbgemm, the library does not export it), and oneDNN is Intel's library for exactly these
-// kernels; on the 2-core build machine it ran the model's shapes at 215-365 GFLOP/s against
-// OpenBLAS sgemm's 140-190 (build/profile_cpu measures it in every benchmark run).
+// kernels, and runs the model's shapes faster than OpenBLAS's sgemm (build/profile_cpu measures
+// both in every benchmark run; doc/performance.md has the figures).
 // Shapes as nn.Linear: inp (N,C), w (OC,C), out (N,OC) = inp @ w^T + bias.
 #pragma once
 

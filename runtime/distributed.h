@@ -98,7 +98,7 @@
 
 #include "layers/cuda_common.cuh"
 #include "layers/global_norm.cuh"
-#include "layers/nccl_common.cuh"
+#include "runtime/nccl_common.cuh"
 #include "runtime/checkpoint.h"
 #include "model/gpt2_cuda.cuh"
 #include "runtime/rendezvous.h"

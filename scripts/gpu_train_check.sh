@@ -97,7 +97,7 @@ if [ -n "${PREBUILT:-}" ]; then
     writer=$PREBUILT/write_random_shard
     trainer=$PREBUILT/train_gpt2cu_
 else
-    ${CXX:-g++} -std=c++17 -O2 -I. scripts/write_random_shard.cpp dataloader/shard.cpp -o "$dir/write_random_shard" ||
+    ${CXX:-g++} -std=c++17 -O2 -I. tools/write_random_shard.cpp dataloader/shard.cpp -o "$dir/write_random_shard" ||
         { echo "gpu_train_check: building the shard writer failed"; exit 1; }
     make -j"$(nproc)" train_gpt2cu_softmax train_gpt2cu_lssar > "$dir/build.log" 2>&1 ||
         { echo "gpu_train_check: build failed, see $dir/build.log"; tail -30 "$dir/build.log"; exit 1; }

@@ -15,10 +15,14 @@
 #      recorded again when the binaries are newer
 #   4. scripts/kernel_stats.py: the table (stdout) and build/kernel_stats.csv
 # Usage: bash scripts/kernel_stats.sh            (about 3 minutes the first time, seconds after)
+#        KERNEL_STATS_ATTN="softmax lssa sigmoid_l1_rw" bash scripts/kernel_stats.sh
+#                                                  the kernels of other variants (default: lssar softmax;
+#                                                  the ratio lines need both of those)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
 dir=build/kernel_stats
+attns=${KERNEL_STATS_ATTN:-lssar softmax}
 mkdir -p "$dir"
 
 find_cuobjdump() {
@@ -35,15 +39,15 @@ cuobjdump=$(find_cuobjdump) || { bash scripts/install_cuda_tools.sh >&2; cuobjdu
 #    at once
 : > "$dir/ptxas.txt"
 : > "$dir/sass.txt"
-for attn in lssar softmax; do
+for attn in $attns; do
     echo "compiling train_gpt2.cu (ATTN=$attn) for sm_90 (nvcc -cubin)" >&2
     "$NVCC" -O3 --use_fast_math -std=c++17 -I. -Xcompiler -fopenmp -DATTN_NAME="\"$attn\"" -arch=sm_90 -cubin \
         -Xptxas -v -x cu train_gpt2.cu -o "$dir/train_gpt2_$attn.sm_90.cubin" > "$dir/ptxas_$attn.txt" 2>&1 &
 done
-for attn in lssar softmax; do
+for attn in $attns; do
     wait -n || { cat "$dir"/ptxas_*.txt >&2; exit 1; }
 done
-for attn in lssar softmax; do
+for attn in $attns; do
     cat "$dir/ptxas_$attn.txt" >> "$dir/ptxas.txt"
     # 2. SASS; a disassembler older than the cubin's ELF header (CUDA >= 12.8 writes ABI version 8)
     #    reads it once the header says the same in the older format
@@ -61,7 +65,7 @@ launches=$dir/launches.tsv
 if [ ! -s "$launches" ] || [ build/train_gpt2cu_emu_lssar -nt "$launches" ] || [ build/test_attention_cuda -nt "$launches" ]; then
     echo "recording launch configurations (emulated trainer step at d12, attention test)" >&2
     rm -f "$launches.new"
-    g++ -O2 -std=c++17 -I. scripts/write_random_shard.cpp dataloader/shard.cpp -o "$dir/write_random_shard"
+    g++ -O2 -std=c++17 -I. tools/write_random_shard.cpp dataloader/shard.cpp -o "$dir/write_random_shard"
     "$dir/write_random_shard" "$dir/random_train_000000.bin" 4096
     SIMT_LAUNCH_LOG=$launches.new build/train_gpt2cu_emu_lssar -i "$dir/random_train_*.bin" -j "" -e d12 -t 64 -b 1 \
         -x 1 -v 0 -s 0 > "$dir/record_trainer.txt" 2>&1 || { tail -5 "$dir/record_trainer.txt" >&2; exit 1; }

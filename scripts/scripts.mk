@@ -26,9 +26,7 @@ GPU_CHECK_LIBS := $(shell for l in libopenblas.so.0 libgfortran.so.5 libquadmath
 $(BUILD)/train_gpt2cu_%: train_gpt2.cu $(TRAINER_OBJS) | $(BUILD)
 	$(BUILD_CU_PROGRAM)
 
-# a synthetic shard of random GPT-2 token ids for the trainer's speed run (no dataset there)
-$(BUILD)/write_random_shard: scripts/write_random_shard.cpp $(DATALOADER_OBJS) | $(BUILD)
-	$(CXX_HOST) $< $(DATALOADER_OBJS) -o $@
+# (write_random_shard, the synthetic shard of the trainer's speed run: tools/tools.mk)
 
 .PHONY: gpu-check-build
 gpu-check-build:
@@ -43,8 +41,3 @@ gpu-check-build:
 	@ls -l $(GPU_CHECK_DIR) $(GPU_CHECK_DIR)/lib | awk 'NF > 5 { print $$5, $$NF }'
 	@bash scripts/gpu_check.sh --plan --prebuilt $(GPU_CHECK_DIR)
 	@bash scripts/gpu_check.sh --carry $(GPU_CHECK_DIR)
-
-# the GPU check without a GPU: its plan, the carry check, and a run on stubs (test/test_gpu_check.cpp)
-$(BUILD)/test_gpu_check: test/test_gpu_check.cpp $(DOCTEST_MAIN) | $(BUILD)
-	$(CXX_HOST) $< $(DOCTEST_MAIN) -o $@
-TESTS += $(BUILD)/test_gpu_check

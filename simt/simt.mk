@@ -3,6 +3,7 @@
 #   nvcc build:      $(NVCC_CUDA) ... $(NVCC_LDLIBS)             (the real CUDA libraries)
 #   emulated build:  $(CXX_EMU) -x c++ foo.cu -x none $(EMU_LDLIBS)  (kernels, cuBLASLt and NCCL on the CPU)
 # A rule for an emulated program lists $(EMU_LIBS) among its prerequisites.
+# (the emulator's own tests: test/test.mk)
 
 SIMT_CXXFLAGS := -DSIMT -Isimt/include
 SIMT_LIB      := $(BUILD)/libsimt.a
@@ -34,26 +35,3 @@ $(SIMT_LIB): $(SIMT_OBJS)
 $(VENDOR_LIB): $(VENDOR_OBJS)
 	rm -f $@
 	ar rcs $@ $^
-
-# The emulator's own tests, and the host cuBLASLt/NCCL against double-precision and serial
-# references; the _cu builds are the same files under nvcc for a GPU (the host semantics must match).
-$(BUILD)/test_simt: test/test_simt.cpp $(DOCTEST_MAIN) $(SIMT_LIB) | $(BUILD)
-	$(CXX_EMU) $< $(DOCTEST_MAIN) $(SIMT_LIB) -lboost_context -rdynamic -o $@
-
-$(BUILD)/test_simt_cu: test/test_simt.cpp $(DOCTEST_MAIN) | $(BUILD)
-	$(NVCC_CPP_OBJ)
-	$(NVCC_LINK) $@.o $(DOCTEST_MAIN) -o $@
-
-$(BUILD)/test_vendor_host: test/test_vendor_host.cpp $(DOCTEST_MAIN) $(EMU_LIBS) | $(BUILD)
-	$(CXX_EMU) $< $(DOCTEST_MAIN) $(EMU_LDLIBS) -o $@
-
-$(BUILD)/test_vendor_host_cu: test/test_vendor_host.cpp $(DOCTEST_MAIN) | $(BUILD)
-	$(NVCC_CPP_OBJ)
-	$(NVCC_LINK) $@.o $(DOCTEST_MAIN) -o $@ $(NVCC_LDLIBS)
-
-# the host NCCL with ranks in separate processes: the test runs itself again as the other ranks
-$(BUILD)/test_nccl_processes: test/test_nccl_processes.cpp $(EMU_LIBS) | $(BUILD)
-	$(CXX_EMU) $< $(EMU_LDLIBS) -o $@
-
-TESTS     += $(BUILD)/test_simt $(BUILD)/test_vendor_host $(BUILD)/test_nccl_processes
-CUDA_BINS += $(BUILD)/test_simt_cu $(BUILD)/test_vendor_host_cu

@@ -1,5 +1,5 @@
 /*
-cuDNN's causal flash-attention graphs of the dev benchmarks (dev/attention_cudnn.h), checked on a
+cuDNN's causal flash-attention graphs of the dev benchmarks (attention/attention_cudnn.h), checked on a
 machine without a GPU. cuDNN finalizes operation graphs without a handle and runs its engine
 heuristics against a device described in JSON; here an H200 (sm_90):
   1. the forward (14 nodes) and backward (22 nodes) graphs of the benchmark shapes finalize
@@ -25,9 +25,9 @@ numerical check of the dev benchmarks (-check) on a GPU.
 #include <doctest/doctest.h>
 
 #ifndef ATTN_DEV_CUDNN
-#error "build with make build/test_cudnn_graph: attention/attention.mk defines ATTN_DEV_CUDNN and links cuDNN"
+#error "build with make build/test_cudnn_graph: test/test.mk defines ATTN_DEV_CUDNN and links cuDNN"
 #endif
-#include "dev/attention_cudnn.h"
+#include "attention/attention_cudnn.h"
 
 #include <cstring>
 #include <map>
@@ -94,7 +94,7 @@ static void build(Graph& out, bool backward, Shape s, const std::vector<std::str
     for (const std::string& name : drop) {
         size_t i = 0;
         while (i < out.g.op_names.size() && out.g.op_names[i] != name) i++;
-        REQUIRE_MESSAGE(i < out.g.op_names.size(), "no node \"", name, "\" in the graph of dev/attention_cudnn.h");
+        REQUIRE_MESSAGE(i < out.g.op_names.size(), "no node \"", name, "\" in the graph of attention/attention_cudnn.h");
         out.g.ops.erase(out.g.ops.begin() + i);
         out.g.op_names.erase(out.g.op_names.begin() + i);
     }
@@ -307,7 +307,7 @@ TEST_CASE("cudnn graphs: forward and backward of the benchmark shapes finalize w
         for (bool backward : {false, true}) {
             Graph G;
             build(G, backward, s);  // REQUIREs every descriptor and the operation graph to finalize
-            // the node counts of the graphs as dev/attention_cudnn.h describes them
+            // the node counts of the graphs as attention/attention_cudnn.h describes them
             CHECK_MESSAGE(G.g.ops.size() == (backward ? 22u : 14u), describe(backward, s));
         }
     }

@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "layers/cuda_common.cuh"
-#include "layers/nccl_common.cuh"
+#include "runtime/nccl_common.cuh"
 
 extern char** environ;
 

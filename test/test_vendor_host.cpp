@@ -22,7 +22,7 @@
 #include <doctest/doctest.h>
 
 #include "layers/cublas_common.cuh"
-#include "layers/nccl_common.cuh"
+#include "runtime/nccl_common.cuh"
 
 #if defined(__CUDACC__)
 static const bool ON_GPU = true;

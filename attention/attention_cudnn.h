@@ -1,7 +1,7 @@
 /*
 cuDNN's fused flash attention (scaled dot-product attention: causal, bf16 in and out, fp32 stats) as
 the baseline of the attention dev benchmarks (dev/attention_forward.cu, dev/attention_backward.cu).
-Built only when the build defines ATTN_DEV_CUDNN (attention/attention.mk does so where cuDNN's header
+Built only when the build defines ATTN_DEV_CUDNN (dev/dev.mk does so where cuDNN's header
 and library are installed). Written against cuDNN's backend graph API (cudnn_graph.h) alone: the
 graphs below are the node patterns cuDNN's SDPA engines recognise.
 
@@ -379,7 +379,7 @@ inline bool cudnn_attn_handle() {
     size_t version = cudnnGetVersion();
     if (version < 90000) {
         st.handle_error = "cuDNN " + std::to_string(version) + " is older than 9.0, whose graph patterns "
-                          "dev/attention_cudnn.h builds; install cuDNN 9";
+                          "attention/attention_cudnn.h builds; install cuDNN 9";
         cudnn_attention_error_message() = st.handle_error;
         return false;
     }

@@ -1,0 +1,22 @@
+# Programs that are neither the trainer nor an evaluation: data preparation and profiling. Their
+# outputs keep the names scripts and documents use (build/<name>).
+#   build/tokenize             the GPT-2 tokenizer's shard tool: text files -> token shards, ids <-> text,
+#                              shard inspection (build/tokenize -h)
+#   build/passkey_mix          the passkey training mix (eval/passkey_mix.h) of a corpus's token shards
+#   build/profile_cpu          the CPU back end's bf16 path (model/gpt2_cpu_bf16.h) on this machine: FLOPs
+#                              per token, the libraries' kernels, bf16/fp32 matmul throughput, share of
+#                              step time per layer, the long-context evaluation on both paths
+#   build/write_random_shard   a token shard of random GPT-2 ids, for speed runs without a dataset
+$(BUILD)/tokenize: tools/tokenize.cpp $(DATALOADER_OBJS) | $(BUILD)
+	$(CXX_HOST) $< $(DATALOADER_OBJS) -o $@ $(LDLIBS)
+
+$(BUILD)/passkey_mix: tools/passkey_mix.cpp $(DATALOADER_OBJS) | $(BUILD)
+	$(CXX_HOST) $< $(DATALOADER_OBJS) -o $@ $(LDLIBS)
+
+$(BUILD)/profile_cpu: tools/profile_cpu.cpp | $(BUILD)
+	$(CXX_HOST) $< -o $@ $(BLAS_LDLIBS) $(LDLIBS)
+
+$(BUILD)/write_random_shard: tools/write_random_shard.cpp $(DATALOADER_OBJS) | $(BUILD)
+	$(CXX_HOST) $< $(DATALOADER_OBJS) -o $@
+
+CPU_BINS += $(BUILD)/tokenize $(BUILD)/passkey_mix $(BUILD)/profile_cpu
