@@ -3,8 +3,8 @@
 //
 // The graph (gpt2_forward, gpt2_backward, gpt2_update) is written once, over a precision path
 // that says which kernels run and in which type the matmuls read their inputs:
-//   Fp32Path<F> (here): the reference, every tensor in F (float trains, double checks gradients),
-//                      layers/*_cpu.h and attention/attention_cpu.h;
+//   ReferencePath<F> (here): the fp32 path, every tensor in F (float trains, double checks
+//                      gradients), layers/*_cpu.h and attention/attention_cpu.h;
 //   GPT2Bf16 (model/gpt2_cpu_bf16.h): bf16 matmul operands with fp32 master weights, gradients
 //                      and activations, layers/*_bf16_cpu.h and attention/attention_bf16_cpu.h.
 // GPT2<F> holds the state both paths work on (weights, gradients, AdamW moments, activations).
@@ -347,7 +347,7 @@ void gpt2_update(Path& P, double lr, double beta1, double beta2, double eps, dou
 // ----------------------------------------------------------------------------
 // The reference path: every tensor in F, every activation gradient kept (grad_acts), the kernels
 // of layers/*_cpu.h and attention/attention_cpu.h, which accumulate into zeroed buffers.
-template <class F> struct Fp32Path {
+template <class F> struct ReferencePath {
     using Float = F;
     using X = F;
     static constexpr bool full_activation_grads = true;
@@ -450,15 +450,15 @@ template <class F> struct Fp32Path {
 };
 
 template <class F> F GPT2<F>::forward(const int* inputs_, const int* targets_, int B_, int T_) {
-    Fp32Path<F> path{*this};
+    ReferencePath<F> path{*this};
     return gpt2_forward(path, inputs_, targets_, B_, T_, false);
 }
 template <class F> void GPT2<F>::backward(F loss_scale) {
-    Fp32Path<F> path{*this};
+    ReferencePath<F> path{*this};
     gpt2_backward(path, loss_scale);
 }
 template <class F>
 void GPT2<F>::update(double lr, double beta1, double beta2, double eps, double weight_decay, int t, double grad_scale) {
-    Fp32Path<F> path{*this};
+    ReferencePath<F> path{*this};
     gpt2_update(path, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
 }
