@@ -22,17 +22,21 @@ void matmul_forward(T* out, const T* inp, const T* w, const T* bias, int N, int 
     blas_gemm(CblasNoTrans, CblasTrans, N, OC, C, T(1), inp, C, w, C, T(1), out, OC);
 }
 
+// dbias (OC) += column sums of dout (N,OC)
+template <class T>
+void matmul_bias_backward(T* dbias, const T* dout, int N, int OC) {
+#pragma omp parallel for
+    for (int o = 0; o < OC; o++) {
+        T sum = 0;
+        for (int n = 0; n < N; n++) sum += dout[(size_t)n * OC + o];
+        dbias[o] += sum;
+    }
+}
+
 // dinp (N,C) += dout @ w;  dw (OC,C) += dout^T @ inp;  dbias (OC) += column sums of dout
 template <class T>
 void matmul_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, const T* w, int N, int C, int OC) {
     blas_gemm(CblasNoTrans, CblasNoTrans, N, C, OC, T(1), dout, OC, w, C, T(1), dinp, C);
     blas_gemm(CblasTrans, CblasNoTrans, OC, C, N, T(1), dout, OC, inp, C, T(1), dw, C);
-    if (dbias) {
-#pragma omp parallel for
-        for (int o = 0; o < OC; o++) {
-            T sum = 0;
-            for (int n = 0; n < N; n++) sum += dout[(size_t)n * OC + o];
-            dbias[o] += sum;
-        }
-    }
+    if (dbias) matmul_bias_backward(dbias, dout, N, OC);
 }

@@ -25,9 +25,10 @@
 // Everything here is deterministic for a fixed thread count, so a resumed run repeats the
 // uninterrupted one bit for bit.
 //
-// Two paths, chosen at run time (select_precision, the trainer's -pr): fp32, GPT2<float> itself, the
-// reference (the default); bf16, model/gpt2_cpu_bf16.h on the same master weights, where the CPU
-// has bf16 matmuls (AMX or AVX512-BF16, asked of cpuid and oneDNN), else it says so and stays fp32.
+// Two precision paths of one graph (model/gpt2_cpu.h), chosen at run time (select_precision, the
+// trainer's -pr): fp32, GPT2<float> itself, the reference (the default); bf16, model/gpt2_cpu_bf16.h
+// on the same master weights, where the CPU has bf16 matmuls (AMX or AVX512-BF16, asked of cpuid
+// and oneDNN), else it says so and stays fp32.
 #pragma once
 
 #include <cstdint>
@@ -121,12 +122,7 @@ struct ModelCPU {
 
     void update(float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int step) {
         if (bf16) return bf16->update(lr, beta1, beta2, eps, weight_decay, grad_scale, step);
-        if (grad_scale != 1.0f) {
-            float* g = gpt.grads.data();
-#pragma omp parallel for schedule(static)
-            for (size_t i = 0; i < num_parameters; i++) g[i] *= grad_scale;
-        }
-        gpt.update(lr, beta1, beta2, eps, weight_decay, step);
+        gpt.update(lr, beta1, beta2, eps, weight_decay, step, grad_scale);
     }
 
     void get_params(std::vector<float>& out) { out = gpt.params; }

@@ -42,6 +42,7 @@
 #include "layers/rope.cuh"
 #include "model/gpt2_config.h"
 #include "model/gpt2_layout.h"
+#include "model/gpt2_sizes.h"
 #include "model/optimizer_state.cuh"
 #include "model/rand.h"
 #include "runtime/memory.h"
@@ -565,27 +566,30 @@ struct GPT2Cuda : GPT2ParamLayout {
     // of one element]): allocated (ActivationAllocator) or counted (ActivationCounter)
     template <class Alloc>
     static void layout_activations(const GPT2Config& c, GPT2CudaActivations& a, int B_, int T_, Alloc& alloc_act) {
-        size_t L = c.num_layers, C = c.channels, NH = c.num_heads, Vp = c.padded_vocab_size;
-        size_t BT = (size_t)B_ * T_;
-        alloc_act(a.encoded, BT * C);
-        alloc_act(a.ln1, L * BT * C);
-        alloc_act(a.ln1_mean, L * BT);
-        alloc_act(a.ln1_rstd, L * BT);
-        alloc_act(a.qkvr, L * BT * 3 * C);
-        alloc_act(a.atty, L * BT * C);
-        alloc_act(a.attstats, L * BT * NH * 3);
-        alloc_act(a.residual2, L * BT * C);
-        alloc_act(a.ln2, L * BT * C);
-        alloc_act(a.ln2_mean, L * BT);
-        alloc_act(a.ln2_rstd, L * BT);
-        alloc_act(a.fch, L * BT * 4 * C);
-        alloc_act(a.fch_gelu, L * BT * 4 * C);
-        alloc_act(a.residual3, L * BT * C);
-        alloc_act(a.lnf, BT * C);
-        alloc_act(a.lnf_mean, BT);
-        alloc_act(a.lnf_rstd, BT);
-        alloc_act(a.logits, BT * Vp);
-        alloc_act(a.losses, BT);
+        // the forward's tensors, sized as on every back end (model/gpt2_sizes.h); the CPU's pre-RoPE
+        // qkv, attproj and fcproj are not kept here (proj below serves the current layer)
+        ActivationTensors<size_t> s = gpt2_activation_sizes(c, B_, T_);
+        alloc_act(a.encoded, s.encoded);
+        alloc_act(a.ln1, s.ln1);
+        alloc_act(a.ln1_mean, s.ln1_mean);
+        alloc_act(a.ln1_rstd, s.ln1_rstd);
+        alloc_act(a.qkvr, s.qkvr);
+        alloc_act(a.atty, s.atty);
+        alloc_act(a.attstats, s.attstats);
+        alloc_act(a.residual2, s.residual2);
+        alloc_act(a.ln2, s.ln2);
+        alloc_act(a.ln2_mean, s.ln2_mean);
+        alloc_act(a.ln2_rstd, s.ln2_rstd);
+        alloc_act(a.fch, s.fch);
+        alloc_act(a.fch_gelu, s.fch_gelu);
+        alloc_act(a.residual3, s.residual3);
+        alloc_act(a.lnf, s.lnf);
+        alloc_act(a.lnf_mean, s.lnf_mean);
+        alloc_act(a.lnf_rstd, s.lnf_rstd);
+        alloc_act(a.logits, s.logits);
+        alloc_act(a.losses, s.losses);
+        // the backward's buffers, shared by all layers, and the kernels' workspaces
+        size_t C = c.channels, NH = c.num_heads, BT = (size_t)B_ * T_;
         alloc_act(a.proj, BT * C);
         alloc_act(a.dresidual, BT * C);
         alloc_act(a.dbtc, BT * C);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "model/gpt2_config.h"
+#include "model/gpt2_sizes.h"
 
 // What a training run needs, as its back end states it (runtime/backend.h, backend_training_memory):
 // the state that lives as long as the model (weights, gradients, optimizer moments) and the
@@ -19,19 +20,21 @@ struct MemoryEstimate {
 };
 
 // The CPU back end: fp32 weights, gradients and AdamW's two moments (16 bytes a parameter), and the
-// activations of one micro-batch of B x T (model/gpt2_cpu.h's list, per layer 20 C + 3 NH + 4
-// values a position, then C, the logits and the loss; it keeps their gradients too, not counted:
-// a lower bound). The CUDA back end counts its own allocations (model/gpt2_cuda.cuh,
-// gpt2_cuda_training_memory).
+// fp32 activations of one micro-batch of B x T (model/gpt2_sizes.h, the list every back end sizes
+// from; it keeps their gradients too, not counted: a lower bound). The CUDA back end counts its own
+// allocations (model/gpt2_cuda.cuh, gpt2_cuda_training_memory).
 inline MemoryEstimate cpu_training_memory_estimate(const GPT2Config& c, int B, int T) {
     size_t sizes[NUM_PARAM_TENSORS];
     gpt2_param_sizes(sizes, c);
     double params = 0;
     for (size_t s : sizes) params += (double)s;
-    double BT = (double)B * T, L = c.num_layers, C = c.channels, NH = c.num_heads;
+    ActivationTensors<size_t> named = gpt2_activation_sizes(c, B, T);
+    const size_t* act_sizes = (const size_t*)&named;
+    double acts = 0;
+    for (int i = 0; i < NUM_ACTIVATION_TENSORS; i++) acts += (double)act_sizes[i];
     MemoryEstimate m;
     m.state_bytes = 16.0 * params;
-    m.activation_bytes = 4.0 * (L * BT * (20 * C + 3 * NH + 4) + BT * (2 * C + c.padded_vocab_size + 3));
+    m.activation_bytes = 4.0 * acts;
     m.state_what = "fp32 weights, gradients and AdamW moments";
     m.activation_what = "fp32 activations of one micro-batch";
     m.lower_bound = true;

@@ -27,6 +27,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -549,6 +550,36 @@ TEST_CASE("GPT-2 124M evaluates a 16K-token sequence within an 80 GB GPU; activa
     // 10% of the 80 GB left for the CUDA context, cuBLASLt's workspace and fragmentation
     CHECK(total_gb < 0.9 * 80);
     CHECK(a16 <= 2 * a8);
+}
+
+// The activations the CUDA back end allocates (and counts for its memory estimate) have the sizes
+// of the one list every back end reads (model/gpt2_sizes.h), tensor by tensor.
+struct RecordedCounts {
+    std::map<const void*, size_t> counts;  // by the address of the pointer allocated into
+    template <class P> void operator()(P*& ptr, size_t count, size_t = sizeof(P)) {
+        counts[(const void*)&ptr] = count;
+        ptr = nullptr;
+    }
+};
+TEST_CASE("the CUDA back end's activations have the sizes of model/gpt2_sizes.h") {
+    GPT2Config c = tiny_config(ATTN_LSSAR, 15.0f);
+    const int B = 3, T = 20;
+    GPT2CudaActivations a{};
+    RecordedCounts rec;
+    GPT2Cuda::layout_activations(c, a, B, T, rec);
+    ActivationTensors<size_t> s = gpt2_activation_sizes(c, B, T);
+#define SAME_SIZE(name) CHECK_MESSAGE(rec.counts.at(&a.name) == s.name, #name)
+    SAME_SIZE(encoded); SAME_SIZE(ln1); SAME_SIZE(ln1_mean); SAME_SIZE(ln1_rstd); SAME_SIZE(qkvr); SAME_SIZE(atty);
+    SAME_SIZE(attstats); SAME_SIZE(residual2); SAME_SIZE(ln2); SAME_SIZE(ln2_mean); SAME_SIZE(ln2_rstd);
+    SAME_SIZE(fch); SAME_SIZE(fch_gelu); SAME_SIZE(residual3); SAME_SIZE(lnf); SAME_SIZE(lnf_mean);
+    SAME_SIZE(lnf_rstd); SAME_SIZE(logits); SAME_SIZE(losses);
+#undef SAME_SIZE
+    // and the estimate counts what the list holds: those at their element sizes, then the rest
+    size_t named = (s.encoded + s.ln1 + s.qkvr + s.atty + s.residual2 + s.ln2 + s.fch + s.fch_gelu + s.residual3 + s.lnf +
+                    s.logits) * sizeof(floatX) +
+                   (s.ln1_mean + s.ln1_rstd + s.attstats + s.ln2_mean + s.ln2_rstd + s.lnf_mean + s.lnf_rstd + s.losses) *
+                       sizeof(float);
+    CHECK(GPT2Cuda::activation_bytes(c, B, T) > named);
 }
 
 // The CUDA back end's memory estimate (gpt2_cuda_training_memory: what the trainer checks and its
