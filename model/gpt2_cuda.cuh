@@ -416,26 +416,27 @@ struct GPT2Cuda : GPT2ParamLayout {
 
     // Backward of loss_scale * (mean loss of the last forward, which must have had targets).
     // Accumulates into the gradients (zero_grad() first, or not, to accumulate micro-steps).
-    // Which call writes which gradient; dresidual, dbtc (B,T,C) and dbt4c (B,T,4C) are the buffers
-    // all layers share, "+=" accumulates into the parameter gradients, and the bias gradients come
-    // out of the pass that writes the tensor they sum (not the call of their own layer):
-    //   call                        activation gradient           parameter gradients
-    //   fused_classifier            dlogits, in place of logits   -
-    //   matmul_backward lm head     dbtc = dlnf                   dwte +=
-    //   layernorm_backward lnf      dresidual = d residual3[L-1]  dlnfw, dlnfb +=; dfcprojb[L-1] += its column sums
+    // Which call writes which gradient. dresidual, dbtc (B,T,C) and dbt4c (B,T,4C) are the buffers
+    // all layers share; the parameter gradients are accumulated (+=); a bias gradient comes out of
+    // the pass that writes the tensor it sums, not out of a call of its own layer:
+    //   call                        activation gradient              parameter gradients (+=)
+    //   fused_classifier            dlogits, in place of the logits  -
+    //   matmul_backward lm head     dbtc = dlnf                      dwte
+    //   layernorm_backward lnf      dresidual = d residual3[L-1]     dlnfw, dlnfb; dfcprojb[L-1] (dresidual's
+    //                                                                column sums)
     //   layer l = L-1 .. 0:
-    //   matmul_backward fcproj      dbt4c = dfch (GELU')          dfcprojw +=; dfcb += the column sums of dfch
-    //   matmul_backward fc          dbtc = dln2                   dfcw +=
-    //   layernorm_backward ln2      dresidual = d residual2       dln2w, dln2b +=; dattprojb += its column sums
-    //   matmul_backward attproj     dbtc = datty                  dattprojw +=
-    //   attention_backward_cuda     dbt4c = dqkvr                 (learned p: dp_heads[l] += dL/dp)
-    //   learned_p_backward          -                             dptheta +=
-    //   rope_backward_bias          dbt4c = dqkv, in place        dqkvb += the column sums of dqkv
-    //   matmul_backward qkv         dbtc = dln1                   dqkvw +=
-    //   layernorm_backward ln1      dresidual = d (layer input)   dln1w, dln1b +=; l > 0: dfcprojb[l-1] += its
-    //                                                             column sums
-    //   (then on_layer_backward(l): layer l's gradients are complete)
-    //   encoder_backward            -                             dwte += the rows of the input tokens
+    //   matmul_backward fcproj      dbt4c = dfch (through GELU')     dfcprojw; dfcb (dfch's column sums)
+    //   matmul_backward fc          dbtc = dln2                      dfcw
+    //   layernorm_backward ln2      dresidual += : d residual2       dln2w, dln2b; dattprojb (dresidual's sums)
+    //   matmul_backward attproj     dbtc = datty                     dattprojw
+    //   attention_backward_cuda     dbt4c = dqkvr                    learned p: dp_heads[l] (dL/dp, fp32)
+    //   learned_p_backward          -                                dptheta[l]
+    //   rope_backward_bias          dbt4c = dqkv, in place           dqkvb (dqkv's column sums)
+    //   matmul_backward qkv         dbtc = dln1                      dqkvw
+    //   layernorm_backward ln1      dresidual += : d (layer input)   dln1w, dln1b; l > 0: dfcprojb[l-1]
+    //                                                                (dresidual's column sums)
+    //   then on_layer_backward(l): layer l's gradients are complete
+    //   encoder_backward            -                                dwte (the rows of the input tokens)
     void backward(float loss_scale = 1.0f) {
         if (!have_targets) throw std::logic_error("backward: the last forward had no targets");
         if (!logits_intact && !dlogits_ready)
