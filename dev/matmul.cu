@@ -14,9 +14,9 @@
 void run_forward(int version, floatX* out, floatX* pre, const floatX* inp, const floatX* w, const floatX* b, int N,
                  int C, int OC) {
     if (version == 1) {
-        matmul_forward(out, inp, w, b, N, C, OC, pre, 0);
+        matmul_forward(out, inp, w, N, C, OC, 0, {.bias = b, .pre_gelu = pre});
     } else {
-        matmul_forward(pre, inp, w, b, N, C, OC, nullptr, 0);
+        matmul_forward(pre, inp, w, N, C, OC, 0, {.bias = b});
         gelu_forward(out, pre, N * OC, 0);
     }
 }
@@ -25,9 +25,10 @@ void run_forward(int version, floatX* out, floatX* pre, const floatX* inp, const
 void run_backward(int version, floatX* dpre, floatX* dw, floatX* db, floatX* dpb, float* scratch, const floatX* dout,
                   const floatX* inp, const floatX* w, const floatX* pre, int N, int C, int OC) {
     if (version == 1) {
-        matmul_backward(dpre, dw, db, scratch, dout, inp, w, pre, N, C, OC, 0, 1.0f, dpb);
+        matmul_backward(dpre, dw, scratch, dout, inp, w, N, C, OC, 0,
+                        {.dbias = db, .pre_gelu = pre, .dinp_colsum = dpb});
     } else {
-        matmul_backward(dpre, dw, db, scratch, dout, inp, w, nullptr, N, C, OC, 0);
+        matmul_backward(dpre, dw, scratch, dout, inp, w, N, C, OC, 0, {.dbias = db});
         gelu_backward_inplace(dpre, pre, N * C, 0);
         column_sums_accumulate_bf16(dpb, scratch, dpre, N, C, 0);
     }

@@ -52,6 +52,38 @@ inline bool matmul_epilogue_has_bias(MatmulEpilogue e) {
     return e == EPI_BIAS || e == EPI_GELU_AUX_BIAS || e == EPI_BGRADB || e == EPI_DGELU_BGRAD;
 }
 
+// What one cuBLASLt call computes around the product d = alpha * op(a) @ op(b), named at the call:
+// e.g. MatmulOptions{.transA = true, .bias = bias, .pre_gelu_out = pre_gelu} (a forward with bias
+// and GELU), MatmulOptions{.transB = true, .accumulate = true} (a weight gradient). At most one of
+// bias, bias_grad; at most one of pre_gelu_out, pre_gelu_in; pre_gelu_in takes no bias.
+struct MatmulOptions {
+    bool transA = false;                 // a is stored (k, m) column-major and read transposed; else (m, k)
+    bool transB = false;                 // b is stored (n, k) and read transposed; else (k, n)
+    bool accumulate = false;             // d += the result (beta 1); else d = the result
+    const floatX* bias = nullptr;        // (m) read: added to every column of the product (BIAS)
+    floatX* pre_gelu_out = nullptr;      // (m, n) written: the product (+ bias) before the GELU, d = gelu of it
+                                         // (GELU_AUX[_BIAS])
+    const floatX* pre_gelu_in = nullptr; // (m, n) read: d = product * gelu'(pre_gelu_in) (DGELU, backward)
+    floatX* bias_grad = nullptr;         // written (=), matmul_cublaslt_try only: with pre_gelu_in the (m) row sums
+                                         // of d (DGELU_BGRAD), else the (n) column sums of op(b) (BGRADB)
+    float alpha = 1.0f;                  // scales the product (not the bias)
+};
+
+// The cuBLASLt epilogue that computes the options' bias and GELU.
+inline MatmulEpilogue matmul_epilogue_of(const MatmulOptions& o) {
+    if (o.pre_gelu_out != nullptr) return o.bias != nullptr ? EPI_GELU_AUX_BIAS : EPI_GELU_AUX;
+    if (o.pre_gelu_in != nullptr) return o.bias_grad != nullptr ? EPI_DGELU_BGRAD : EPI_DGELU;
+    if (o.bias_grad != nullptr) return EPI_BGRADB;
+    return o.bias != nullptr ? EPI_BIAS : EPI_NONE;
+}
+// the epilogue's bias pointer (read or written) and aux pointer (pre-GELU, written or read)
+inline const void* matmul_bias_pointer(const MatmulOptions& o) {
+    return o.bias_grad != nullptr ? (const void*)o.bias_grad : (const void*)o.bias;
+}
+inline const void* matmul_aux_pointer(const MatmulOptions& o) {
+    return o.pre_gelu_out != nullptr ? (const void*)o.pre_gelu_out : (const void*)o.pre_gelu_in;
+}
+
 // The bias and aux pointers of this call on the plan's descriptor.
 inline void matmul_plan_set_pointers(MatmulPlan& plan, const void* bias, const void* aux) {
     MatmulEpilogue epi = (MatmulEpilogue)plan.key.epilogue;
@@ -113,21 +145,20 @@ inline void matmul_plan_build(MatmulPlan& plan, const MatmulPlanKey& key, cublas
     plan.found = plan.heuristic_status == CUBLAS_STATUS_SUCCESS && returned > 0;
 }
 
-// d = epilogue(alpha * op(a) @ op(b) [+ d]) through cuBLASLt; false if its heuristic has no
-// algorithm for this problem (status and algorithm count), every other status is checked.
-// bias: read (BIAS, GELU_AUX_BIAS), or written = (BGRADB: n column sums of op(b); DGELU_BGRAD:
-// m row sums of d; neither depends on accumulate). The descriptor, layouts and heuristic come
-// from the device's plan cache (built on a miss).
-inline bool matmul_cublaslt_try(floatX* d, const floatX* a, const floatX* b, const floatX* bias, int m, int n,
-                                int k, cudaStream_t stream, bool transA, bool transB, bool accumulate,
-                                floatX* pre_gelu, MatmulEpilogue epi, cublasStatus_t* heuristic_status,
-                                float alpha = 1.0f) {
+// d = epilogue(alpha * op(a) @ op(b) [+ d]) through cuBLASLt, the epilogue from opt
+// (matmul_epilogue_of); false if its heuristic has no algorithm for this problem (status and
+// algorithm count), every other status is checked. opt.bias_grad is written = (BGRADB: n column
+// sums of op(b); DGELU_BGRAD: m row sums of d; neither depends on accumulate). The descriptor,
+// layouts and heuristic come from the device's plan cache (built on a miss).
+inline bool matmul_cublaslt_try(floatX* d, const floatX* a, const floatX* b, int m, int n, int k,
+                                const MatmulOptions& opt, cudaStream_t stream, cublasStatus_t* heuristic_status) {
     CublasLtDevice& lt = cublaslt_current();
+    MatmulEpilogue epi = matmul_epilogue_of(opt);
     MatmulPlanKey key;
-    key.m = m, key.n = n, key.k = k, key.transA = transA, key.transB = transB, key.epilogue = epi;
+    key.m = m, key.n = n, key.k = k, key.transA = opt.transA, key.transB = opt.transB, key.epilogue = epi;
     key.dtype = CUDA_R_16BF;
-    const void* operands[5] = {a, b, d, matmul_epilogue_has_bias(epi) ? bias : nullptr,
-                               matmul_epilogue_has_aux(epi) ? pre_gelu : nullptr};
+    const void* operands[5] = {a, b, d, matmul_epilogue_has_bias(epi) ? matmul_bias_pointer(opt) : nullptr,
+                               matmul_epilogue_has_aux(epi) ? matmul_aux_pointer(opt) : nullptr};
     for (int i = 0; i < 5; i++) key.alignment[i] = operands[i] ? matmul_alignment(operands[i]) : 0;
     std::lock_guard<std::mutex> lock(lt.plan_mutex);
     MatmulPlan* plan = matmul_plan_find(lt, key);
@@ -138,18 +169,20 @@ inline bool matmul_cublaslt_try(floatX* d, const floatX* a, const floatX* b, con
     *heuristic_status = plan->heuristic_status;
     if (!plan->found) return false;
     matmul_plan_set_pointers(*plan, operands[3], operands[4]);
-    const float beta = accumulate ? 1.0f : 0.0f;
-    cublasCheck(cublasLtMatmul(lt.handle, plan->desc, &alpha, a, plan->layoutA, b, plan->layoutB, &beta, d,
+    const float beta = opt.accumulate ? 1.0f : 0.0f;
+    cublasCheck(cublasLtMatmul(lt.handle, plan->desc, &opt.alpha, a, plan->layoutA, b, plan->layoutB, &beta, d,
                                plan->layoutD, d, plan->layoutD, &plan->heuristic.algo, lt.workspace,
                                cublaslt_workspace_size, stream));
     return true;
 }
 
 // Says once per epilogue (per process) that cuBLASLt has no algorithm for it, why, and what runs instead.
-inline void matmul_tell_fallback(MatmulEpilogue epi, int m, int n, int k, bool transA, bool transB,
-                                 cublasStatus_t status, const void* a, const void* b, const void* d, const void* bias,
-                                 const char* instead) {
+inline void matmul_tell_fallback(int m, int n, int k, const MatmulOptions& opt, cublasStatus_t status, const void* a,
+                                 const void* b, const void* d, const char* instead) {
     static std::atomic<bool> told[EPI_COUNT] = {};
+    MatmulEpilogue epi = matmul_epilogue_of(opt);
+    const void* bias = matmul_bias_pointer(opt);
+    bool transA = opt.transA, transB = opt.transB;
     if (told[epi].exchange(true)) return;
     fprintf(stderr, "[matmul] cuBLASLt has no algorithm for m=%d n=%d k=%d transA=%d transB=%d with the %s epilogue "
                     "(heuristic: %s; alignments A %u, B %u, D %u, bias %u bytes)%s\n", m, n, k, transA, transB,
@@ -163,57 +196,71 @@ __global__ void matmul_add_bias_kernel(floatX* d, const floatX* bias, int m, int
     if (i < (size_t)m * n) d[i] = (floatX)((float)d[i] + (float)bias[i % m]);
 }
 
-// d (m, n) column-major = epilogue(alpha * op(a) (m, k) @ op(b) (k, n) [+ d if accumulate] [+ bias (m)]).
-// a is (k, m) column-major when transA, else (m, k); b is (n, k) when transB, else (k, n).
-// pre_gelu (m, n): forward: written with the pre-GELU values (GELU_AUX[_BIAS]) while d gets GELU;
-//                  backward: read, d = (op(a) @ op(b)) * gelu'(pre_gelu) (DGELU).
+// d (m, n) column-major = epilogue(alpha * op(a) (m, k) @ op(b) (k, n) [+ d if accumulate] [+ bias (m)]),
+// with the layouts, accumulation and epilogue of opt (MatmulOptions; no bias_grad here).
 // Where cuBLASLt has no algorithm with the fused epilogue, the product runs without it and the
 // project's kernels apply the epilogue (printed once per epilogue); no algorithm even then is an error.
-void matmul_cublaslt(floatX* d, const floatX* a, const floatX* b, const floatX* bias, int m, int n, int k,
-                     cudaStream_t stream, bool transA, bool transB, bool accumulate, floatX* pre_gelu,
-                     bool backward, float alpha = 1.0f) {
-    if (backward && pre_gelu != nullptr && bias != nullptr) {
+void matmul_cublaslt(floatX* d, const floatX* a, const floatX* b, int m, int n, int k, const MatmulOptions& opt,
+                     cudaStream_t stream) {
+    if (opt.pre_gelu_in != nullptr && opt.bias != nullptr) {
         fprintf(stderr, "[ERROR] matmul_cublaslt: the backward GELU epilogue takes no bias\n");
         exit(EXIT_FAILURE);
     }
-    MatmulEpilogue epi = pre_gelu != nullptr ? (backward ? EPI_DGELU : bias != nullptr ? EPI_GELU_AUX_BIAS : EPI_GELU_AUX)
-                                             : bias != nullptr ? EPI_BIAS : EPI_NONE;
+    if ((opt.pre_gelu_in != nullptr && opt.pre_gelu_out != nullptr) ||
+        (opt.bias != nullptr && opt.bias_grad != nullptr)) {
+        fprintf(stderr, "[ERROR] matmul_cublaslt: pre_gelu_out and pre_gelu_in, or bias and bias_grad, both given\n");
+        exit(EXIT_FAILURE);
+    }
+    if (opt.bias_grad != nullptr) {
+        fprintf(stderr, "[ERROR] matmul_cublaslt: bias_grad is for matmul_cublaslt_try (matmul_backward falls back "
+                        "to the column sums where cuBLASLt has no algorithm)\n");
+        exit(EXIT_FAILURE);
+    }
+    MatmulEpilogue epi = matmul_epilogue_of(opt);
     cublasStatus_t status;
-    if (matmul_cublaslt_try(d, a, b, bias, m, n, k, stream, transA, transB, accumulate, pre_gelu, epi, &status,
-                           alpha)) return;
-    matmul_tell_fallback(epi, m, n, k, transA, transB, status, a, b, d, bias,
+    if (matmul_cublaslt_try(d, a, b, m, n, k, opt, stream, &status)) return;
+    matmul_tell_fallback(m, n, k, opt, status, a, b, d,
                          epi == EPI_NONE ? "" : ": the product runs without it, the project's kernels apply the epilogue");
-    // the fallback: the plain product (into pre_gelu for the forward GELU), then the epilogue
-    floatX* product = (epi == EPI_GELU_AUX || epi == EPI_GELU_AUX_BIAS) ? pre_gelu : d;
-    if (epi == EPI_NONE || !matmul_cublaslt_try(product, a, b, nullptr, m, n, k, stream, transA, transB,
-                                                accumulate && product == d, nullptr, EPI_NONE, &status,
-                                                alpha)) {
+    // the fallback: the plain product (into pre_gelu_out for the forward GELU), then the epilogue
+    floatX* product = opt.pre_gelu_out != nullptr ? opt.pre_gelu_out : d;
+    MatmulOptions plain{.transA = opt.transA, .transB = opt.transB, .accumulate = opt.accumulate && product == d,
+                        .alpha = opt.alpha};
+    if (epi == EPI_NONE || !matmul_cublaslt_try(product, a, b, m, n, k, plain, stream, &status)) {
         fprintf(stderr, "[ERROR] matmul_cublaslt: no cuBLASLt algorithm for m=%d n=%d k=%d transA=%d transB=%d, "
                         "even without an epilogue (heuristic: %s; alignments A %u, B %u, D %u bytes; cuBLASLt "
-                        "needs m, n, k multiples of 8 and 16-byte aligned rows for bf16)\n", m, n, k, transA, transB,
-                cublasGetStatusName(status), matmul_alignment(a), matmul_alignment(b), matmul_alignment(d));
+                        "needs m, n, k multiples of 8 and 16-byte aligned rows for bf16)\n", m, n, k, opt.transA,
+                opt.transB, cublasGetStatusName(status), matmul_alignment(a), matmul_alignment(b), matmul_alignment(d));
         exit(EXIT_FAILURE);
     }
     size_t count = (size_t)m * n;
-    if (bias != nullptr) {
-        cuda_launch(matmul_add_bias_kernel, dim3((unsigned)((count + 255) / 256)), dim3(256), 0, stream, product, bias, m, n);
+    if (opt.bias != nullptr) {
+        cuda_launch(matmul_add_bias_kernel, dim3((unsigned)((count + 255) / 256)), dim3(256), 0, stream, product,
+                    opt.bias, m, n);
         cudaCheck(cudaGetLastError());
     }
-    if (epi == EPI_GELU_AUX || epi == EPI_GELU_AUX_BIAS) gelu_forward(d, pre_gelu, (int)count, stream);
-    if (epi == EPI_DGELU) gelu_backward_inplace(d, pre_gelu, (int)count, stream);
+    if (opt.pre_gelu_out != nullptr) gelu_forward(d, opt.pre_gelu_out, (int)count, stream);
+    if (opt.pre_gelu_in != nullptr) gelu_backward_inplace(d, opt.pre_gelu_in, (int)count, stream);
 }
 
 // ----------------------------------------------------------------------------
 // launchers
 
-// out (N,OC) = inp (N,C) @ weight (OC,C)^T + bias (OC, or null).
-// pre_gelu (N,OC) or null: when given, pre_gelu = the above and out = gelu(pre_gelu), one fused call.
+// The optional parts of matmul_forward, named at the call: {.bias = b}, {.bias = b, .pre_gelu = pre}.
+struct MatmulForwardOptions {
+    const floatX* bias = nullptr;  // (OC) added to every row, or null
+    floatX* pre_gelu = nullptr;    // (N,OC) or null: when given, pre_gelu = the product (+ bias) and
+                                   // out = gelu(pre_gelu), one fused call
+};
+
+// out (N,OC) = inp (N,C) @ weight (OC,C)^T [+ bias (OC)] [then GELU, the pre-GELU values into pre_gelu].
 // C, OC multiples of 8 (cuBLASLt's bf16 epilogues and 16-byte aligned rows).
-void matmul_forward(floatX* out, const floatX* inp, const floatX* weight, const floatX* bias, int N, int C, int OC,
-                    floatX* pre_gelu, cudaStream_t stream) {
+void matmul_forward(floatX* out, const floatX* inp, const floatX* weight, int N, int C, int OC, cudaStream_t stream,
+                    const MatmulForwardOptions& opt = {}) {
     CHECK_MULTIPLE_OF(C, 8);
     CHECK_MULTIPLE_OF(OC, 8);
-    matmul_cublaslt(out, weight, inp, bias, OC, N, C, stream, true, false, false, pre_gelu, false);
+    // column-major: out (OC, N) = weight^T (OC, C) @ inp (C, N)
+    matmul_cublaslt(out, weight, inp, OC, N, C, MatmulOptions{.transA = true, .bias = opt.bias,
+                                                              .pre_gelu_out = opt.pre_gelu}, stream);
 }
 
 // Whether matmul_backward takes bias gradients from cuBLASLt's BGRADB / DGELU_BGRAD epilogues (the
@@ -248,70 +295,83 @@ inline void matmul_bias_grad_add(floatX* dbias, const floatX* grad, int n, cudaS
 // dbias, C for dinp_colsum): the column sums' partials, or the epilogues' bf16 vector.
 inline size_t matmul_backward_scratch_floats(int cols) { return (size_t)COLUMN_SUM_MAX_SPLITS * cols; }
 
+// The optional parts of matmul_backward, named at the call: e.g. {.dbias = db} (a layer's own bias
+// gradient), {.pre_gelu = pre, .dinp_colsum = dpb} (the input came out of a GELU whose layer has
+// bias pb), {.alpha = scale}.
+struct MatmulBackwardOptions {
+    floatX* dbias = nullptr;          // (OC) += column sums of dout, or null (then alpha must be 1)
+    const floatX* pre_gelu = nullptr; // (N,C) or null: the pre-GELU activation that produced inp;
+                                      // dinp *= gelu'(pre_gelu), fused into the dinp GEMM
+    floatX* dinp_colsum = nullptr;    // (C) += column sums of dinp, or null; with pre_gelu only: the bias
+                                      // gradient of the layer whose output went through the GELU (its own
+                                      // matmul_backward then takes no dbias)
+    float alpha = 1.0f;               // scales dinp and dweight
+};
+
 // dinp (N, C) = alpha * dout (N, OC) @ weight (OC, C) [* gelu'(pre_gelu)]  (column-major: (C, N) =
 // weight (C, OC) @ dout (OC, N)); dinp_colsum (C) += column sums of dinp, or null (DGELU_BGRAD
 // only with alpha 1: whether its bias gradient includes alpha is not documented; the column sums do).
-inline void matmul_backward_dinp(floatX* dinp, floatX* dinp_colsum, float* scratch, const floatX* dout,
-                                 const floatX* weight, const floatX* pre_gelu, int N, int C, int OC,
-                                 cudaStream_t stream, float alpha) {
-    if (dinp_colsum != nullptr && alpha == 1.0f && matmul_bgrad_epilogues()) {
+inline void matmul_backward_dinp(floatX* dinp, float* scratch, const floatX* dout, const floatX* weight, int N, int C,
+                                 int OC, cudaStream_t stream, const MatmulBackwardOptions& opt) {
+    if (opt.dinp_colsum != nullptr && opt.alpha == 1.0f && matmul_bgrad_epilogues()) {
         floatX* grad = (floatX*)scratch;  // C bf16 values, written by the epilogue
+        MatmulOptions fused{.pre_gelu_in = opt.pre_gelu, .bias_grad = grad, .alpha = opt.alpha};  // DGELU_BGRAD
         cublasStatus_t status;
-        if (matmul_cublaslt_try(dinp, weight, dout, grad, C, N, OC, stream, false, false, false, (floatX*)pre_gelu,
-                                EPI_DGELU_BGRAD, &status, alpha)) {
-            matmul_bias_grad_add(dinp_colsum, grad, C, stream);
+        if (matmul_cublaslt_try(dinp, weight, dout, C, N, OC, fused, stream, &status)) {
+            matmul_bias_grad_add(opt.dinp_colsum, grad, C, stream);
             return;
         }
-        matmul_tell_fallback(EPI_DGELU_BGRAD, C, N, OC, false, false, status, weight, dout, dinp, grad,
+        matmul_tell_fallback(C, N, OC, fused, status, weight, dout, dinp,
                              ": DGELU runs alone, the column sums of dinp give the bias gradient");
     }
-    matmul_cublaslt(dinp, weight, dout, nullptr, C, N, OC, stream, false, false, false, (floatX*)pre_gelu, true,
-                    alpha);
-    if (dinp_colsum != nullptr) column_sums_accumulate_bf16(dinp_colsum, scratch, dinp, N, C, stream);
+    matmul_cublaslt(dinp, weight, dout, C, N, OC, MatmulOptions{.pre_gelu_in = opt.pre_gelu, .alpha = opt.alpha},
+                    stream);
+    if (opt.dinp_colsum != nullptr) column_sums_accumulate_bf16(opt.dinp_colsum, scratch, dinp, N, C, stream);
 }
 
 // dweight (OC, C) += alpha * dout^T @ inp (column-major: (C, OC) += inp (C, N) @ dout (OC, N)^T);
 // dbias (OC) += column sums of dout, or null (alpha 1; BGRADB: the sums over k of the B operand).
-inline void matmul_backward_dweight(floatX* dweight, floatX* dbias, float* scratch, const floatX* dout,
-                                    const floatX* inp, int N, int C, int OC, cudaStream_t stream, float alpha) {
-    if (dbias != nullptr && matmul_bgrad_epilogues()) {
+inline void matmul_backward_dweight(floatX* dweight, float* scratch, const floatX* dout, const floatX* inp, int N,
+                                    int C, int OC, cudaStream_t stream, const MatmulBackwardOptions& opt) {
+    if (opt.dbias != nullptr && matmul_bgrad_epilogues()) {
         floatX* grad = (floatX*)scratch;  // OC bf16 values, written by the epilogue
+        MatmulOptions fused{.transB = true, .accumulate = true, .bias_grad = grad, .alpha = opt.alpha};  // BGRADB
         cublasStatus_t status;
-        if (matmul_cublaslt_try(dweight, inp, dout, grad, C, OC, N, stream, false, true, true, nullptr, EPI_BGRADB,
-                                &status, alpha)) {
-            matmul_bias_grad_add(dbias, grad, OC, stream);
+        if (matmul_cublaslt_try(dweight, inp, dout, C, OC, N, fused, stream, &status)) {
+            matmul_bias_grad_add(opt.dbias, grad, OC, stream);
             return;
         }
-        matmul_tell_fallback(EPI_BGRADB, C, OC, N, false, true, status, inp, dout, dweight, grad,
+        matmul_tell_fallback(C, OC, N, fused, status, inp, dout, dweight,
                              ": the column sums of dout give the bias gradient");
     }
-    if (dbias != nullptr) column_sums_accumulate_bf16(dbias, scratch, dout, N, OC, stream);  // deterministic
-    matmul_cublaslt(dweight, inp, dout, nullptr, C, OC, N, stream, false, true, true, nullptr, true, alpha);
+    if (opt.dbias != nullptr) column_sums_accumulate_bf16(opt.dbias, scratch, dout, N, OC, stream);  // deterministic
+    matmul_cublaslt(dweight, inp, dout, C, OC, N, MatmulOptions{.transB = true, .accumulate = true, .alpha = opt.alpha},
+                    stream);
 }
 
-// dinp (N,C) = alpha * dout (N,OC) @ weight (OC,C)   (written =, not accumulated);
-//   with pre_gelu (N,C) given (the pre-GELU activation that produced inp): dinp *= gelu'(pre_gelu), fused.
-// dweight (OC,C) += alpha * dout^T @ inp (N,C);  dbias (OC) += column sums of dout (dbias may be
-// null; with a bias, alpha must be 1).
-// dinp_colsum (C) += column sums of dinp, or null: with pre_gelu, the bias gradient of the layer
-//   whose output went through the GELU (its own matmul_backward then takes no dbias).
+// dinp (N,C) = alpha * dout (N,OC) @ weight (OC,C)   (written =, not accumulated)
+//   [* gelu'(pre_gelu) with opt.pre_gelu];  [opt.dinp_colsum (C) += column sums of dinp]
+// dweight (OC,C) += alpha * dout^T @ inp (N,C);  [opt.dbias (OC) += column sums of dout]
+// The calls that write what, in this order:
+//   dinp, dinp_colsum   the dinp GEMM (DGELU[_BGRAD] epilogue with pre_gelu), or the column sums after it
+//   dweight, dbias      the dweight GEMM (BGRADB epilogue with dbias), or the column sums before it
 // scratch: matmul_backward_scratch_floats(max(OC, C)) floats on the device (used when a bias
 //   gradient is asked for).
-void matmul_backward(floatX* dinp, floatX* dweight, floatX* dbias, float* scratch, const floatX* dout,
-                     const floatX* inp, const floatX* weight, const floatX* pre_gelu, int N, int C, int OC,
-                     cudaStream_t stream, float alpha = 1.0f, floatX* dinp_colsum = nullptr) {
+void matmul_backward(floatX* dinp, floatX* dweight, float* scratch, const floatX* dout, const floatX* inp,
+                     const floatX* weight, int N, int C, int OC, cudaStream_t stream,
+                     const MatmulBackwardOptions& opt = {}) {
     CHECK_MULTIPLE_OF(C, 8);
     CHECK_MULTIPLE_OF(OC, 8);
-    if (dbias != nullptr && alpha != 1.0f) {
+    if (opt.dbias != nullptr && opt.alpha != 1.0f) {
         fprintf(stderr, "[ERROR] matmul_backward: alpha = %g with a bias gradient (the bias kernel sums dout "
-                        "unscaled): scale dout instead\n", alpha);
+                        "unscaled): scale dout instead\n", opt.alpha);
         exit(EXIT_FAILURE);
     }
-    if (dinp_colsum != nullptr && pre_gelu == nullptr) {
+    if (opt.dinp_colsum != nullptr && opt.pre_gelu == nullptr) {
         fprintf(stderr, "[ERROR] matmul_backward: dinp_colsum is fused with the GELU backward only (pre_gelu is "
                         "null): pass the bias gradient as the previous layer's dbias instead\n");
         exit(EXIT_FAILURE);
     }
-    matmul_backward_dinp(dinp, dinp_colsum, scratch, dout, weight, pre_gelu, N, C, OC, stream, alpha);
-    matmul_backward_dweight(dweight, dbias, scratch, dout, inp, N, C, OC, stream, alpha);
+    matmul_backward_dinp(dinp, scratch, dout, weight, N, C, OC, stream, opt);
+    matmul_backward_dweight(dweight, scratch, dout, inp, N, C, OC, stream, opt);
 }

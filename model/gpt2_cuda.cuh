@@ -111,6 +111,43 @@ struct GPT2CudaActivations {
     int* targets;       // (B,T)
 };
 
+// Layer l's slices of the parameters, or of the gradients (the same layout), with llm.c's names:
+// GPT2Cuda::layer_params(l), layer_grads(l).
+struct GPT2LayerParams {
+    floatX* l_ln1w;      // (C)
+    floatX* l_ln1b;      // (C)
+    floatX* l_qkvw;      // (3C, C)
+    floatX* l_qkvb;      // (3C)
+    floatX* l_attprojw;  // (C, C)
+    floatX* l_attprojb;  // (C)
+    floatX* l_ln2w;      // (C)
+    floatX* l_ln2b;      // (C)
+    floatX* l_fcw;       // (4C, C)
+    floatX* l_fcb;       // (4C)
+    floatX* l_fcprojw;   // (C, 4C)
+    floatX* l_fcprojb;   // (C)
+    floatX* l_ptheta;    // (NH) learned p's theta; null without learn_p
+};
+
+// Layer l's slices of the forward's activations (GPT2CudaActivations), with llm.c's names:
+// GPT2Cuda::layer_acts(l).
+struct GPT2LayerActs {
+    floatX* l_residual;  // (B,T,C) the layer's input: encoded for layer 0, else layer l-1's residual3
+    floatX* l_ln1;       // (B,T,C)
+    float* l_ln1_mean;   // (B,T)
+    float* l_ln1_rstd;   // (B,T)
+    floatX* l_qkvr;      // (B,T,3C) q, k, v (3,NH,hd) after RoPE
+    floatX* l_atty;      // (B,T,C)
+    float* l_attstats;   // (B,NH,T,3)
+    floatX* l_residual2; // (B,T,C)
+    floatX* l_ln2;       // (B,T,C)
+    float* l_ln2_mean;   // (B,T)
+    float* l_ln2_rstd;   // (B,T)
+    floatX* l_fch;       // (B,T,4C) before GELU
+    floatX* l_fch_gelu;  // (B,T,4C)
+    floatX* l_residual3; // (B,T,C)
+};
+
 struct GPT2Cuda : GPT2ParamLayout {
     GPT2Config config;
     // elements of params_memory and grads_memory: num_parameters, or more after reserve_shards(),
@@ -174,6 +211,49 @@ struct GPT2Cuda : GPT2ParamLayout {
 
     floatX* param(int i) { return params_memory + param_offsets[i]; }
     floatX* grad(int i) { return grads_memory + param_offsets[i]; }
+
+    // layer l's parameters (base = params_memory) or gradients (base = grads_memory)
+    GPT2LayerParams layer_tensors(floatX* base, int l) const {
+        GPT2LayerParams t;
+        t.l_ln1w = base + param_offset(P_LN1W, l);
+        t.l_ln1b = base + param_offset(P_LN1B, l);
+        t.l_qkvw = base + param_offset(P_QKVW, l);
+        t.l_qkvb = base + param_offset(P_QKVB, l);
+        t.l_attprojw = base + param_offset(P_ATTPROJW, l);
+        t.l_attprojb = base + param_offset(P_ATTPROJB, l);
+        t.l_ln2w = base + param_offset(P_LN2W, l);
+        t.l_ln2b = base + param_offset(P_LN2B, l);
+        t.l_fcw = base + param_offset(P_FCW, l);
+        t.l_fcb = base + param_offset(P_FCB, l);
+        t.l_fcprojw = base + param_offset(P_FCPROJW, l);
+        t.l_fcprojb = base + param_offset(P_FCPROJB, l);
+        t.l_ptheta = config.learn_p ? base + param_offset(P_PTHETA, l) : nullptr;
+        return t;
+    }
+    GPT2LayerParams layer_params(int l) const { return layer_tensors(params_memory, l); }
+    GPT2LayerParams layer_grads(int l) const { return layer_tensors(grads_memory, l); }
+
+    // layer l's activations of the current (B, T)
+    GPT2LayerActs layer_acts(int l) const {
+        const GPT2CudaActivations& a = acts;
+        size_t NH = config.num_heads, BTC = (size_t)B * T * config.channels, BT = (size_t)B * T;
+        GPT2LayerActs t;
+        t.l_residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BTC;
+        t.l_ln1 = a.ln1 + l * BTC;
+        t.l_ln1_mean = a.ln1_mean + l * BT;
+        t.l_ln1_rstd = a.ln1_rstd + l * BT;
+        t.l_qkvr = a.qkvr + l * 3 * BTC;
+        t.l_atty = a.atty + l * BTC;
+        t.l_attstats = a.attstats + l * BT * NH * 3;
+        t.l_residual2 = a.residual2 + l * BTC;
+        t.l_ln2 = a.ln2 + l * BTC;
+        t.l_ln2_mean = a.ln2_mean + l * BT;
+        t.l_ln2_rstd = a.ln2_rstd + l * BT;
+        t.l_fch = a.fch + l * 4 * BTC;
+        t.l_fch_gelu = a.fch_gelu + l * 4 * BTC;
+        t.l_residual3 = a.residual3 + l * BTC;
+        return t;
+    }
 
     // layer l's learned p and dL/dp per head, (NH) each; null without learn_p (the config's p)
     const float* layer_p(int l) const { return p_heads ? p_heads + (size_t)l * config.num_heads : nullptr; }
@@ -263,41 +343,37 @@ struct GPT2Cuda : GPT2ParamLayout {
         if (have_targets) cudaCheck(cudaMemcpy(a.targets, targets, BT * sizeof(int), cudaMemcpyHostToDevice));
 
         if (c.learn_p) learned_p_forward(p_heads, param(P_PTHETA), (int)param_sizes[P_PTHETA], stream);
-        encoder_forward(a.encoded, a.inputs, param(P_WTE), B, T, C, stream);
-        layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, param(P_LN1W), param(P_LN1B), BT, C, stream);
+        encoder_forward(a.encoded, a.inputs, param(P_WTE), B, T, C, stream);  // encoded (B,T,C)
+        GPT2LayerParams w0 = layer_params(0);
+        GPT2LayerActs a0 = layer_acts(0);
+        layernorm_forward(a0.l_ln1, a0.l_ln1_mean, a0.l_ln1_rstd, a.encoded, w0.l_ln1w, w0.l_ln1b, BT, C, stream);
         for (int l = 0; l < L; l++) {
-            size_t o1 = (size_t)l * BT * C, o3 = 3 * o1, o4 = 4 * o1, ol = (size_t)l * BT;
-            floatX* residual = l == 0 ? a.encoded : a.residual3 + o1 - (size_t)BT * C;
-            floatX* qkvr = a.qkvr + o3;
-            floatX* atty = a.atty + o1;
+            GPT2LayerParams w = layer_params(l);
+            GPT2LayerActs la = layer_acts(l);
             // attention: ln1 (computed by the previous layer's fused residual + layernorm) -> residual2
-            matmul_forward(qkvr, a.ln1 + o1, param(P_QKVW) + (size_t)l * 3 * C * C, param(P_QKVB) + l * 3 * C, BT,
-                           C, 3 * C, nullptr, stream);
-            rope_forward(qkvr, qkvr, freqs_cis, B, T, NH, hd, stream);
-            attention_forward_cuda(atty, a.attstats + ol * NH * 3, qkvr, a.attn_scratch, B, T, NH, hd, c.attn, c.p,
+            matmul_forward(la.l_qkvr, la.l_ln1, w.l_qkvw, BT, C, 3 * C, stream, {.bias = w.l_qkvb});
+            rope_forward(la.l_qkvr, la.l_qkvr, freqs_cis, B, T, NH, hd, stream);
+            attention_forward_cuda(la.l_atty, la.l_attstats, la.l_qkvr, a.attn_scratch, B, T, NH, hd, c.attn, c.p,
                                    stream, layer_p(l), c.attn_len);
-            matmul_forward(a.proj, atty, param(P_ATTPROJW) + (size_t)l * C * C, param(P_ATTPROJB) + l * C, BT, C, C,
-                           nullptr, stream);
-            fused_residual_layernorm_forward(a.residual2 + o1, a.ln2 + o1, a.ln2_mean + ol, a.ln2_rstd + ol,
-                                             residual, a.proj, param(P_LN2W) + l * C, param(P_LN2B) + l * C, BT, C,
-                                             stream);
+            matmul_forward(a.proj, la.l_atty, w.l_attprojw, BT, C, C, stream, {.bias = w.l_attprojb});  // attproj
+            fused_residual_layernorm_forward(la.l_residual2, la.l_ln2, la.l_ln2_mean, la.l_ln2_rstd, la.l_residual,
+                                             a.proj, w.l_ln2w, w.l_ln2b, BT, C, stream);
             // MLP: fc with GELU fused into its epilogue, then fcproj, then residual3 and the next layernorm
-            matmul_forward(a.fch_gelu + o4, a.ln2 + o1, param(P_FCW) + (size_t)l * 4 * C * C,
-                           param(P_FCB) + l * 4 * C, BT, C, 4 * C, a.fch + o4, stream);
-            matmul_forward(a.proj, a.fch_gelu + o4, param(P_FCPROJW) + (size_t)l * C * 4 * C,
-                           param(P_FCPROJB) + l * C, BT, 4 * C, C, nullptr, stream);
-            if (l + 1 < L) {
-                size_t n1 = o1 + (size_t)BT * C, nl = ol + BT;
-                fused_residual_layernorm_forward(a.residual3 + o1, a.ln1 + n1, a.ln1_mean + nl, a.ln1_rstd + nl,
-                                                 a.residual2 + o1, a.proj, param(P_LN1W) + (l + 1) * C,
-                                                 param(P_LN1B) + (l + 1) * C, BT, C, stream);
+            matmul_forward(la.l_fch_gelu, la.l_ln2, w.l_fcw, BT, C, 4 * C, stream,
+                           {.bias = w.l_fcb, .pre_gelu = la.l_fch});
+            matmul_forward(a.proj, la.l_fch_gelu, w.l_fcprojw, BT, 4 * C, C, stream, {.bias = w.l_fcprojb});  // fcproj
+            if (l + 1 < L) {  // the next layer's ln1
+                GPT2LayerParams wn = layer_params(l + 1);
+                GPT2LayerActs next = layer_acts(l + 1);
+                fused_residual_layernorm_forward(la.l_residual3, next.l_ln1, next.l_ln1_mean, next.l_ln1_rstd,
+                                                 la.l_residual2, a.proj, wn.l_ln1w, wn.l_ln1b, BT, C, stream);
             } else {
-                fused_residual_layernorm_forward(a.residual3 + o1, a.lnf, a.lnf_mean, a.lnf_rstd, a.residual2 + o1,
+                fused_residual_layernorm_forward(la.l_residual3, a.lnf, a.lnf_mean, a.lnf_rstd, la.l_residual2,
                                                  a.proj, param(P_LNFW), param(P_LNFB), BT, C, stream);
             }
         }
         // tied lm head: logits (B,T,Vp) = lnf @ wte^T
-        matmul_forward(a.logits, a.lnf, param(P_WTE), nullptr, BT, C, Vp, nullptr, stream);
+        matmul_forward(a.logits, a.lnf, param(P_WTE), BT, C, Vp, stream);
         logits_intact = true;
         dlogits_ready = false;
         if (!have_targets) {
@@ -341,6 +417,27 @@ struct GPT2Cuda : GPT2ParamLayout {
 
     // Backward of loss_scale * (mean loss of the last forward, which must have had targets).
     // Accumulates into the gradients (zero_grad() first, or not, to accumulate micro-steps).
+    // Which call writes which gradient. dresidual, dbtc (B,T,C) and dbt4c (B,T,4C) are the buffers
+    // all layers share; the parameter gradients are accumulated (+=); a bias gradient comes out of
+    // the pass that writes the tensor it sums, not out of a call of its own layer:
+    //   call                        activation gradient              parameter gradients (+=)
+    //   fused_classifier            dlogits, in place of the logits  -
+    //   matmul_backward lm head     dbtc = dlnf                      dwte
+    //   layernorm_backward lnf      dresidual = d residual3[L-1]     dlnfw, dlnfb; dfcprojb[L-1] (dresidual's
+    //                                                                column sums)
+    //   layer l = L-1 .. 0:
+    //   matmul_backward fcproj      dbt4c = dfch (through GELU')     dfcprojw; dfcb (dfch's column sums)
+    //   matmul_backward fc          dbtc = dln2                      dfcw
+    //   layernorm_backward ln2      dresidual += : d residual2       dln2w, dln2b; dattprojb (dresidual's sums)
+    //   matmul_backward attproj     dbtc = datty                     dattprojw
+    //   attention_backward_cuda     dbt4c = dqkvr                    learned p: dp_heads[l] (dL/dp, fp32)
+    //   learned_p_backward          -                                dptheta[l]
+    //   rope_backward_bias          dbt4c = dqkv, in place           dqkvb (dqkv's column sums)
+    //   matmul_backward qkv         dbtc = dln1                      dqkvw
+    //   layernorm_backward ln1      dresidual += : d (layer input)   dln1w, dln1b; l > 0: dfcprojb[l-1]
+    //                                                                (dresidual's column sums)
+    //   then on_layer_backward(l): layer l's gradients are complete
+    //   encoder_backward            -                                dwte (the rows of the input tokens)
     void backward(float loss_scale = 1.0f) {
         if (!have_targets) throw std::logic_error("backward: the last forward had no targets");
         if (!logits_intact && !dlogits_ready)
@@ -355,48 +452,45 @@ struct GPT2Cuda : GPT2ParamLayout {
         if (!dlogits_ready) fused_classifier(a.logits, a.losses, a.targets, 1.0f / (float)BT, BT, V, Vp, true, stream);
         logits_intact = false;
         dlogits_ready = false;
-        matmul_backward(a.dbtc, grad(P_WTE), nullptr, a.scratch, a.logits, a.lnf, param(P_WTE), nullptr, BT, C, Vp,
-                        stream, loss_scale);
+        // dbtc = dlnf (B,T,C), dwte (Vp,C) += dlogits^T @ lnf; the backward's loss_scale as alpha
+        matmul_backward(a.dbtc, grad(P_WTE), a.scratch, a.logits, a.lnf, param(P_WTE), BT, C, Vp, stream,
+                        {.alpha = loss_scale});
         // the layernorm backward accumulates into dresidual: start the residual stream's gradient at 0
         cudaCheck(cudaMemsetAsync(a.dresidual, 0, (size_t)BT * C * sizeof(floatX), stream));
         if (c.learn_p) cudaCheck(cudaMemsetAsync(dp_heads, 0, param_sizes[P_PTHETA] * sizeof(float), stream));
-        floatX* last = a.residual3 + (size_t)(L - 1) * BT * C;
         // the layernorm backwards also sum the columns of the dresidual they write: the bias gradient of
         // the projection (fcproj, attproj) whose output gradient it is, so those never re-read it (fc's
         // comes out of fcproj's dinp GEMM, qkv's out of the RoPE backward)
-        layernorm_backward(a.dresidual, grad(P_LNFW), grad(P_LNFB), a.scratch, a.dbtc, last, param(P_LNFW),
-                           a.lnf_mean, a.lnf_rstd, BT, C, stream, grad(P_FCPROJB) + (L - 1) * C);
+        layernorm_backward(a.dresidual, grad(P_LNFW), grad(P_LNFB), a.scratch, a.dbtc, layer_acts(L - 1).l_residual3,
+                           param(P_LNFW), a.lnf_mean, a.lnf_rstd, BT, C, stream, layer_grads(L - 1).l_fcprojb);
         for (int l = L - 1; l >= 0; l--) {
-            size_t o1 = (size_t)l * BT * C, o3 = 3 * o1, o4 = 4 * o1, ol = (size_t)l * BT;
-            floatX* residual = l == 0 ? a.encoded : a.residual3 + o1 - (size_t)BT * C;
+            GPT2LayerParams w = layer_params(l);
+            GPT2LayerParams g = layer_grads(l);
+            GPT2LayerActs la = layer_acts(l);
             // MLP: dresidual holds d residual3, which is also d fcproj
-            matmul_backward(a.dbt4c, grad(P_FCPROJW) + (size_t)l * C * 4 * C, nullptr, a.scratch,
-                            a.dresidual, a.fch_gelu + o4, param(P_FCPROJW) + (size_t)l * C * 4 * C, a.fch + o4, BT,
-                            4 * C, C, stream, 1.0f, grad(P_FCB) + l * 4 * C);  // dbt4c = d fch, its column sums d fcb
-            matmul_backward(a.dbtc, grad(P_FCW) + (size_t)l * 4 * C * C, nullptr, a.scratch, a.dbt4c,
-                            a.ln2 + o1, param(P_FCW) + (size_t)l * 4 * C * C, nullptr, BT, C, 4 * C, stream);
-            layernorm_backward(a.dresidual, grad(P_LN2W) + l * C, grad(P_LN2B) + l * C, a.scratch, a.dbtc,
-                               a.residual2 + o1, param(P_LN2W) + l * C, a.ln2_mean + ol, a.ln2_rstd + ol, BT, C,
-                               stream, grad(P_ATTPROJB) + l * C);  // dresidual = d residual2
+            // dbt4c = d fch (through gelu'), its column sums d fcb
+            matmul_backward(a.dbt4c, g.l_fcprojw, a.scratch, a.dresidual, la.l_fch_gelu, w.l_fcprojw, BT, 4 * C, C,
+                            stream, {.pre_gelu = la.l_fch, .dinp_colsum = g.l_fcb});
+            matmul_backward(a.dbtc, g.l_fcw, a.scratch, a.dbt4c, la.l_ln2, w.l_fcw, BT, C, 4 * C,
+                            stream);  // dbtc = d ln2
+            layernorm_backward(a.dresidual, g.l_ln2w, g.l_ln2b, a.scratch, a.dbtc, la.l_residual2, w.l_ln2w,
+                               la.l_ln2_mean, la.l_ln2_rstd, BT, C, stream, g.l_attprojb);  // dresidual = d residual2
             // attention
-            matmul_backward(a.dbtc, grad(P_ATTPROJW) + (size_t)l * C * C, nullptr, a.scratch,
-                            a.dresidual, a.atty + o1, param(P_ATTPROJW) + (size_t)l * C * C, nullptr, BT, C, C,
+            matmul_backward(a.dbtc, g.l_attprojw, a.scratch, a.dresidual, la.l_atty, w.l_attprojw, BT, C, C,
                             stream);  // dbtc = d atty
-            attention_backward_cuda(a.dbt4c, a.dbtc, a.qkvr + o3, a.atty + o1, a.attstats + ol * NH * 3,
+            attention_backward_cuda(a.dbt4c, a.dbtc, la.l_qkvr, la.l_atty, la.l_attstats,
                                     a.attn_scratch, B, T, NH, hd, c.attn, c.p, stream, layer_p(l),
                                     layer_dp(l), c.attn_len);  // dbt4c = d qkvr; learned p: dp_heads of layer l
             if (c.learn_p) {  // dtheta += dp sigmoid(theta), before the layer's gradients count as complete
-                learned_p_backward(grad(P_PTHETA) + (size_t)l * NH, layer_dp(l), param(P_PTHETA) + (size_t)l * NH, NH,
-                                   stream);
+                learned_p_backward(g.l_ptheta, layer_dp(l), w.l_ptheta, NH, stream);
             }
             // dbt4c = d qkv, and the qkv bias gradient from the same pass
-            rope_backward_bias(a.dbt4c, grad(P_QKVB) + l * 3 * C, a.scratch, freqs_cis, B, T, NH, hd, stream);
-            matmul_backward(a.dbtc, grad(P_QKVW) + (size_t)l * 3 * C * C, nullptr, a.scratch,
-                            a.dbt4c, a.ln1 + o1, param(P_QKVW) + (size_t)l * 3 * C * C, nullptr, BT, C, 3 * C,
+            rope_backward_bias(a.dbt4c, g.l_qkvb, a.scratch, freqs_cis, B, T, NH, hd, stream);
+            matmul_backward(a.dbtc, g.l_qkvw, a.scratch, a.dbt4c, la.l_ln1, w.l_qkvw, BT, C, 3 * C,
                             stream);  // dbtc = d ln1
-            layernorm_backward(a.dresidual, grad(P_LN1W) + l * C, grad(P_LN1B) + l * C, a.scratch, a.dbtc, residual,
-                               param(P_LN1W) + l * C, a.ln1_mean + ol, a.ln1_rstd + ol, BT, C, stream,
-                               l > 0 ? grad(P_FCPROJB) + (l - 1) * C : nullptr);  // dresidual = d (layer input)
+            layernorm_backward(a.dresidual, g.l_ln1w, g.l_ln1b, a.scratch, a.dbtc, la.l_residual, w.l_ln1w,
+                               la.l_ln1_mean, la.l_ln1_rstd, BT, C, stream,
+                               l > 0 ? layer_grads(l - 1).l_fcprojb : nullptr);  // dresidual = d (layer input)
             if (on_layer_backward) on_layer_backward(l);
         }
         encoder_backward(grad(P_WTE), a.encoder_workspace, a.dresidual, inputs_host.data(), B, T, C, stream);

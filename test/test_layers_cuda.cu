@@ -268,8 +268,8 @@ static void check_rope_backward_bias(int B, int T, int NH, int hd, unsigned seed
     DeviceBuffer<floatX> d_inp((size_t)BT * 8), d_w((size_t)3 * C * 8), d_dinp((size_t)BT * 8), d_dw((size_t)3 * C * 8);
     rope_backward(d_plain.ptr, d_plain.ptr, d_freqs.ptr, B, T, NH, hd, 0);
     matmul_set_bgrad_epilogues(false);
-    matmul_backward(d_dinp.ptr, d_dw.ptr, d_db_plain.ptr, d_scratch.ptr, d_plain.ptr, d_inp.ptr, d_w.ptr, nullptr, BT,
-                    8, 3 * C, 0);
+    matmul_backward(d_dinp.ptr, d_dw.ptr, d_scratch.ptr, d_plain.ptr, d_inp.ptr, d_w.ptr, BT, 8, 3 * C, 0,
+                    {.dbias = d_db_plain.ptr});
     matmul_set_bgrad_epilogues(true);
     CHECK(download_bf16(d_plain.ptr, n) == got);
     CHECK(download_bf16(d_db_plain.ptr, 3 * C) == got_db);
@@ -496,9 +496,9 @@ static void check_matmul_backward(int N, int C, int OC, bool with_bias, bool gel
     upload_bf16(d_dinp.ptr, random_bf16(inp.size(), gen));  // garbage: must be overwritten
     with_bias_grad_path(bgrad, with_bias, gelu, [&] {
         for (int pass = 0; pass < 2; pass++) {
-            matmul_backward(d_dinp.ptr, d_dw.ptr, with_bias ? d_db.ptr : nullptr, d_scratch.ptr, d_dout.ptr,
-                            d_inp.ptr, d_w.ptr, gelu ? d_inp_pre.ptr : nullptr, N, C, OC, 0, 1.0f,
-                            gelu ? d_dpb.ptr : nullptr);
+            matmul_backward(d_dinp.ptr, d_dw.ptr, d_scratch.ptr, d_dout.ptr, d_inp.ptr, d_w.ptr, N, C, OC, 0,
+                            {.dbias = with_bias ? d_db.ptr : nullptr, .pre_gelu = gelu ? d_inp_pre.ptr : nullptr,
+                             .dinp_colsum = gelu ? d_dpb.ptr : nullptr});
         }
     });
     std::vector<double> dout_d = to_double(dout), dinp(inp.size(), 0.0), dw = to_double(dw0), db = to_double(db0);
@@ -553,8 +553,8 @@ static void check_matmul(int N, int C, int OC, bool with_bias, bool gelu, unsign
     upload_bf16(d_inp.ptr, inp); upload_bf16(d_w.ptr, w); upload_bf16(d_bias.ptr, bias);
     std::vector<double> inp_d = to_double(inp), w_d = to_double(w), bias_d = to_double(bias);
 
-    matmul_forward(d_out.ptr, d_inp.ptr, d_w.ptr, with_bias ? d_bias.ptr : nullptr, N, C, OC,
-                   gelu ? d_pre.ptr : nullptr, 0);
+    matmul_forward(d_out.ptr, d_inp.ptr, d_w.ptr, N, C, OC, 0,
+                   {.bias = with_bias ? d_bias.ptr : nullptr, .pre_gelu = gelu ? d_pre.ptr : nullptr});
     std::vector<double> pre((size_t)N * OC), out((size_t)N * OC);
     matmul_forward(pre.data(), inp_d.data(), w_d.data(), with_bias ? bias_d.data() : nullptr, N, C, OC);
     // dot products of C signed terms accumulated in fp32, one bf16 rounding: cancellation floor
@@ -593,10 +593,10 @@ TEST_CASE("matmul bias gradient is deterministic") {
         cudaCheck(cudaMemset(d_db1.ptr, 0, OC * sizeof(floatX)));
         cudaCheck(cudaMemset(d_db2.ptr, 0, OC * sizeof(floatX)));
         with_bias_grad_path(bgrad, true, false, [&] {
-            matmul_backward(d_dinp.ptr, d_dw.ptr, d_db1.ptr, d_scratch.ptr, d_dout.ptr, d_inp.ptr, d_w.ptr, nullptr, N,
-                            C, OC, 0);
-            matmul_backward(d_dinp.ptr, d_dw.ptr, d_db2.ptr, d_scratch.ptr, d_dout.ptr, d_inp.ptr, d_w.ptr, nullptr, N,
-                            C, OC, 0);
+            matmul_backward(d_dinp.ptr, d_dw.ptr, d_scratch.ptr, d_dout.ptr, d_inp.ptr, d_w.ptr, N, C, OC, 0,
+                            {.dbias = d_db1.ptr});
+            matmul_backward(d_dinp.ptr, d_dw.ptr, d_scratch.ptr, d_dout.ptr, d_inp.ptr, d_w.ptr, N, C, OC, 0,
+                            {.dbias = d_db2.ptr});
         });
         CHECK(download_bf16(d_db1.ptr, OC) == download_bf16(d_db2.ptr, OC));
     }
@@ -616,7 +616,7 @@ TEST_CASE("matmul plan cache: hits and misses give identical results, pointers s
     DeviceBuffer<floatX> d_other((size_t)N * N);
     upload_bf16(d_inp.ptr, inp); upload_bf16(d_w.ptr, w); upload_bf16(d_b1.ptr, bias1); upload_bf16(d_b2.ptr, bias2);
     auto forward = [&](const floatX* bias) {
-        matmul_forward(d_out.ptr, d_inp.ptr, d_w.ptr, bias, N, C, OC, nullptr, 0);
+        matmul_forward(d_out.ptr, d_inp.ptr, d_w.ptr, N, C, OC, 0, {.bias = bias});
         return download_bf16(d_out.ptr, (size_t)N * OC);
     };
     size_t misses0 = lt.plan_misses, hits0 = lt.plan_hits;
@@ -627,7 +627,7 @@ TEST_CASE("matmul plan cache: hits and misses give identical results, pointers s
     CHECK(lt.plan_misses == misses0 + 1);
     CHECK(memcmp(first.data(), again.data(), first.size() * sizeof(float)) == 0);
     // another problem in between, then a hit with another bias: the new pointer is used
-    matmul_forward(d_other.ptr, d_inp.ptr, d_inp.ptr, nullptr, N, C, N, nullptr, 0);
+    matmul_forward(d_other.ptr, d_inp.ptr, d_inp.ptr, N, C, N, 0);
     std::vector<float> with_b2 = forward(d_b2.ptr);
     CHECK(lt.plan_hits == hits0 + 2);
     std::vector<double> ref((size_t)N * OC), inp_d = to_double(inp), w_d = to_double(w), b2_d = to_double(bias2);
@@ -644,7 +644,7 @@ TEST_CASE("matmul plan cache: hits and misses give identical results, pointers s
     DeviceBuffer<floatX> d_big_in((size_t)(8 + MATMUL_MAX_PLANS) * C), d_big((size_t)(8 + MATMUL_MAX_PLANS) * OC);
     upload_bf16(d_big_in.ptr, random_bf16((size_t)(8 + MATMUL_MAX_PLANS) * C, gen));
     for (int rows = 8; rows < 8 + (int)MATMUL_MAX_PLANS; rows++) {
-        matmul_forward(d_big.ptr, d_big_in.ptr, d_w.ptr, nullptr, rows, C, OC, nullptr, 0);
+        matmul_forward(d_big.ptr, d_big_in.ptr, d_w.ptr, rows, C, OC, 0);
     }
     CHECK(lt.plans.size() == MATMUL_MAX_PLANS);
     size_t misses1 = lt.plan_misses;
@@ -662,11 +662,10 @@ TEST_CASE("matmul backward with alpha") {
     std::vector<float> dout = random_bf16((size_t)N * OC, gen), dw0 = random_bf16(w.size(), gen, 0.1f);
     DeviceBuffer<floatX> d_inp(inp.size()), d_w(w.size()), d_dout(dout.size()), d_dinp(inp.size()), d_dw(w.size());
     upload_bf16(d_inp.ptr, inp); upload_bf16(d_w.ptr, w); upload_bf16(d_dout.ptr, dout); upload_bf16(d_dw.ptr, dw0);
-    matmul_backward(d_dinp.ptr, d_dw.ptr, nullptr, nullptr, d_dout.ptr, d_inp.ptr, d_w.ptr, nullptr, N, C, OC, 0);
+    matmul_backward(d_dinp.ptr, d_dw.ptr, nullptr, d_dout.ptr, d_inp.ptr, d_w.ptr, N, C, OC, 0);
     std::vector<float> dinp1 = download_bf16(d_dinp.ptr, inp.size());
     upload_bf16(d_dw.ptr, dw0);
-    matmul_backward(d_dinp.ptr, d_dw.ptr, nullptr, nullptr, d_dout.ptr, d_inp.ptr, d_w.ptr, nullptr, N, C, OC, 0,
-                    0.5f);
+    matmul_backward(d_dinp.ptr, d_dw.ptr, nullptr, d_dout.ptr, d_inp.ptr, d_w.ptr, N, C, OC, 0, {.alpha = 0.5f});
     std::vector<float> dinp_half = download_bf16(d_dinp.ptr, inp.size());
     for (size_t i = 0; i < dinp1.size(); i++) REQUIRE(dinp_half[i] == 0.5f * dinp1[i]);
     std::vector<double> dout_half = to_double(dout), dinp_ref(inp.size(), 0.0), dw_ref = to_double(dw0);
