@@ -5,7 +5,7 @@
 #                                      64), and prints the run's carry list and command
 # The folder's binaries carry sm_90 (H100/H200) code only, are stripped, link only the libraries
 # they use (--as-needed), are gzipped (scripts/gpu_check.sh unpacks them), and find OpenBLAS (the
-# CPU reference's matmuls) in the folder's lib/, gzipped too (36 MB -> 11 MB; unpacked and put on
+# CPU reference's matmuls) in the folder's lib/, gzipped too (unpacked and put on
 # LD_LIBRARY_PATH), so a machine without Debian's OpenBLAS runs them too. They are built by the
 # project's own rules (a second make with BUILD=$(BUILD)/gpu_check_obj and these NVCCFLAGS).
 GPU_CHECK_DIR ?= $(BUILD)/gpu_check
