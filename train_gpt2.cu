@@ -251,7 +251,8 @@ struct Trainer {
                                        schedule_and_guards_record()));
     }
 
-    // ,"lr":..,"lr_schedule":"wsd",...: the header record's schedule and guard thresholds
+    // ,"lr":..,"lr_schedule":"wsd",...: the header record's schedule, p warmup and attn_len where set, and
+    // guard thresholds
     std::string schedule_and_guards_record() const {
         const LrSchedule& k = opt.schedule;
         std::string rec = ",\"lr\":" + json_number(k.lr) + ",\"lr_schedule\":\"" + k.kind + "\",\"warmup\":" +
@@ -259,6 +260,8 @@ struct Trainer {
         if (k.kind == "wsd")
             rec += ",\"cooldown_frac\":" + json_number(k.cooldown_frac) + ",\"cooldown_start\":" +
                    std::to_string(k.cooldown_start());
+        if (opt.p_warmup > 0) rec += ",\"p_warmup\":" + std::to_string(opt.p_warmup);
+        if (config.attn_len > 0) rec += ",\"attn_len\":" + std::to_string(config.attn_len);
         return rec + ",\"skip_loss_z\":" + json_number(opt.guard.spike_z) + ",\"skip_grad_norm_z\":" +
                json_number(opt.guard.norm_z);
     }
@@ -283,6 +286,7 @@ struct Trainer {
         std::string p = !attn_reweights(config.attn) ? ""
                         : config.learn_p ? " p learned per layer and head from " + json_number(config.p)
                                          : " p " + json_number(config.p);
+        if (opt.p_warmup > 0) p += ", warmed up from 1 over " + std::to_string(opt.p_warmup) + " steps";
         if (config.attn_len > 0) p += " (length terms at the constant attn_len " + std::to_string(config.attn_len) + ")";
         printf("model: %s attention%s, %d layers, %d heads, %d channels, vocab %d (padded %d), %zu parameters, %s back end\n",
                attn_kind_name(config.attn), p.c_str(), config.num_layers, config.num_heads, config.channels,

@@ -869,8 +869,13 @@ TEST_CASE("p warmup (-pw): p rises from 1 to -p, step 1 trains at p = 1, the che
         Result r = run(tiny_run(dir, "-x 4 -n 4 " + flags));
         INFO(r.output);
         REQUIRE(r.code == 0);
-        if (dir == warm) CHECK(r.output.find("| p 2\n") != std::string::npos);  // step 2's line
+        if (dir == warm) {
+            CHECK(r.output.find("| p 2\n") != std::string::npos);  // step 2's line
+            CHECK(r.output.find("p 3, warmed up from 1 over 2 steps") != std::string::npos);  // the model line
+        }
     }
+    CHECK(read_file(warm + "/log.jsonl").find("\"p_warmup\":2,") != std::string::npos);  // the header record
+    CHECK(read_file(p3 + "/log.jsonl").find("p_warmup") == std::string::npos);
     for (int step = 1; step <= 4; step++) CHECK(logged_p(warm + "/log.jsonl", step) == (step < 3 ? step : 3));
     // step 1's forward ran at p = 1: a fixed p = 1 run's loss to the bit, not a p = 3 run's (same
     // initialisation and batch); step 2 is p = 2 on the weights a p = 1 step left, so neither run's
