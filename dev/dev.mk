@@ -2,9 +2,12 @@
 # (layers/*.cuh) as version 1, adds variants, validates against the CPU reference, and on a GPU
 # benchmarks (time, effective bandwidth).
 #   make dev        emulated builds, each run once to validate versions 1 and 2 (no GPU needed)
-#   make dev-cuda   nvcc builds (also part of `make cuda`): ./build/dev/<name>_gpu [version]
-#   make build/attention_forward build/attention_backward   the attention kernels' benchmarks (nvcc;
-#                   with cuDNN's flash attention as a baseline where cuDNN is installed)
+#   make dev-cuda   nvcc builds: ./build/dev/<name>_gpu [version] (also part of `make cuda`), and the
+#                   attention kernels' benchmarks build/attention_forward, build/attention_backward (with
+#                   cuDNN's flash attention as a baseline where cuDNN is installed). These two are not part
+#                   of `make cuda`: their kernels are, for every variant, in test_attention_cuda_gpu, their
+#                   cuDNN graphs in test_cudnn_graph, and `make test` builds and runs them emulated;
+#                   the GPU check builds its own (make gpu-check-build).
 # The emulated validation that `make test` runs (build/test_dev) is in test/test.mk.
 # the one list of dev kernels
 DEV_NAMES := encoder rope layernorm matmul gelu classifier adamw global_norm
@@ -44,6 +47,6 @@ $(BUILD)/attention_forward $(BUILD)/attention_backward: $(BUILD)/attention_%: de
 .PHONY: dev dev-cuda
 dev: $(BUILD)/test_dev
 	./$(BUILD)/test_dev
-dev-cuda: $(DEV_GPU)
+dev-cuda: $(DEV_GPU) $(BUILD)/attention_forward $(BUILD)/attention_backward
 
-CUDA_BINS += $(DEV_GPU) $(BUILD)/attention_forward $(BUILD)/attention_backward
+CUDA_BINS += $(DEV_GPU)

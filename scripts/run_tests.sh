@@ -3,7 +3,8 @@
 # "N passed, M failed" over all doctest test cases (a binary that crashes counts as failed; a
 # test program that is not doctest counts as one test case, passed when it exits 0).
 #
-# An argument blas=<kernel>:<binary> runs the binary with OpenBLAS's kernel chosen: `default` with
+# An argument blas=<kernel>:<binary>[:<test cases>] runs the binary (only the doctest test cases named,
+# doctest's -tc, with %20 for a space, where given) with OpenBLAS's kernel chosen: `default` with
 # OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (OpenBLAS picks the kernels for this CPU), another
 # name with OPENBLAS_CORETYPE=<kernel> and OPENBLAS_L2_SIZE=512, as some machines set them. Only this
 # runner sets them, for the tests that vary them; a kernel the CPU cannot run is skipped, saying so.
@@ -18,20 +19,23 @@ cpu_runs_kernel() {  # the instruction set the OpenBLAS kernel needs
     esac
 }
 for entry in "$@"; do
-    bin=$entry; run=(); kernel=""
+    bin=$entry; run=(); kernel=""; filter=()
     if [[ $entry == blas=*:* ]]; then
         kernel=${entry#blas=}; kernel=${kernel%%:*}; bin=${entry#*:}
+        if [[ $bin == *:* ]]; then  # a doctest filter of test cases, spaces written as %20
+            filter=("-tc=${bin#*:}"); filter[0]=${filter[0]//%20/ }; bin=${bin%%:*}
+        fi
         if [ "$kernel" = default ]; then run=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE)
         else run=(env OPENBLAS_CORETYPE="$kernel" OPENBLAS_L2_SIZE=512); fi
     fi
-    echo "=== $bin${kernel:+ (OpenBLAS kernel: $kernel)}"
+    echo "=== $bin${kernel:+ (OpenBLAS kernel: $kernel)}${filter[0]:+ ${filter[0]}}"
     if ! cpu_runs_kernel "$kernel"; then
         echo "skipped: this CPU cannot run OpenBLAS's $kernel kernels"
         continue
     fi
     log=$(mktemp)
     t0=$(date +%s)
-    "${run[@]}" "./$bin" 2>&1 | tee "$log"
+    "${run[@]}" "./$bin" "${filter[@]+"${filter[@]}"}" 2>&1 | tee "$log"
     rc=${PIPESTATUS[0]}
     seconds+=("$(( $(date +%s) - t0 )) s  $bin${kernel:+ ($kernel)}")
     line=$(grep -E '^\[doctest\] test cases:' "$log" | tail -n 1)
