@@ -4,7 +4,7 @@
 // The graph (gpt2_forward, gpt2_backward, gpt2_update) is written once, over a precision path
 // that says which kernels run and in which type the matmuls read their inputs:
 //   ReferencePath<F> (here): the fp32 path, every tensor in F (float trains, double checks
-//                      gradients), layers/*_cpu.h and attention/attention_cpu.h;
+//                      gradients), layers/*_cpu.h and attention/attention_cpu.h (namespace ref);
 //   GPT2Bf16 (model/gpt2_cpu_bf16.h): bf16 matmul operands with fp32 master weights, gradients
 //                      and activations, layers/*_bf16_cpu.h and attention/attention_bf16_cpu.h.
 // GPT2<F> holds the state both paths work on (weights, gradients, AdamW moments, activations).
@@ -346,7 +346,7 @@ void gpt2_update(Path& P, double lr, double beta1, double beta2, double eps, dou
 
 // ----------------------------------------------------------------------------
 // The reference path: every tensor in F, every activation gradient kept (grad_acts), the kernels
-// of layers/*_cpu.h and attention/attention_cpu.h, which accumulate into zeroed buffers.
+// of layers/*_cpu.h and attention/attention_cpu.h (ref::), which accumulate into zeroed buffers.
 template <class F> struct ReferencePath {
     using Float = F;
     using X = F;

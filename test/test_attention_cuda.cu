@@ -226,9 +226,9 @@ void ds_magnitudes(double* g, const double* dwm, const double* w, const double* 
     std::vector<double> dAm(t + 1);
     for (int j = 0; j <= t; j++) {
         if (!V.reweight) { dAm[j] = dwm[j]; continue; }
-        double m = stats[1], Z = stats[2], x = n * attn_normed<V.norm>(a[j], S1, n_norm) - o;
+        double m = stats[1], Z = stats[2], x = n * ref::attn_normed<V.norm>(a[j], S1, n_norm) - o;
         bool live = m > 0 && Z > 0 && x > 0;
-        dAm[j] = live ? n * p * pow_p(x / m, p - 1) * (dwm[j] + Dm) / (m * Z) : 0.0;
+        dAm[j] = live ? n * p * ref::pow_p(x / m, p - 1) * (dwm[j] + Dm) / (m * Z) : 0.0;
     }
     if (V.norm == ATTN_NORM_L1) {
         if (S1 == 0) { std::fill(g, g + t + 1, 0.0); return; }  // degenerate (relu)
