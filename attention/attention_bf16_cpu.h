@@ -177,8 +177,8 @@ ATTN_CPU_TARGET inline bool attn_row_forward(float* s, float* a, float* w, float
     using Tr = AttnTraits<K>;
     static_assert(Tr::phi != ATTN_PHI_EXP || Tr::norm == ATTN_NORM_L1, "exp needs l1 (the max shift cancels)");
     const int n = t + 1;
-    const __m512 scale = _mm512_set1_ps(attn_score_scale<K, float>(t, hd)),
-                 bias = _mm512_set1_ps(attn_score_bias<K, float>(t, attn_len));
+    const __m512 scale = _mm512_set1_ps(ref::attn_score_scale<K, float>(t, hd)),
+                 bias = _mm512_set1_ps(ref::attn_score_bias<K, float>(t, attn_len));
     __m512d S1_acc = _mm512_setzero_pd();
     __m512 amax = _mm512_set1_ps(-INFINITY), amin = _mm512_set1_ps(INFINITY);
     float smax = 0;
@@ -212,7 +212,7 @@ ATTN_CPU_TARGET inline bool attn_row_forward(float* s, float* a, float* w, float
     const int n16 = (n + 15) / 16 * 16;
     for (int j = n16; j < nkp; j += 16) _mm512_storeu_ps(w + j, _mm512_setzero_ps());
     float S1 = (float)_mm512_reduce_add_pd(S1_acc);
-    const float nf = (float)n, o = (float)lssar_bias(t);
+    const float nf = (float)n, o = (float)ref::lssar_bias(t);
     if constexpr (Tr::norm == ATTN_NORM_L1) {
         if (S1 == 0) {  // relu: no key has a positive score
             row.live = false;
@@ -292,7 +292,7 @@ ATTN_CPU_TARGET inline double attn_row_backward(float* g, const float* dphi, con
         for (int j = 0; j < n16; j += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(w + j), _mm512_maskz_loadu_ps(attn_lanes(j, n), g + j), acc);
         const float d2 = _mm512_reduce_add_ps(acc);
         const __m512 D2 = _mm512_set1_ps(d2);
-        const __m512 vo = _mm512_set1_ps((float)lssar_bias(t)), vm = _mm512_set1_ps(row.m), one = _mm512_set1_ps(1.0f);
+        const __m512 vo = _mm512_set1_ps((float)ref::lssar_bias(t)), vm = _mm512_set1_ps(row.m), one = _mm512_set1_ps(1.0f);
         const __m512 coef = _mm512_set1_ps((float)pw.p * (1.0f / (row.m * row.Z)));
         const AttnPower pw1(pw.p - 1);
         __m512 swl = zero, swdwl = zero;
@@ -313,7 +313,7 @@ ATTN_CPU_TARGET inline double attn_row_backward(float* g, const float* dphi, con
         }
         if (want_dp) dp = (double)_mm512_reduce_add_ps(swdwl) - (double)d2 * _mm512_reduce_add_ps(swl);
     }
-    const __m512 scale = _mm512_set1_ps(attn_score_scale<K, float>(t, hd));
+    const __m512 scale = _mm512_set1_ps(ref::attn_score_scale<K, float>(t, hd));
     if constexpr (Tr::norm == ATTN_NORM_L1) {
         // D1 = sum_j A_j dA_j; ds = phi'(s) (dA - D1) / S1
         __m512 acc = zero;
@@ -545,7 +545,7 @@ ATTN_CPU_TARGET inline void attn_load_rows(float* rows, float* norms, const floa
         if (normalise || norms) {
             float nrm = attn_norm512(xt, sh.hd);
             if (norms) norms[t] = nrm;
-            if (normalise) scale = 1.0f / std::max(nrm, (float)LSSA_NORM_EPS);
+            if (normalise) scale = 1.0f / std::max(nrm, (float)ref::LSSA_NORM_EPS);
         }
         const __m512 vs = _mm512_set1_ps(scale);
         for (int i = 0; i < sh.hdp; i += 16)
@@ -714,7 +714,7 @@ template <bool normalise>
 ATTN_CPU_TARGET inline void attn_grad_row(float* dx, const float* dxh, const float* xh, float norm, int hd) {
     __m512 dot = _mm512_setzero_ps(), inv = _mm512_set1_ps(1.0f);
     if constexpr (normalise) {
-        if (norm > (float)LSSA_NORM_EPS) {
+        if (norm > (float)ref::LSSA_NORM_EPS) {
             for (int i = 0; i < hd; i += 16) {
                 __mmask16 k = attn_lanes(i, hd);
                 dot = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, xh + i), _mm512_maskz_loadu_ps(k, dxh + i), dot);
@@ -722,7 +722,7 @@ ATTN_CPU_TARGET inline void attn_grad_row(float* dx, const float* dxh, const flo
             dot = _mm512_set1_ps(_mm512_reduce_add_ps(dot));
             inv = _mm512_set1_ps(1.0f / norm);
         } else {
-            inv = _mm512_set1_ps((float)(1.0 / LSSA_NORM_EPS));
+            inv = _mm512_set1_ps((float)(1.0 / ref::LSSA_NORM_EPS));
         }
     }
     for (int i = 0; i < hd; i += 16) {
@@ -853,7 +853,7 @@ void attention_map_cpu_k(std::vector<float>& W, std::vector<uint8_t>& valid, con
 inline void attention_forward_cpu(AttentionCpuWorkspace& ws, float* out, float* stats, const float* qkv, int B, int T,
                                   int NH, int hd, AttnKind kind, double p, const double* p_head = nullptr,
                                   int attn_len = 0) {
-    attention_check_len(kind, attn_len, "attention_forward_cpu");
+    ref::attention_check_len(kind, attn_len, "attention_forward_cpu");
     attn_dispatch(kind, [&](auto k) {
         attention_forward_cpu_k<decltype(k)::value>(ws, out, stats, qkv, B, T, NH, hd, p, p_head, attn_len);
     });
@@ -864,7 +864,7 @@ inline void attention_forward_cpu(AttentionCpuWorkspace& ws, float* out, float* 
 inline void attention_backward_cpu(AttentionCpuWorkspace& ws, float* dqkv, const float* dout, const float* qkv, int B,
                                    int T, int NH, int hd, AttnKind kind, double p, const double* p_head = nullptr,
                                    double* dp_head = nullptr, int attn_len = 0) {
-    attention_check_len(kind, attn_len, "attention_backward_cpu");
+    ref::attention_check_len(kind, attn_len, "attention_backward_cpu");
     attn_dispatch(kind, [&](auto k) {
         attention_backward_cpu_k<decltype(k)::value>(ws, dqkv, dout, qkv, B, T, NH, hd, p, p_head, dp_head, attn_len);
     });
@@ -872,7 +872,7 @@ inline void attention_backward_cpu(AttentionCpuWorkspace& ws, float* dqkv, const
 
 inline void attention_map_cpu(std::vector<float>& W, std::vector<uint8_t>& valid, const float* qkv, int T, int NH, int hd,
                               int h, AttnKind kind, double p, int attn_len = 0) {
-    attention_check_len(kind, attn_len, "attention_map_cpu");
+    ref::attention_check_len(kind, attn_len, "attention_map_cpu");
     attn_dispatch(kind, [&](auto k) { attention_map_cpu_k<decltype(k)::value>(W, valid, qkv, T, NH, hd, h, p, attn_len); });
 }
 

@@ -1,3 +1,4 @@
+// The CPU reference lives in namespace ref.
 // CPU reference of causal attention, every variant of the family (attention/attention_kind.h):
 // score x phi x normalisation x optional re-weighting. The specification is doc/attention.md.
 // Templated on the variant (a compile-time constant: attn_dispatch turns a run-time kind into
@@ -24,6 +25,8 @@
 #include <vector>
 
 #include "attention/attention_kind.h"
+
+namespace ref {
 
 constexpr double LSSA_NORM_EPS = 1e-12;  // eps of the q/k L2 normalisation
 
@@ -441,3 +444,5 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, int B, int T_, int
         attention_backward_k<decltype(k)::value>(dqkv, dout, qkv, B, T_, NH, hd, p, p_head, dp_head, attn_len);
     });
 }
+
+}  // namespace ref

@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
     if (d_master) { init_master_weights(d_master, d_params, n, 0); }
 
     std::vector<float> ref = params, m(n, 0.0f), v(n, 0.0f);
-    adamw_update(ref.data(), grads.data(), m.data(), v.data(), n, lr, beta1, beta2, eps, wd, 1);
+    ref::adamw_update(ref.data(), grads.data(), m.data(), v.data(), n, lr, beta1, beta2, eps, wd, 1);
     adamw_update(d_params, d_master, d_grads, d_m, d_v, n, lr, beta1, beta2, eps, wd, 1.0f, 1, 42u, 0);
     if (d_master) { validate_result("master", dev_download(d_master, n), ref, 1e-6, 1e-4 * lr); }  // fp32 vs fp32
     // stochastic rounding: within one bf16 ulp (2^-7 relative) of the fp32 result

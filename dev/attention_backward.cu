@@ -27,7 +27,7 @@ static void validate_backward(const DevOptions& o) {
     std::vector<double> qkv_d(qkv.begin(), qkv.end()), dout_d(dout.begin(), dout.end());
     for (AttnKind kind : o.kinds) {
         std::vector<double> dqkv_ref(qkv.size(), 0.0);
-        attention_backward(dqkv_ref.data(), dout_d.data(), qkv_d.data(), B, T, NH, hd, kind, (double)o.p);
+        ref::attention_backward(dqkv_ref.data(), dout_d.data(), qkv_d.data(), B, T, NH, hd, kind, (double)o.p);
         attention_forward_cuda(d_out, d_stats, d_qkv, scratch, B, T, NH, hd, kind, o.p);
         attention_backward_cuda(d_dqkv, d_dout, d_qkv, d_out, d_stats, scratch, B, T, NH, hd, kind, o.p);
         cudaCheck(cudaDeviceSynchronize());

@@ -274,7 +274,7 @@ static void validate_forward(const DevOptions& o) {
     void* scratch = buf.scratch;
     std::vector<double> qkv_d(qkv.begin(), qkv.end()), out_ref((size_t)B * T * C), stats_ref((size_t)B * NH * T * 3);
     for (AttnKind kind : o.kinds) {
-        attention_forward(out_ref.data(), stats_ref.data(), qkv_d.data(), B, T, NH, hd, kind, (double)o.p);
+        ref::attention_forward(out_ref.data(), stats_ref.data(), qkv_d.data(), B, T, NH, hd, kind, (double)o.p);
         attention_forward_cuda(d_out, d_stats, d_qkv, scratch, B, T, NH, hd, kind, o.p);
         cudaCheck(cudaDeviceSynchronize());
         double err = dev_rel_err(dev_download_bf16(d_out, out_ref.size()), out_ref);

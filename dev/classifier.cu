@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
     float* d_losses = dev_malloc<float>(N);
     int* d_targets = dev_upload(targets);
     std::vector<double> logits_d(logits.begin(), logits.end()), losses(N), dlogits(logits.size());
-    fused_classifier(losses.data(), dlogits.data(), logits_d.data(), targets.data(), (double)dloss, N, V, Vp);
+    ref::fused_classifier(losses.data(), dlogits.data(), logits_d.data(), targets.data(), (double)dloss, N, V, Vp);
     run(version, d_logits, d_losses, d_targets, dloss, N, V, Vp);
     // fp32 log-sum-exp: 1e-4 absolute; bf16 dlogits: 1e-2 relative plus a floor for the target column
     validate_result("losses", dev_download(d_losses, N), losses, 0.0, 1e-4);

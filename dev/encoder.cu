@@ -36,8 +36,8 @@ int main(int argc, char** argv) {
     int *d_inp = dev_upload(inp), *d_work = dev_malloc<int>(encoder_backward_workspace_ints(B, T));
 
     std::vector<float> out((size_t)B * T * C), dwte((size_t)Vp * C, 0.0f);
-    encoder_forward(out.data(), inp.data(), wte.data(), B, T, C);
-    encoder_backward(dwte.data(), dout.data(), inp.data(), B, T, C);
+    ref::encoder_forward(out.data(), inp.data(), wte.data(), B, T, C);
+    ref::encoder_backward(dwte.data(), dout.data(), inp.data(), B, T, C);
     run_forward(version, d_out, d_inp, d_wte, B, T, C);
     encoder_backward(d_dwte, d_work, d_dout, inp.data(), B, T, C, 0);
     validate_result("out", dev_download_bf16(d_out, out.size()), out, 0.0, 0.0);  // a copy: exact

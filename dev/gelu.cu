@@ -43,8 +43,8 @@ int main(int argc, char** argv) {
     floatX* d_d = dev_upload_bf16(dout);
 
     std::vector<float> y(N), dx(N, 0.0f);
-    gelu_forward(y.data(), x.data(), N);
-    gelu_backward(dx.data(), x.data(), dout.data(), N);
+    ref::gelu_forward(y.data(), x.data(), N);
+    ref::gelu_backward(dx.data(), x.data(), dout.data(), N);
     run_forward(version, d_out, d_x, N);
     run_backward(version, d_d, d_x, N);
     // bf16 outputs: 1e-2 relative (one rounding is 2^-9). Absolute: a GPU's tanhf is tanh.approx

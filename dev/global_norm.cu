@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
     floatX* d_x = dev_upload_bf16(x);
     float *d_partials = dev_malloc<float>(GLOBAL_NORM_BLOCKS), *d_out = dev_malloc<float>(1);
     run(version, d_out, d_partials, d_x, n);
-    std::vector<double> ref = {global_norm_squared(x.data(), n)};
+    std::vector<double> ref = {ref::global_norm_squared(x.data(), n)};
     // fp32 tree sums of positive terms: relative error far below 1e-5
     validate_result("norm^2", dev_download(d_out, 1), ref, 1e-5, 0.0);
     float first = dev_download(d_out, 1)[0];

@@ -111,8 +111,8 @@ int main(int argc, char** argv) {
     float* d_scratch = dev_malloc<float>(layernorm_backward_scratch_floats(C));
 
     std::vector<float> out((size_t)N * C), mean(N), rstd(N), dinp((size_t)N * C, 0.0f), dw(C, 0.0f), db(C, 0.0f);
-    layernorm_forward(out.data(), mean.data(), rstd.data(), inp.data(), w.data(), b.data(), N, C);
-    layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), mean.data(), rstd.data(),
+    ref::layernorm_forward(out.data(), mean.data(), rstd.data(), inp.data(), w.data(), b.data(), N, C);
+    ref::layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), mean.data(), rstd.data(),
                        N, C);
     run_forward(version, d_out, d_mean, d_rstd, d_inp, d_w, d_b, N, C);
     run_backward(version, d_dinp, d_dw, d_db, d_dcs, d_scratch, d_dout, d_inp, d_w, d_mean, d_rstd, N, C);

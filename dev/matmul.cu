@@ -52,8 +52,8 @@ int main(int argc, char** argv) {
 
     // reference: forward fc, then fcproj's backward with gelu'(pre) (all in float)
     std::vector<float> pre((size_t)N * OC), out((size_t)N * OC), act((size_t)N * OC);
-    matmul_forward(pre.data(), inp.data(), w.data(), b.data(), N, C, OC);
-    gelu_forward(out.data(), pre.data(), N * OC);
+    ref::matmul_forward(pre.data(), inp.data(), w.data(), b.data(), N, C, OC);
+    ref::gelu_forward(out.data(), pre.data(), N * OC);
     run_forward(version, d_out, d_pre, d_inp, d_w, d_b, N, C, OC);
     // bf16 outputs: 1e-2 relative plus a cancellation floor (dot products of signed terms)
     validate_result("pre_gelu", dev_download_bf16(d_pre, pre.size()), pre, 1e-2, 1e-3 * max_abs_of(pre));
@@ -61,8 +61,8 @@ int main(int argc, char** argv) {
     // fcproj: inp = the GPU's gelu output (bf16), pre = the GPU's pre-activation
     std::vector<float> act_gpu = dev_download_bf16(d_out, out.size()), pre_gpu = dev_download_bf16(d_pre, pre.size());
     std::vector<float> dact((size_t)N * OC, 0.0f), dpre((size_t)N * OC, 0.0f), dw2((size_t)C * OC, 0.0f), db2(C, 0.0f);
-    matmul_backward(dact.data(), dw2.data(), db2.data(), dout.data(), act_gpu.data(), w2.data(), N, OC, C);
-    gelu_backward(dpre.data(), pre_gpu.data(), dact.data(), N * OC);
+    ref::matmul_backward(dact.data(), dw2.data(), db2.data(), dout.data(), act_gpu.data(), w2.data(), N, OC, C);
+    ref::gelu_backward(dpre.data(), pre_gpu.data(), dact.data(), N * OC);
     run_backward(version, d_dpre, d_dw2, d_db2, d_db1, d_scratch, d_dout, d_out, d_w2, d_pre, N, OC, C);
     std::vector<float> db1(OC, 0.0f);  // fc's bias gradient: the column sums of dpre
     for (int n = 0; n < N; n++) {

@@ -62,8 +62,8 @@ int main(int argc, char** argv) {
     floatX *d_inp = dev_upload_bf16(qkv), *d_out = dev_malloc<floatX>(n);
     float* d_freqs = dev_upload(freqs);
     std::vector<double> qkv_d(qkv.begin(), qkv.end()), fwd(n), bwd(n);
-    rope_forward(fwd.data(), qkv_d.data(), B, T, NH, hd, 10000.0);
-    rope_backward(bwd.data(), qkv_d.data(), B, T, NH, hd, 10000.0);
+    ref::rope_forward(fwd.data(), qkv_d.data(), B, T, NH, hd, 10000.0);
+    ref::rope_backward(bwd.data(), qkv_d.data(), B, T, NH, hd, 10000.0);
     // bf16 outputs: 1e-2 relative plus a cancellation floor relative to the inputs
     run(version, d_out, d_inp, d_freqs, B, T, NH, hd, true);
     validate_result("forward", dev_download_bf16(d_out, n), fwd, 1e-2, 1e-3 * max_abs_of(qkv));

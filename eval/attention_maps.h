@@ -77,7 +77,7 @@ void attention_map(const GPT2<F>& gpt, int layer, int head, std::vector<F>& W, s
     const F* qkv = attention_map_input(gpt, layer, head, &p);
     int T = gpt.T, NH = c.num_heads, C = c.channels, hd = C / NH;
     std::vector<F> qe, ke, qn, kn;  // (1, NH, T, hd), (1, NH, T)
-    attention_prepare(qe, ke, qn, kn, qkv, 1, T, NH, hd, c.attn);
+    ref::attention_prepare(qe, ke, qn, kn, qkv, 1, T, NH, hd, c.attn);
     W.assign((size_t)T * T, F(0));
     valid.assign(T, 0);
     const F* qe_h = &qe[(size_t)head * T * hd];
@@ -88,7 +88,7 @@ void attention_map(const GPT2<F>& gpt, int layer, int head, std::vector<F>& W, s
 #pragma omp for schedule(dynamic, 8)
         for (int t = 0; t < T; t++) {
             F row_stats[3];
-            bool ok = attention_row_weights(&W[(size_t)t * T], s.data(), a.data(), row_stats, qe_h + (size_t)t * hd,
+            bool ok = ref::attention_row_weights(&W[(size_t)t * T], s.data(), a.data(), row_stats, qe_h + (size_t)t * hd,
                                             ke_h, t, hd, c.attn, p, c.attn_len);
             valid[t] = ok ? 1 : 0;
         }

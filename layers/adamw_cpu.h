@@ -1,9 +1,12 @@
+// The CPU reference lives in namespace ref.
 // CPU reference: AdamW with bias correction and decoupled weight decay.
 // params, grads, m, v (n); t is the 1-based step. Hyperparameters are double so that a float64
 // model uses them exactly.
 #pragma once
 #include <cmath>
 #include <cstddef>
+
+namespace ref {
 
 template <class T>
 void adamw_update(T* params, const T* grads, T* m, T* v, size_t n, double lr, double beta1, double beta2,
@@ -19,3 +22,5 @@ void adamw_update(T* params, const T* grads, T* m, T* v, size_t n, double lr, do
         params[i] -= T(lr) * (mhat / (std::sqrt(vhat) + T(eps)) + T(weight_decay) * params[i]);
     }
 }
+
+}  // namespace ref

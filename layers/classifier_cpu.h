@@ -1,9 +1,12 @@
+// The CPU reference lives in namespace ref.
 // CPU reference: fused softmax + cross-entropy over the first V of Vp logit columns
 // (the padded columns V..Vp-1 take no part and get exactly zero gradient).
 // logits (N,Vp), targets (N) in [0,V), losses (N), dlogits (N,Vp) or null; dlogits may alias logits.
 // dloss is d(total loss)/d(losses[i]), e.g. 1/N for a mean.
 #pragma once
 #include <cmath>
+
+namespace ref {
 
 template <class T>
 void fused_classifier(T* losses, T* dlogits, const T* logits, const int* targets, T dloss, int N, int V, int Vp) {
@@ -36,3 +39,5 @@ void fused_classifier(T* losses, T* dlogits, const T* logits, const int* targets
         }
     }
 }
+
+}  // namespace ref

@@ -1,6 +1,9 @@
+// The CPU reference lives in namespace ref.
 // CPU reference: token embedding (no learned positions: RoPE carries position).
 // inp (B,T) token ids, wte (Vp,C), out (B,T,C)
 #pragma once
+
+namespace ref {
 
 template <class T>
 void encoder_forward(T* out, const int* inp, const T* wte, int B, int T_, int C) {
@@ -21,3 +24,5 @@ void encoder_backward(T* dwte, const T* dout, const int* inp, int B, int T_, int
         for (int bt = 0; bt < B * T_; bt++) dwte[(size_t)inp[bt] * C + i] += dout[(size_t)bt * C + i];
     }
 }
+
+}  // namespace ref

@@ -16,7 +16,7 @@
 
 BF16_CPU_TARGET inline __m512 gelu_tanh_arg(__m512 x) {  // sqrt(2/pi) (x + 0.044715 x^3)
     __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
-    return _mm512_mul_ps(_mm512_set1_ps(gelu_scale<float>()), _mm512_fmadd_ps(_mm512_set1_ps(0.044715f), x3, x));
+    return _mm512_mul_ps(_mm512_set1_ps(ref::gelu_scale<float>()), _mm512_fmadd_ps(_mm512_set1_ps(0.044715f), x3, x));
 }
 
 BF16_CPU_TARGET inline void gelu_forward_bf16(bf16* out, const float* inp, size_t N) {
@@ -50,7 +50,7 @@ BF16_CPU_TARGET inline void gelu_backward_bf16(bf16* dinp_bf, float* dbias, cons
                 __m512 x = _mm512_maskz_loadu_ps(m, inp + at);
                 __m512 th = tanh512(gelu_tanh_arg(x));
                 __m512 sech2 = _mm512_fnmadd_ps(th, th, _mm512_set1_ps(1.0f));
-                __m512 du = _mm512_mul_ps(_mm512_set1_ps(gelu_scale<float>()),
+                __m512 du = _mm512_mul_ps(_mm512_set1_ps(ref::gelu_scale<float>()),
                                           _mm512_fmadd_ps(_mm512_set1_ps(3 * 0.044715f), _mm512_mul_ps(x, x),
                                                           _mm512_set1_ps(1.0f)));
                 // 0.5 (1 + th) + 0.5 x sech2 du

@@ -1,6 +1,9 @@
+// The CPU reference lives in namespace ref.
 // CPU reference: GELU, tanh approximation (GPT-2's).  inp, out (N)
 #pragma once
 #include <cmath>
+
+namespace ref {
 
 template <class T> constexpr T gelu_scale() { return T(0.7978845608028654); }  // sqrt(2/pi)
 
@@ -25,3 +28,5 @@ void gelu_backward(T* dinp, const T* inp, const T* dout, int N) {
         dinp[i] += (T(0.5) * (T(1) + th) + T(0.5) * x * sech2 * du) * dout[i];
     }
 }
+
+}  // namespace ref

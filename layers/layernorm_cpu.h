@@ -1,7 +1,10 @@
+// The CPU reference lives in namespace ref.
 // CPU reference: layernorm over the last dimension, eps 1e-5.
 // inp, out (N,C) with N = B*T rows; w, b (C); mean, rstd (N) saved for the backward.
 #pragma once
 #include <cmath>
+
+namespace ref {
 
 template <class T>
 void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* w, const T* b, int N, int C) {
@@ -60,3 +63,5 @@ void layernorm_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, cons
         db[i] += sb;
     }
 }
+
+}  // namespace ref

@@ -1,8 +1,11 @@
+// The CPU reference lives in namespace ref.
 // CPU reference: matmul with bias, nn.Linear's convention.
 // inp (N,C), w (OC,C), bias (OC) or null, out (N,OC) = inp @ w^T + bias
 // The products go through BLAS (link $(BLAS_LDLIBS)), in float or double.
 #pragma once
 #include <cblas.h>
+
+namespace ref {
 
 inline void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha, const float* A,
                       int lda, const float* B, int ldb, float beta, float* C, int ldc) {
@@ -40,3 +43,5 @@ void matmul_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, cons
     blas_gemm(CblasTrans, CblasNoTrans, OC, C, N, T(1), dout, OC, inp, C, T(1), dw, C);
     if (dbias) matmul_bias_backward(dbias, dout, N, OC);
 }
+
+}  // namespace ref

@@ -1,5 +1,8 @@
+// The CPU reference lives in namespace ref.
 // CPU reference: residual add.  a, b, out (N)
 #pragma once
+
+namespace ref {
 
 template <class T>
 void residual_forward(T* out, const T* a, const T* b, int N) {
@@ -15,3 +18,5 @@ void residual_backward(T* da, T* db, const T* dout, int N) {
         db[i] += dout[i];
     }
 }
+
+}  // namespace ref

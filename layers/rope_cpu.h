@@ -1,9 +1,12 @@
+// The CPU reference lives in namespace ref.
 // CPU reference: rotary position embedding on q and k.
 // Interleaved pairs (2i, 2i+1) of every head are rotated by angle t * base^(-2i/hd).
 // inp, out (B,T,3,NH,hd): q and k rotated, v copied. out may alias inp.
 #pragma once
 #include <cmath>
 #include <vector>
+
+namespace ref {
 
 template <class T>
 void rope_rotate(T* out, const T* inp, int B, int T_, int NH, int hd, double base, double sign) {
@@ -50,3 +53,5 @@ template <class T>
 void rope_backward(T* dinp, const T* dout, int B, int T_, int NH, int hd, double base) {
     rope_rotate(dinp, dout, B, T_, NH, hd, base, -1.0);
 }
+
+}  // namespace ref

@@ -4,7 +4,7 @@
 // The graph (gpt2_forward, gpt2_backward, gpt2_update) is written once, over a precision path
 // that says which kernels run and in which type the matmuls read their inputs:
 //   ReferencePath<F> (here): the fp32 path, every tensor in F (float trains, double checks
-//                      gradients), layers/*_cpu.h and attention/attention_cpu.h;
+//                      gradients), layers/*_cpu.h and attention/attention_cpu.h (namespace ref);
 //   GPT2Bf16 (model/gpt2_cpu_bf16.h): bf16 matmul operands with fp32 master weights, gradients
 //                      and activations, layers/*_bf16_cpu.h and attention/attention_bf16_cpu.h.
 // GPT2<F> holds the state both paths work on (weights, gradients, AdamW moments, activations).
@@ -150,7 +150,7 @@ template <class F> struct GPT2 : GPT2ParamLayout {
     void backward(F loss_scale = F(1));
 
     // sqrt of the sum of squares of every parameter gradient
-    double grad_norm() const { return std::sqrt(global_norm_squared(grads.data(), num_parameters)); }
+    double grad_norm() const { return std::sqrt(ref::global_norm_squared(grads.data(), num_parameters)); }
 
     // grads *= grad_scale, then AdamW step t (1-based); weight decay on the matrices only
     // (param_tensor_decays), theta's learning rate scaled by p_lr_scale (param_tensor_lr).
@@ -209,7 +209,7 @@ typename Path::Float gpt2_forward(Path& P, const int* inputs, const int* targets
     size_t BT = (size_t)B * T;
     Activations<F>& a = m.acts;
     P.lap(PROF_OTHER);
-    encoder_forward(a.encoded, inputs, m.param(P_WTE), B, T, C);
+    ref::encoder_forward(a.encoded, inputs, m.param(P_WTE), B, T, C);
     P.lap(PROF_ENCODER);
     for (int l = 0; l < L; l++) {
         size_t o1 = l * BT * C, o3 = l * BT * 3 * C, o4 = l * BT * 4 * C, ol = l * BT;
@@ -229,7 +229,7 @@ typename Path::Float gpt2_forward(Path& P, const int* inputs, const int* targets
         P.lap(PROF_ATTENTION);
         P.matmul_forward(a.attproj + o1, x.atty, P.weight(P_ATTPROJW, l), m.param(P_ATTPROJB, l), (int)BT, C, C);
         P.lap(PROF_MATMUL);
-        residual_forward(a.residual2 + o1, residual, a.attproj + o1, (int)(BT * C));
+        ref::residual_forward(a.residual2 + o1, residual, a.attproj + o1, (int)(BT * C));
         P.lap(PROF_RESIDUAL);
         P.layernorm_forward(x.ln2, a.ln2_mean + ol, a.ln2_rstd + ol, a.residual2 + o1, m.param(P_LN2W, l),
                             m.param(P_LN2B, l), (int)BT, C);
@@ -241,7 +241,7 @@ typename Path::Float gpt2_forward(Path& P, const int* inputs, const int* targets
         P.matmul_forward(a.fcproj + o1, x.fch_gelu, P.weight(P_FCPROJW, l), m.param(P_FCPROJB, l), (int)BT, 4 * C,
                          C);
         P.lap(PROF_MATMUL);
-        residual_forward(a.residual3 + o1, a.residual2 + o1, a.fcproj + o1, (int)(BT * C));
+        ref::residual_forward(a.residual3 + o1, a.residual2 + o1, a.fcproj + o1, (int)(BT * C));
         P.lap(PROF_RESIDUAL);
     }
     F* last = a.residual3 + (L - 1) * BT * C;
@@ -323,7 +323,7 @@ template <class Path> void gpt2_backward(Path& P, typename Path::Float loss_scal
                              a.ln1_mean + ol, a.ln1_rstd + ol, (int)BT, C);
         P.lap(PROF_LAYERNORM);
     }
-    encoder_backward(m.grad(P_WTE), P.grad_views(0).res_in, m.inputs.data(), B, T, C);
+    ref::encoder_backward(m.grad(P_WTE), P.grad_views(0).res_in, m.inputs.data(), B, T, C);
     P.lap(PROF_ENCODER);
 }
 
@@ -346,7 +346,7 @@ void gpt2_update(Path& P, double lr, double beta1, double beta2, double eps, dou
 
 // ----------------------------------------------------------------------------
 // The reference path: every tensor in F, every activation gradient kept (grad_acts), the kernels
-// of layers/*_cpu.h and attention/attention_cpu.h, which accumulate into zeroed buffers.
+// of layers/*_cpu.h and attention/attention_cpu.h (ref::), which accumulate into zeroed buffers.
 template <class F> struct ReferencePath {
     using Float = F;
     using X = F;
@@ -375,25 +375,25 @@ template <class F> struct ReferencePath {
 
     // forward
     void layernorm_forward(F* out, F* mean, F* rstd, const F* inp, const F* w, const F* b, int N, int C) {
-        ::layernorm_forward(out, mean, rstd, inp, w, b, N, C);
+        ref::layernorm_forward(out, mean, rstd, inp, w, b, N, C);
     }
     void matmul_forward(F* out, const F* inp, const F* w, const F* bias, int N, int C, int OC) {
-        ::matmul_forward(out, inp, w, bias, N, C, OC);
+        ref::matmul_forward(out, inp, w, bias, N, C, OC);
     }
     void rope_forward(F* out, const F* inp, int B, int T, int NH, int hd, double base) {
-        ::rope_forward(out, inp, B, T, NH, hd, base);
+        ref::rope_forward(out, inp, B, T, NH, hd, base);
     }
     void attention_forward(F* out, F* stats, const F* qkv, int B, int T, int NH, int hd, AttnKind kind, double p,
                            const double* p_head, int attn_len) {
-        ::attention_forward(out, stats, qkv, B, T, NH, hd, kind, p, p_head, attn_len);
+        ref::attention_forward(out, stats, qkv, B, T, NH, hd, kind, p, p_head, attn_len);
     }
-    void gelu_forward(F* out, const F* inp, size_t N) { ::gelu_forward(out, inp, (int)N); }
+    void gelu_forward(F* out, const F* inp, size_t N) { ref::gelu_forward(out, inp, (int)N); }
     void to_matmul_input(F*, const F*, size_t) {}    // the matmuls read the activations themselves
     void from_matmul_input(F*, const F*, size_t) {}
     F classifier_forward(const int* targets, bool) {
         Activations<F>& a = model.acts;
         int BT = model.B * model.T;
-        fused_classifier(a.losses, (F*)nullptr, a.logits, targets, F(0), BT, model.config.vocab_size,
+        ref::fused_classifier(a.losses, (F*)nullptr, a.logits, targets, F(0), BT, model.config.vocab_size,
                          model.config.padded_vocab_size);
         F sum = 0;
         for (int i = 0; i < BT; i++) sum += a.losses[i];
@@ -405,34 +405,34 @@ template <class F> struct ReferencePath {
         Activations<F>& a = model.acts;
         Activations<F>& g = model.grad_acts;
         int BT = model.B * model.T, C = model.config.channels, Vp = model.config.padded_vocab_size;
-        fused_classifier(a.losses, g.logits, a.logits, model.targets.data(), loss_scale / F(BT), BT,
+        ref::fused_classifier(a.losses, g.logits, a.logits, model.targets.data(), loss_scale / F(BT), BT,
                          model.config.vocab_size, Vp);
-        ::matmul_backward(dlnf, model.grad(P_WTE), (F*)nullptr, g.logits, a.lnf, model.param(P_WTE), BT, C, Vp);
+        ref::matmul_backward(dlnf, model.grad(P_WTE), (F*)nullptr, g.logits, a.lnf, model.param(P_WTE), BT, C, Vp);
     }
-    void residual_backward(F* dinp1, F* dinp2, const F* dout, size_t N) { ::residual_backward(dinp1, dinp2, dout, (int)N); }
+    void residual_backward(F* dinp1, F* dinp2, const F* dout, size_t N) { ref::residual_backward(dinp1, dinp2, dout, (int)N); }
     // a matmul's output gradient as its backward reads it, and the bias gradient
     const F* matmul_dout(const F* dout, F* dbias, int N, int OC) {
-        matmul_bias_backward(dbias, dout, N, OC);
+        ref::matmul_bias_backward(dbias, dout, N, OC);
         return dout;
     }
     void matmul_backward(F* dinp, F* dw, const F* dout, const F* inp, const F* w, int N, int C, int OC) {
-        ::matmul_backward(dinp, dw, (F*)nullptr, dout, inp, w, N, C, OC);
+        ref::matmul_backward(dinp, dw, (F*)nullptr, dout, inp, w, N, C, OC);
     }
     // d fch (N,OC) from d fch_gelu, as the next matmul_backward reads it, and the fc bias gradient
     const F* gelu_backward(F* dinp, F* dbias, const F* inp, const F* dout, int N, int OC) {
-        ::gelu_backward(dinp, inp, dout, N * OC);
+        ref::gelu_backward(dinp, inp, dout, N * OC);
         return matmul_dout(dinp, dbias, N, OC);
     }
     void layernorm_backward(F* dinp, F* dw, F* db, const F* dout, const F* inp, const F* w, const F* mean,
                             const F* rstd, int N, int C) {
-        ::layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+        ref::layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
     }
     void attention_backward(F* dqkv, const F* dout, const F* qkv, int B, int T, int NH, int hd, AttnKind kind,
                             double p, const double* p_head, double* dp_head, int attn_len) {
-        ::attention_backward(dqkv, dout, qkv, B, T, NH, hd, kind, p, p_head, dp_head, attn_len);
+        ref::attention_backward(dqkv, dout, qkv, B, T, NH, hd, kind, p, p_head, dp_head, attn_len);
     }
     void rope_backward(F* dinp, const F* dout, int B, int T, int NH, int hd, double base) {
-        ::rope_backward(dinp, dout, B, T, NH, hd, base);
+        ref::rope_backward(dinp, dout, B, T, NH, hd, base);
     }
 
     // AdamW on tensor i
@@ -444,7 +444,7 @@ template <class F> struct ReferencePath {
 #pragma omp parallel for schedule(static)
             for (size_t k = 0; k < n; k++) g[k] *= F(grad_scale);
         }
-        adamw_update(model.params.data() + off, g, model.m.data() + off, model.v.data() + off, n, lr, beta1, beta2,
+        ref::adamw_update(model.params.data() + off, g, model.m.data() + off, model.v.data() + off, n, lr, beta1, beta2,
                      eps, weight_decay, t);
     }
 };

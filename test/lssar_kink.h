@@ -16,7 +16,7 @@ inline double attn_kink_distance(const double* qkv, int B, int T, int NH, int hd
     for (const AttnVariant& u : ATTN_VARIANT_TABLE)
         if (u.score == v.score && u.phi == v.phi && u.norm == v.norm && !u.reweight) stage1 = u.kind;
     std::vector<double> qe, ke, qn, kn;
-    attention_prepare(qe, ke, qn, kn, qkv, B, T, NH, hd, kind);
+    ref::attention_prepare(qe, ke, qn, kn, qkv, B, T, NH, hd, kind);
     std::vector<double> w(T), sc(T), a(T);
     double dist = std::numeric_limits<double>::infinity();
     for (int bh = 0; bh < B * NH; bh++) {
@@ -27,9 +27,9 @@ inline double attn_kink_distance(const double* qkv, int B, int T, int NH, int hd
             double st[3];
             bool live = true;
             if (stage1 != kind || !v.reweight) {
-                live = attention_row_weights(w.data(), sc.data(), a.data(), st, qe_t, ke_h, t, hd, stage1, 1.0);
+                live = ref::attention_row_weights(w.data(), sc.data(), a.data(), st, qe_t, ke_h, t, hd, stage1, 1.0);
             } else {  // no variant without stage 2 shares this one's stage 1: build A from phi
-                attention_row_weights(w.data(), sc.data(), a.data(), st, qe_t, ke_h, t, hd, kind, 1.0);
+                ref::attention_row_weights(w.data(), sc.data(), a.data(), st, qe_t, ke_h, t, hd, kind, 1.0);
                 double S1 = 0;
                 for (int j = 0; j <= t; j++) S1 += a[j];
                 live = S1 > 0;
@@ -41,7 +41,7 @@ inline double attn_kink_distance(const double* qkv, int B, int T, int NH, int hd
                 if (v.phi == ATTN_PHI_RELU && !constant_score) dist = std::min(dist, std::fabs(sc[j]));
                 // a relu key with s < 0 has x = -o_t whatever q and k are nearby (A = 0 there)
                 bool dead_key = v.phi == ATTN_PHI_RELU && sc[j] <= 0;
-                if (v.reweight && live && !dead_key) dist = std::min(dist, std::fabs((t + 1) * w[j] - lssar_bias(t)));
+                if (v.reweight && live && !dead_key) dist = std::min(dist, std::fabs((t + 1) * w[j] - ref::lssar_bias(t)));
             }
         }
     }

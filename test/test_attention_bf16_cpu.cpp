@@ -92,7 +92,7 @@ static Reference reference(const std::vector<double>& qkv, const std::vector<dou
     ref.dk_bound.assign((size_t)s.B * T * NH, 0.0);
     ref.dp_sums.assign(NH, 0.0);
     std::vector<double> qe, ke, qn, kn, w(T), sc(T), a(T), dW(T), ds(T), dA(T);
-    attention_prepare(qe, ke, qn, kn, qkv.data(), s.B, T, NH, hd, kind);
+    ref::attention_prepare(qe, ke, qn, kn, qkv.data(), s.B, T, NH, hd, kind);
     std::vector<double> bq((size_t)T * hd), bk((size_t)T * hd);
     for (int b = 0; b < s.B; b++) {
         for (int h = 0; h < NH; h++) {
@@ -103,7 +103,7 @@ static Reference reference(const std::vector<double>& qkv, const std::vector<dou
             std::fill(bk.begin(), bk.end(), 0.0);
             for (int t = 0; t < T; t++) {
                 double* st = &ref.stats[(head * T + t) * 3];
-                bool live = attention_row_weights(w.data(), sc.data(), a.data(), st, qe_h + (size_t)t * hd, ke_h, t, hd,
+                bool live = ref::attention_row_weights(w.data(), sc.data(), a.data(), st, qe_h + (size_t)t * hd, ke_h, t, hd,
                                                   kind, ph, attn_len);
                 double* y = &ref.y[s.out_at(b, t, h)];
                 double* yb = &ref.y_bound[s.out_at(b, t, h)];
@@ -126,11 +126,11 @@ static Reference reference(const std::vector<double>& qkv, const std::vector<dou
                 for (int j = 0; j <= t; j++) S1 += a[j];
                 if (!live || (V.norm == ATTN_NORM_L1 && S1 == 0)) continue;  // a degenerate row: no gradient
                 attn_dispatch(kind, [&](auto k) {
-                    attn_row_dscores<decltype(k)::value>(ds.data(), dA.data(), dW.data(), w.data(), sc.data(), a.data(), st, t, ph,
+                    ref::attn_row_dscores<decltype(k)::value>(ds.data(), dA.data(), dW.data(), w.data(), sc.data(), a.data(), st, t, ph,
                                                          attn_len);
                 });
                 if (V.reweight) {
-                    double D2 = 0, A1 = 0, A2 = 0, n = t + 1, o = lssar_bias(t);
+                    double D2 = 0, A1 = 0, A2 = 0, n = t + 1, o = ref::lssar_bias(t);
                     for (int j = 0; j <= t; j++) D2 += w[j] * dW[j];
                     for (int j = 0; j <= t; j++) {
                         double A = V.norm == ATTN_NORM_L1 ? a[j] / S1 : V.norm == ATTN_NORM_MEAN ? a[j] / n : a[j];
@@ -141,8 +141,8 @@ static Reference reference(const std::vector<double>& qkv, const std::vector<dou
                     }
                     ref.dp_sums[h] += (t + 1) * std::ldexp(A1 + std::fabs(D2) * A2, -24);
                 }
-                double c = std::fabs(attn_score_scale<ATTN_SOFTMAX, double>(t, hd));
-                if (V.score == ATTN_SCORE_COS_LEN) c = std::fabs(lssa_scale<double>(t, hd));
+                double c = std::fabs(ref::attn_score_scale<ATTN_SOFTMAX, double>(t, hd));
+                if (V.score == ATTN_SCORE_COS_LEN) c = std::fabs(ref::lssa_scale<double>(t, hd));
                 for (int j = 0; j <= t; j++) {
                     double fq = c * (2 * U_BF16 + acc_error(t + 1)) * std::fabs(ds[j]);  // dq-hat_t: t + 1 terms
                     double fk = c * (2 * U_BF16 + acc_error(T)) * std::fabs(ds[j]);      // dk-hat_j: up to T
@@ -158,8 +158,8 @@ static Reference reference(const std::vector<double>& qkv, const std::vector<dou
                 for (int i = 0; i < hd; i++) nq += bq[(size_t)t * hd + i] * bq[(size_t)t * hd + i], nk += bk[(size_t)t * hd + i] * bk[(size_t)t * hd + i];
                 double sq = 1, sk = 1;
                 if (V.score == ATTN_SCORE_COS_LEN) {
-                    sq = 1 / std::max(qn[head * T + t], LSSA_NORM_EPS);
-                    sk = 1 / std::max(kn[head * T + t], LSSA_NORM_EPS);
+                    sq = 1 / std::max(qn[head * T + t], ref::LSSA_NORM_EPS);
+                    sk = 1 / std::max(kn[head * T + t], ref::LSSA_NORM_EPS);
                 }
                 ref.dq_bound[((size_t)b * T + t) * NH + h] = std::sqrt(nq) * sq;
                 ref.dk_bound[((size_t)b * T + t) * NH + h] = std::sqrt(nk) * sk;
@@ -169,7 +169,7 @@ static Reference reference(const std::vector<double>& qkv, const std::vector<dou
     if (backward) {
         ref.dqkv.assign(s.qkv_size(), 0.0);
         ref.dp.assign(NH, 0.0);
-        attention_backward(ref.dqkv.data(), dout.data(), qkv.data(), s.B, T, NH, hd, kind, p, p_head, ref.dp.data(), attn_len);
+        ref::attention_backward(ref.dqkv.data(), dout.data(), qkv.data(), s.B, T, NH, hd, kind, p, p_head, ref.dp.data(), attn_len);
     }
     return ref;
 }
@@ -183,9 +183,9 @@ static Run reference32(const std::vector<float>& qkv, const std::vector<float>& 
     std::vector<float> y(s.out_size()), st(s.stats_size()), d(s.qkv_size(), 0.0f);
     Run r;
     r.dp.assign(s.NH, 0.0);
-    attention_forward(y.data(), st.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, p, p_head, attn_len);
+    ref::attention_forward(y.data(), st.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, p, p_head, attn_len);
     if (backward)
-        attention_backward(d.data(), dout.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, p, p_head, r.dp.data(), attn_len);
+        ref::attention_backward(d.data(), dout.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, p, p_head, r.dp.data(), attn_len);
     r.y = to_double(y), r.stats = to_double(st), r.dqkv = to_double(d);
     return r;
 }
@@ -382,11 +382,11 @@ TEST_CASE("attn_len: sigmoid and relu at a constant length against the float64 r
             std::vector<uint8_t> valid;
             attention_map_cpu(W, valid, q32.data(), s.T, s.NH, s.hd, 1, kind, 0.0, L);
             std::vector<double> qe, ke, qn, kn, w(s.T), sc(s.T), a(s.T), in = to_double(q32);
-            attention_prepare(qe, ke, qn, kn, in.data(), 1, s.T, s.NH, s.hd, kind);
+            ref::attention_prepare(qe, ke, qn, kn, in.data(), 1, s.T, s.NH, s.hd, kind);
             double worst = 0;
             for (int t = 0; t < s.T; t++) {
                 double st[3];
-                attention_row_weights(w.data(), sc.data(), a.data(), st, &qe[((size_t)s.T + t) * s.hd],
+                ref::attention_row_weights(w.data(), sc.data(), a.data(), st, &qe[((size_t)s.T + t) * s.hd],
                                       &ke[(size_t)s.T * s.hd], t, s.hd, kind, 0.0, L);
                 // fp32 scores of hd products of size ~1 (error ~hd 2^-24 |q||k| / sqrt(hd)), then
                 // phi and one division: 1e-5 absolute is far above that, and far below the weights (~0.1)
@@ -473,10 +473,10 @@ TEST_CASE("tied keys share their weight exactly; the maps' rows are the weights 
         // its fp32 accumulation (two roundings of at most 2^-24 of the running sum per pair of keys)
         std::vector<double> qe, ke, qn, kn, w(s.T), sc(s.T), a(s.T);
         std::vector<double> in = to_double(q32);
-        attention_prepare(qe, ke, qn, kn, in.data(), 1, s.T, s.NH, s.hd, kind);
+        ref::attention_prepare(qe, ke, qn, kn, in.data(), 1, s.T, s.NH, s.hd, kind);
         for (int t = 0; t < s.T; t++) {
             double st[3];
-            bool live = attention_row_weights(w.data(), sc.data(), a.data(), st, &qe[((size_t)s.T + t) * s.hd],
+            bool live = ref::attention_row_weights(w.data(), sc.data(), a.data(), st, &qe[((size_t)s.T + t) * s.hd],
                                               &ke[(size_t)s.T * s.hd], t, s.hd, kind, 3.0);
             CHECK(valid[t] == (live ? 1 : 0));
             for (int i = 0; i < s.hd; i++) {

@@ -30,9 +30,9 @@ static void check_attention_gradient(std::vector<double>& qkv, const AttnShape& 
     Rng rng(seed);
     auto R = random_vector(s.out_size(), rng);
     std::vector<double> out(s.out_size()), dqkv(s.qkv_size(), 0.0);
-    attention_backward(dqkv.data(), R.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, p, nullptr, nullptr, attn_len);
+    ref::attention_backward(dqkv.data(), R.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, p, nullptr, nullptr, attn_len);
     auto f = [&] {
-        attention_forward(out.data(), (double*)nullptr, qkv.data(), s.B, s.T, s.NH, s.hd, kind, p, nullptr, attn_len);
+        ref::attention_forward(out.data(), (double*)nullptr, qkv.data(), s.B, s.T, s.NH, s.hd, kind, p, nullptr, attn_len);
         return weighted_sum(out.data(), R.data(), out.size());
     };
     GradCheckResult r = check_gradient(f, qkv.data(), dqkv.data(), qkv.size(), STEP, skip, s.hd);
@@ -54,14 +54,14 @@ static std::vector<double> outputs(const std::vector<double>& qkv, const AttnSha
                                    std::vector<double>* stats = nullptr) {
     std::vector<double> out(s.out_size());
     if (stats) stats->assign((size_t)s.B * s.NH * s.T * 3, 0.0);
-    attention_forward(out.data(), stats ? stats->data() : nullptr, qkv.data(), s.B, s.T, s.NH, s.hd, kind, p);
+    ref::attention_forward(out.data(), stats ? stats->data() : nullptr, qkv.data(), s.B, s.T, s.NH, s.hd, kind, p);
     return out;
 }
 
 static std::vector<double> gradient(const std::vector<double>& qkv, const std::vector<double>& dout,
                                     const AttnShape& s, AttnKind kind, double p) {
     std::vector<double> dqkv(s.qkv_size(), 0.0);
-    attention_backward(dqkv.data(), dout.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, p);
+    ref::attention_backward(dqkv.data(), dout.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, p);
     return dqkv;
 }
 
@@ -102,10 +102,10 @@ TEST_CASE("row 0 sees only itself: l1 variants copy v_0, sigmoid and relu scale 
     // rows 0..2 have o_t = 0, so x = n A > 0 for every key with phi > 0: every weight is positive
     for (AttnKind kind : {ATTN_LSSAR, ATTN_SOFTMAX_RW, ATTN_SIGMOID_L1_RW}) {
         std::vector<double> qe, ke, qn, kn, w(s.T), sc(s.T), a(s.T);
-        attention_prepare(qe, ke, qn, kn, qkv.data(), s.B, s.T, s.NH, s.hd, kind);
+        ref::attention_prepare(qe, ke, qn, kn, qkv.data(), s.B, s.T, s.NH, s.hd, kind);
         for (int t = 0; t < 3; t++) {
             double st[3];
-            CHECK(attention_row_weights(w.data(), sc.data(), a.data(), st, &qe[t * s.hd], ke.data(), t, s.hd, kind, 15.0));
+            CHECK(ref::attention_row_weights(w.data(), sc.data(), a.data(), st, &qe[t * s.hd], ke.data(), t, s.hd, kind, 15.0));
             for (int j = 0; j <= t; j++) CHECK(w[j] > 0);
         }
     }
@@ -145,9 +145,9 @@ TEST_CASE("tied keys: equal weights, gradients still match") {
         INFO(std::string(attn_kind_name(kind)));
         REQUIRE(attn_kink_distance(qkv.data(), s.B, s.T, s.NH, s.hd, kind) > 1e-3);
         std::vector<double> qe, ke, qn, kn, w(s.T), sc(s.T), a(s.T);
-        attention_prepare(qe, ke, qn, kn, qkv.data(), s.B, s.T, s.NH, s.hd, kind);
+        ref::attention_prepare(qe, ke, qn, kn, qkv.data(), s.B, s.T, s.NH, s.hd, kind);
         double st[3];
-        attention_row_weights(w.data(), sc.data(), a.data(), st, &qe[6 * s.hd], ke.data(), 6, s.hd, kind, 3.0);
+        ref::attention_row_weights(w.data(), sc.data(), a.data(), st, &qe[6 * s.hd], ke.data(), 6, s.hd, kind, 3.0);
         CHECK(w[2] == w[4]);
         for (double p : test_powers(kind)) check_attention_gradient(qkv, s, kind, p, 107);
     }
@@ -222,8 +222,8 @@ TEST_CASE("sigmoid saturation: huge dot scores stay finite in float32, gradients
     check_attention_gradient(qkv, s, ATTN_SIGMOID, 0.0, 109);
     std::vector<float> qkv32(qkv.begin(), qkv.end()), out32(s.out_size()), dout32(s.out_size(), 1.0f),
         dqkv32(s.qkv_size(), 0.0f);
-    attention_forward(out32.data(), (float*)nullptr, qkv32.data(), s.B, s.T, s.NH, s.hd, ATTN_SIGMOID, 0.0);
-    attention_backward(dqkv32.data(), dout32.data(), qkv32.data(), s.B, s.T, s.NH, s.hd, ATTN_SIGMOID, 0.0);
+    ref::attention_forward(out32.data(), (float*)nullptr, qkv32.data(), s.B, s.T, s.NH, s.hd, ATTN_SIGMOID, 0.0);
+    ref::attention_backward(dqkv32.data(), dout32.data(), qkv32.data(), s.B, s.T, s.NH, s.hd, ATTN_SIGMOID, 0.0);
     for (float y : out32) CHECK(std::isfinite(y));
     for (float g : dqkv32) CHECK(std::isfinite(g));
 }
@@ -262,9 +262,9 @@ TEST_CASE("learned p: dL/dp of every head matches finite differences") {
     for (AttnKind kind : {ATTN_LSSAR, ATTN_SOFTMAX_RW, ATTN_SIGMOID_L1_RW, ATTN_RELU_L1_RW}) {
         INFO(std::string(attn_kind_name(kind)));
         std::vector<double> p_head{2.5, 7.0}, dp(2, 0.0), dqkv(s.qkv_size(), 0.0), out(s.out_size());
-        attention_backward(dqkv.data(), R.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, 0.0, p_head.data(), dp.data());
+        ref::attention_backward(dqkv.data(), R.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, 0.0, p_head.data(), dp.data());
         auto f = [&] {
-            attention_forward(out.data(), (double*)nullptr, qkv.data(), s.B, s.T, s.NH, s.hd, kind, 0.0, p_head.data());
+            ref::attention_forward(out.data(), (double*)nullptr, qkv.data(), s.B, s.T, s.NH, s.hd, kind, 0.0, p_head.data());
             return weighted_sum(out.data(), R.data(), out.size());
         };
         GradCheckResult r = check_gradient(f, p_head.data(), dp.data(), 2, STEP);
@@ -273,8 +273,8 @@ TEST_CASE("learned p: dL/dp of every head matches finite differences") {
         CHECK(std::fabs(dp[0]) > 1e-3);  // the check has something to compare
         // a per-head p equal to the shared p gives the shared p's gradient of qkv
         std::vector<double> same{3.0, 3.0}, dqkv_shared(s.qkv_size(), 0.0), dqkv_head(s.qkv_size(), 0.0);
-        attention_backward(dqkv_shared.data(), R.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, 3.0);
-        attention_backward(dqkv_head.data(), R.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, 0.0, same.data());
+        ref::attention_backward(dqkv_shared.data(), R.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, 3.0);
+        ref::attention_backward(dqkv_head.data(), R.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, 0.0, same.data());
         CHECK(dqkv_shared == dqkv_head);
     }
 }
@@ -300,12 +300,12 @@ TEST_CASE("float32 q and k norms of 1e20 and 1e30 (the sum of squares overflows 
             CAPTURE(exponent);
             CAPTURE(std::string(attn_kind_name(kind)));
             std::vector<float> ref(s.out_size()), out(s.out_size());
-            attention_forward(ref.data(), (float*)nullptr, qkv.data(), s.B, s.T, s.NH, s.hd, kind, 15.0);
-            attention_forward(out.data(), (float*)nullptr, huge.data(), s.B, s.T, s.NH, s.hd, kind, 15.0);
+            ref::attention_forward(ref.data(), (float*)nullptr, qkv.data(), s.B, s.T, s.NH, s.hd, kind, 15.0);
+            ref::attention_forward(out.data(), (float*)nullptr, huge.data(), s.B, s.T, s.NH, s.hd, kind, 15.0);
             CHECK(out == ref);
             std::vector<float> dref(s.qkv_size(), 0.0f), d(s.qkv_size(), 0.0f);
-            attention_backward(dref.data(), R.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, 15.0);
-            attention_backward(d.data(), R.data(), huge.data(), s.B, s.T, s.NH, s.hd, kind, 15.0);
+            ref::attention_backward(dref.data(), R.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, 15.0);
+            ref::attention_backward(d.data(), R.data(), huge.data(), s.B, s.T, s.NH, s.hd, kind, 15.0);
             for (size_t row : huge_rows) {
                 float gmax = 0, err = 0;
                 for (int i = 0; i < s.hd; i++) {
@@ -332,17 +332,17 @@ TEST_CASE("float32 q and k norms of 1e20 and 1e30 (the sum of squares overflows 
 template <class T>
 static void naive_lssar_broken_rows(const std::vector<T>& qkv, int T_, int hd, double p, int* overflow, int* underflow) {
     std::vector<T> qe, ke, qn, kn, w(T_), s(T_), a(T_);
-    attention_prepare(qe, ke, qn, kn, qkv.data(), 1, T_, 1, hd, ATTN_LSSA);
+    ref::attention_prepare(qe, ke, qn, kn, qkv.data(), 1, T_, 1, hd, ATTN_LSSA);
     *overflow = *underflow = 0;
     for (int t = 3; t < T_; t++) {
         T st[3];
-        attention_row_weights(w.data(), s.data(), a.data(), st, &qe[(size_t)t * hd], ke.data(), t, hd, ATTN_LSSA, p);
+        ref::attention_row_weights(w.data(), s.data(), a.data(), st, &qe[(size_t)t * hd], ke.data(), t, hd, ATTN_LSSA, p);
         T S2 = 0;
         bool any_positive = false;
         for (int j = 0; j <= t; j++) {
             T x = T(t + 1) * w[j] - T(1);
             any_positive |= x > 0;
-            S2 += x > 0 ? pow_int(x, (int)p) : T(0);
+            S2 += x > 0 ? ref::pow_int(x, (int)p) : T(0);
         }
         if (!std::isfinite(S2)) (*overflow)++;
         else if (any_positive && S2 == 0) (*underflow)++;
@@ -389,9 +389,9 @@ static LongInputs nearly_identical_keys(int T, int hd, uint64_t seed) {
 static double stable_float32_error(const LongInputs& in, double p) {
     size_t n_out = (size_t)in.T * in.hd;
     std::vector<double> y64(n_out);
-    attention_forward(y64.data(), (double*)nullptr, in.qkv.data(), 1, in.T, 1, in.hd, ATTN_LSSAR, p);
+    ref::attention_forward(y64.data(), (double*)nullptr, in.qkv.data(), 1, in.T, 1, in.hd, ATTN_LSSAR, p);
     std::vector<float> qkv32(in.qkv.begin(), in.qkv.end()), y32(n_out);
-    attention_forward(y32.data(), (float*)nullptr, qkv32.data(), 1, in.T, 1, in.hd, ATTN_LSSAR, p);
+    ref::attention_forward(y32.data(), (float*)nullptr, qkv32.data(), 1, in.T, 1, in.hd, ATTN_LSSAR, p);
     double scale = 0, err = 0;
     size_t nonfinite = 0;
     for (size_t i = 0; i < n_out; i++) {
@@ -449,8 +449,8 @@ TEST_CASE("attn_len: sigmoid's -ln(L) and relu's 1/L at a constant length, again
         INFO(std::string(attn_kind_name(kind)));
         REQUIRE(attn_kink_distance(qkv.data(), s.B, s.T, s.NH, s.hd, kind) > 1e-3);
         std::vector<double> out(s.out_size()), per_row(s.out_size());
-        attention_forward(out.data(), (double*)nullptr, qkv.data(), s.B, s.T, s.NH, s.hd, kind, 0.0, nullptr, L);
-        attention_forward(per_row.data(), (double*)nullptr, qkv.data(), s.B, s.T, s.NH, s.hd, kind, 0.0, nullptr, 0);
+        ref::attention_forward(out.data(), (double*)nullptr, qkv.data(), s.B, s.T, s.NH, s.hd, kind, 0.0, nullptr, L);
+        ref::attention_forward(per_row.data(), (double*)nullptr, qkv.data(), s.B, s.T, s.NH, s.hd, kind, 0.0, nullptr, 0);
         double max_err = 0, scale = 0;
         bool differs_elsewhere = false;
         for (int b = 0; b < s.B; b++)
@@ -495,7 +495,7 @@ TEST_CASE("attn_len: with zero scores sigmoid's row sums are n_t / (L + 1), grow
         for (int i = 0; i < s.hd; i++) qkv[s.at(0, t, 2, 0) + i] = 1.0;  // v = 1: y_t = the row's sum of weights
     for (int attn_len : {L, 0}) {
         std::vector<double> out(s.out_size());
-        attention_forward(out.data(), (double*)nullptr, qkv.data(), s.B, s.T, s.NH, s.hd, ATTN_SIGMOID, 0.0, nullptr,
+        ref::attention_forward(out.data(), (double*)nullptr, qkv.data(), s.B, s.T, s.NH, s.hd, ATTN_SIGMOID, 0.0, nullptr,
                           attn_len);
         for (int t = 0; t < s.T; t++) {
             double n = t + 1, want = attn_len ? n / (L + 1) : n / (n + 1);

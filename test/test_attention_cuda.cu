@@ -189,8 +189,8 @@ Reference run_reference(const Problem& pr, AttnKind kind, double p, const HeadPo
     std::vector<double> ph(p_head.begin(), p_head.end());
     const double* heads = ph.empty() ? nullptr : ph.data();
     if (heads) ref.dp.assign(NH, 0.0);
-    attention_forward(ref.out.data(), ref.stats.data(), qkv.data(), B, T, NH, hd, kind, p, heads, pr.attn_len);
-    attention_backward(ref.dqkv.data(), dout.data(), qkv.data(), B, T, NH, hd, kind, p, heads,
+    ref::attention_forward(ref.out.data(), ref.stats.data(), qkv.data(), B, T, NH, hd, kind, p, heads, pr.attn_len);
+    ref::attention_backward(ref.dqkv.data(), dout.data(), qkv.data(), B, T, NH, hd, kind, p, heads,
                        heads ? ref.dp.data() : nullptr, pr.attn_len);
     return ref;
 }
@@ -220,30 +220,30 @@ void ds_magnitudes(double* g, const double* dwm, const double* w, const double* 
     constexpr AttnVariant V = attn_variant(K);
     double Dm = 0;  // |D2| <= sum_j W_j dwm_j (D2 = dy . y, y = sum_j W_j v_j)
     for (int j = 0; j <= t; j++) Dm += w[j] * dwm[j];
-    double S1 = 0, n = t + 1, o = lssar_bias(t), n_norm = attn_len_n(t, attn_len);
+    double S1 = 0, n = t + 1, o = ref::lssar_bias(t), n_norm = attn_len_n(t, attn_len);
     for (int j = 0; j <= t; j++) S1 += a[j];
     if (V.norm != ATTN_NORM_L1) S1 = 1;
     std::vector<double> dAm(t + 1);
     for (int j = 0; j <= t; j++) {
         if (!V.reweight) { dAm[j] = dwm[j]; continue; }
-        double m = stats[1], Z = stats[2], x = n * attn_normed<V.norm>(a[j], S1, n_norm) - o;
+        double m = stats[1], Z = stats[2], x = n * ref::attn_normed<V.norm>(a[j], S1, n_norm) - o;
         bool live = m > 0 && Z > 0 && x > 0;
-        dAm[j] = live ? n * p * pow_p(x / m, p - 1) * (dwm[j] + Dm) / (m * Z) : 0.0;
+        dAm[j] = live ? n * p * ref::pow_p(x / m, p - 1) * (dwm[j] + Dm) / (m * Z) : 0.0;
     }
     if (V.norm == ATTN_NORM_L1) {
         if (S1 == 0) { std::fill(g, g + t + 1, 0.0); return; }  // degenerate (relu)
         double D1m = 0;
         for (int j = 0; j <= t; j++) D1m += (a[j] / S1) * dAm[j];
-        for (int j = 0; j <= t; j++) g[j] = attn_dphi<V.phi>(s[j], a[j]) * (dAm[j] + D1m) / S1;
+        for (int j = 0; j <= t; j++) g[j] = ref::attn_dphi<V.phi>(s[j], a[j]) * (dAm[j] + D1m) / S1;
     } else {
-        for (int j = 0; j <= t; j++) g[j] = attn_normed<V.norm>(attn_dphi<V.phi>(s[j], a[j]), 1.0, n_norm) * dAm[j];
+        for (int j = 0; j <= t; j++) g[j] = ref::attn_normed<V.norm>(ref::attn_dphi<V.phi>(s[j], a[j]), 1.0, n_norm) * dAm[j];
     }
 }
 
 // sum_j (|dW_j| + |D2|) W_j |ln r_j| over the row (w the final weights; learned p's term scale), and
 // into *no_log the same sum without |ln r_j|
 double dp_magnitude(const double* dwm, const double* w, const double* a, const double stats[3], int t, double* no_log) {
-    double S1 = 0, n = t + 1, o = lssar_bias(t), Dm = 0, sum = 0;
+    double S1 = 0, n = t + 1, o = ref::lssar_bias(t), Dm = 0, sum = 0;
     for (int j = 0; j <= t; j++) { S1 += a[j]; Dm += w[j] * dwm[j]; }
     *no_log = 0;
     for (int j = 0; j <= t; j++) {
@@ -260,14 +260,14 @@ TermScales term_scales(const Problem& pr, AttnKind kind, double p, const HeadPow
     int B = pr.B, T = pr.T, NH = pr.NH, hd = pr.hd, C = NH * hd;
     std::vector<double> qkv(pr.qkv.begin(), pr.qkv.end());
     std::vector<double> qe, ke, qn, kn;
-    attention_prepare(qe, ke, qn, kn, qkv.data(), B, T, NH, hd, kind);
+    ref::attention_prepare(qe, ke, qn, kn, qkv.data(), B, T, NH, hd, kind);
     size_t rows = (size_t)B * T * NH;
     TermScales ts{std::vector<double>(rows, 0.0), std::vector<double>(rows, 0.0), std::vector<double>(rows, 0.0),
                   std::vector<double>(rows, 0.0), std::vector<double>(NH, 0.0), std::vector<double>(NH, 0.0)};
     auto maxabs = [&](const double* x) { double m = 0; for (int i = 0; i < hd; i++) m = std::max(m, std::fabs(x[i])); return m; };
     auto maxabs_f = [&](const float* x) { double m = 0; for (int i = 0; i < hd; i++) m = std::max(m, (double)std::fabs(x[i])); return m; };
     bool cos_len = attn_variant(kind).score == ATTN_SCORE_COS_LEN;
-    auto norm_of = [&](double n) { return cos_len ? std::max(n, LSSA_NORM_EPS) : 1.0; };
+    auto norm_of = [&](double n) { return cos_len ? std::max(n, ref::LSSA_NORM_EPS) : 1.0; };
     std::vector<double> w(T), s(T), a(T), dwm(T), ds(T);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
@@ -278,7 +278,7 @@ TermScales term_scales(const Problem& pr, AttnKind kind, double p, const HeadPow
             for (int t = 0; t < T; t++) {
                 const double* qe_t = &qe[(head * T + t) * hd];
                 double stats[3];
-                attention_row_weights(w.data(), s.data(), a.data(), stats, qe_t, ke_h, t, hd, kind, ph, pr.attn_len);
+                ref::attention_row_weights(w.data(), s.data(), a.data(), stats, qe_t, ke_h, t, hd, kind, ph, pr.attn_len);
                 const float* dy = &pr.dout[(size_t)(b * T + t) * C + h * hd];
                 for (int j = 0; j <= t; j++) {
                     const float* v = &pr.qkv[((size_t)(b * T + j) * 3 + 2) * C + h * hd];
@@ -290,7 +290,7 @@ TermScales term_scales(const Problem& pr, AttnKind kind, double p, const HeadPow
                 attn_dispatch(kind, [&](auto k) {
                     ds_magnitudes<decltype(k)::value>(ds.data(), dwm.data(), w.data(), s.data(), a.data(), stats, t, ph,
                                                       pr.attn_len);
-                    c = attn_score_scale<decltype(k)::value, double>(t, hd);
+                    c = ref::attn_score_scale<decltype(k)::value, double>(t, hd);
                 });
                 if (attn_reweights(kind) && stats[1] > 0 && stats[2] > 0) {
                     double no_log = 0;

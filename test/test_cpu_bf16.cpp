@@ -115,8 +115,8 @@ TEST_CASE("layernorm: forward (bf16 out) and backward against the reference") {
     for (int i = 0; i < N * C; i++) x[i] += 0.5f * (i % C);  // rows with a mean and a spread
     std::vector<double> xd = to_double(x), wd = to_double(w), bd = to_double(b), dyd = to_double(dy);
     std::vector<double> out_ref(N * C), mean_ref(N), rstd_ref(N), dx_ref(N * C, 0.1), dw_ref(C, 0.2), db_ref(C, 0.3);
-    layernorm_forward(out_ref.data(), mean_ref.data(), rstd_ref.data(), xd.data(), wd.data(), bd.data(), N, C);
-    layernorm_backward(dx_ref.data(), dw_ref.data(), db_ref.data(), dyd.data(), xd.data(), wd.data(), mean_ref.data(),
+    ref::layernorm_forward(out_ref.data(), mean_ref.data(), rstd_ref.data(), xd.data(), wd.data(), bd.data(), N, C);
+    ref::layernorm_backward(dx_ref.data(), dw_ref.data(), db_ref.data(), dyd.data(), xd.data(), wd.data(), mean_ref.data(),
                        rstd_ref.data(), N, C);
     std::vector<bf16> out(N * C);
     std::vector<float> mean(N), rstd(N), dx(N * C, 0.1f), dw(C, 0.2f), db(C, 0.3f);
@@ -147,8 +147,8 @@ TEST_CASE("RoPE: forward and backward against the float64 reference, hd 36 (a ma
     const int B = 2, T = 19, NH = 3, hd = 36, C = NH * hd;
     std::vector<float> x = randn((size_t)B * T * 3 * C, 21);
     std::vector<double> xd = to_double(x), y_ref(xd.size()), dx_ref(xd.size());
-    rope_forward(y_ref.data(), xd.data(), B, T, NH, hd, 10000.0);
-    rope_backward(dx_ref.data(), xd.data(), B, T, NH, hd, 10000.0);
+    ref::rope_forward(y_ref.data(), xd.data(), B, T, NH, hd, 10000.0);
+    ref::rope_backward(dx_ref.data(), xd.data(), B, T, NH, hd, 10000.0);
     RopeTableBf16 table;
     std::vector<float> y(x.size()), dx = x;
     rope_forward_bf16(y.data(), x.data(), B, T, NH, hd, table, 10000.0);
@@ -169,8 +169,8 @@ TEST_CASE("GELU: forward (bf16 out), backward (bf16 dinp and fp32 bias sums) aga
     std::vector<float> x = randn(N * OC, 5, 3.0), dy = randn(N * OC, 6);
     x[0] = 0.0f, x[1] = 1e-4f, x[2] = -12.0f, x[3] = 12.0f;  // around 0, and saturated tanh
     std::vector<double> xd = to_double(x), dyd = to_double(dy), y_ref(N * OC), dx_ref(N * OC, 0.0);
-    gelu_forward(y_ref.data(), xd.data(), N * OC);
-    gelu_backward(dx_ref.data(), xd.data(), dyd.data(), N * OC);
+    ref::gelu_forward(y_ref.data(), xd.data(), N * OC);
+    ref::gelu_backward(dx_ref.data(), xd.data(), dyd.data(), N * OC);
     std::vector<bf16> y(N * OC), dx(N * OC);
     std::vector<float> dbias(OC, 0.5f);
     gelu_forward_bf16(y.data(), x.data(), N * OC);
@@ -194,7 +194,7 @@ TEST_CASE("classifier: losses and dlogits = softmax - onehot (bf16) against the 
     std::vector<float> logits = randn((size_t)N * Vp, 7, 4.0);
     std::vector<int> targets = {0, 5, 1002, 17, 500, 999, 3};
     std::vector<double> ld = to_double(logits), loss_ref(N), dl_ref((size_t)N * Vp);
-    fused_classifier(loss_ref.data(), dl_ref.data(), ld.data(), targets.data(), 1.0, N, V, Vp);
+    ref::fused_classifier(loss_ref.data(), dl_ref.data(), ld.data(), targets.data(), 1.0, N, V, Vp);
     std::vector<float> losses(N), scratch;
     std::vector<bf16> dl((size_t)N * Vp, 0x7fc0);
     fused_classifier_bf16(losses.data(), dl.data(), logits.data(), targets.data(), N, V, Vp, scratch);
@@ -215,7 +215,7 @@ TEST_CASE("AdamW: the reference formula with the gradient scale fused, and the b
     for (size_t i = 0; i < n; i++) v[i] = 1e-4f * (1 + (float)(i % 7));
     std::vector<float> p_ref = p, g_ref = g, m_ref = m, v_ref = v, m0 = m;
     for (float& x : g_ref) x *= 0.7f;
-    adamw_update(p_ref.data(), g_ref.data(), m_ref.data(), v_ref.data(), n, 1e-3, 0.9, 0.95, 1e-8, 0.1, 3);
+    ref::adamw_update(p_ref.data(), g_ref.data(), m_ref.data(), v_ref.data(), n, 1e-3, 0.9, 0.95, 1e-8, 0.1, 3);
     std::vector<bf16> p_bf(n);
     adamw_update_bf16(p.data(), p_bf.data(), g.data(), m.data(), v.data(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.7f, 3);
     for (size_t i = 0; i < n; i++) {
@@ -376,7 +376,7 @@ static void compare_ten_steps(AttnKind kind, bool learn_p = false) {
                 size_t off = ref.gpt.param_offsets[i], n = ref.gpt.param_sizes[i];
                 if (n == 0) continue;  // a tensor this config has no elements of (ptheta unless p is learned)
                 const float* g0 = ref.gpt.grads.data() + off;
-                double ref_norm = std::sqrt(global_norm_squared(g0, n));
+                double ref_norm = std::sqrt(ref::global_norm_squared(g0, n));
                 double rel = diff_norm(fast.gpt.grads.data() + off, g0, n) / ref_norm;
                 double sensitivity = diff_norm(perturbed.gpt.grads.data() + off, g0, n) / ref_norm;
                 worst_grad = std::max(worst_grad, rel);

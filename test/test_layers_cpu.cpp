@@ -32,9 +32,9 @@ TEST_CASE("encoder backward matches finite differences") {
     auto wte = random_vector(Vp * C, rng);
     auto R = random_vector(B * T * C, rng);
     std::vector<double> out(B * T * C), dwte(Vp * C, 0.0);
-    encoder_backward(dwte.data(), R.data(), inp.data(), B, T, C);
+    ref::encoder_backward(dwte.data(), R.data(), inp.data(), B, T, C);
     auto f = [&] {
-        encoder_forward(out.data(), inp.data(), wte.data(), B, T, C);
+        ref::encoder_forward(out.data(), inp.data(), wte.data(), B, T, C);
         return weighted_sum(out.data(), R.data(), out.size());
     };
     CHECK_GRAD("dwte", f, wte.data(), dwte.data(), wte.size());
@@ -47,7 +47,7 @@ TEST_CASE("rope forward rotates pairs and its backward matches finite difference
     auto inp = random_vector(n, rng);
     auto R = random_vector(n, rng);
     std::vector<double> out(n), dinp(n);
-    rope_forward(out.data(), inp.data(), B, T, NH, hd, 10000.0);
+    ref::rope_forward(out.data(), inp.data(), B, T, NH, hd, 10000.0);
     // position 0 is not rotated; v is copied; norms of every pair are preserved
     for (int i = 0; i < 3 * NH * hd; i++) CHECK(out[i] == inp[i]);
     for (int b = 0; b < B; b++)
@@ -64,9 +64,9 @@ TEST_CASE("rope forward rotates pairs and its backward matches finite difference
         CHECK(out[o] == doctest::Approx(inp[o] * std::cos(angle) - inp[o + 1] * std::sin(angle)).epsilon(1e-14));
         CHECK(out[o + 1] == doctest::Approx(inp[o] * std::sin(angle) + inp[o + 1] * std::cos(angle)).epsilon(1e-14));
     }
-    rope_backward(dinp.data(), R.data(), B, T, NH, hd, 10000.0);
+    ref::rope_backward(dinp.data(), R.data(), B, T, NH, hd, 10000.0);
     auto f = [&] {
-        rope_forward(out.data(), inp.data(), B, T, NH, hd, 10000.0);
+        ref::rope_forward(out.data(), inp.data(), B, T, NH, hd, 10000.0);
         return weighted_sum(out.data(), R.data(), n);
     };
     CHECK_GRAD("dinp", f, inp.data(), dinp.data(), n);
@@ -81,11 +81,11 @@ TEST_CASE("layernorm backward matches finite differences") {
     auto R = random_vector(N * C, rng);
     std::vector<double> out(N * C), mean(N), rstd(N), dinp(N * C, 0.0), dw(C, 0.0), db(C, 0.0);
     auto f = [&] {
-        layernorm_forward(out.data(), mean.data(), rstd.data(), inp.data(), w.data(), b.data(), N, C);
+        ref::layernorm_forward(out.data(), mean.data(), rstd.data(), inp.data(), w.data(), b.data(), N, C);
         return weighted_sum(out.data(), R.data(), out.size());
     };
     f();
-    layernorm_backward(dinp.data(), dw.data(), db.data(), R.data(), inp.data(), w.data(), mean.data(), rstd.data(),
+    ref::layernorm_backward(dinp.data(), dw.data(), db.data(), R.data(), inp.data(), w.data(), mean.data(), rstd.data(),
                        N, C);
     CHECK_GRAD("dinp", f, inp.data(), dinp.data(), inp.size());
     CHECK_GRAD("dw", f, w.data(), dw.data(), w.size());
@@ -103,10 +103,10 @@ TEST_CASE("matmul backward matches finite differences, with and without bias") {
         std::vector<double> out(N * OC), dinp(N * C, 0.0), dw(OC * C, 0.0), dbias(OC, 0.0);
         const double* bp = with_bias ? bias.data() : nullptr;
         auto f = [&] {
-            matmul_forward(out.data(), inp.data(), w.data(), bp, N, C, OC);
+            ref::matmul_forward(out.data(), inp.data(), w.data(), bp, N, C, OC);
             return weighted_sum(out.data(), R.data(), out.size());
         };
-        matmul_backward(dinp.data(), dw.data(), with_bias ? dbias.data() : nullptr, R.data(), inp.data(), w.data(),
+        ref::matmul_backward(dinp.data(), dw.data(), with_bias ? dbias.data() : nullptr, R.data(), inp.data(), w.data(),
                         N, C, OC);
         CHECK_GRAD("dinp", f, inp.data(), dinp.data(), inp.size());
         CHECK_GRAD("dw", f, w.data(), dw.data(), w.size());
@@ -120,9 +120,9 @@ TEST_CASE("gelu backward matches finite differences") {
     auto inp = random_vector(N, rng, 3.0);
     auto R = random_vector(N, rng);
     std::vector<double> out(N), dinp(N, 0.0);
-    gelu_backward(dinp.data(), inp.data(), R.data(), N);
+    ref::gelu_backward(dinp.data(), inp.data(), R.data(), N);
     auto f = [&] {
-        gelu_forward(out.data(), inp.data(), N);
+        ref::gelu_forward(out.data(), inp.data(), N);
         return weighted_sum(out.data(), R.data(), N);
     };
     CHECK_GRAD("dinp", f, inp.data(), dinp.data(), N);
@@ -133,9 +133,9 @@ TEST_CASE("residual backward matches finite differences") {
     int N = 12;
     auto a = random_vector(N, rng), b = random_vector(N, rng), R = random_vector(N, rng);
     std::vector<double> out(N), da(N, 0.0), db(N, 0.0);
-    residual_backward(da.data(), db.data(), R.data(), N);
+    ref::residual_backward(da.data(), db.data(), R.data(), N);
     auto f = [&] {
-        residual_forward(out.data(), a.data(), b.data(), N);
+        ref::residual_forward(out.data(), a.data(), b.data(), N);
         return weighted_sum(out.data(), R.data(), N);
     };
     CHECK_GRAD("da", f, a.data(), da.data(), N);
@@ -151,7 +151,7 @@ TEST_CASE("fused classifier: loss and gradient, padded columns ignored") {
     std::vector<int> targets = {0, 8, 3, 3};
     std::vector<double> losses(N), dlogits(N * Vp, -1.0);
     double dloss = 1.0 / N;
-    fused_classifier(losses.data(), dlogits.data(), logits.data(), targets.data(), dloss, N, V, Vp);
+    ref::fused_classifier(losses.data(), dlogits.data(), logits.data(), targets.data(), dloss, N, V, Vp);
     for (int n = 0; n < N; n++) {
         double sum = 0;  // independent: plain log-sum-exp in long double
         for (int j = 0; j < V; j++) sum += std::exp((long double)logits[n * Vp + j]);
@@ -159,7 +159,7 @@ TEST_CASE("fused classifier: loss and gradient, padded columns ignored") {
         for (int j = V; j < Vp; j++) CHECK(dlogits[n * Vp + j] == 0.0);
     }
     auto f = [&] {
-        fused_classifier(losses.data(), (double*)nullptr, logits.data(), targets.data(), 0.0, N, V, Vp);
+        ref::fused_classifier(losses.data(), (double*)nullptr, logits.data(), targets.data(), 0.0, N, V, Vp);
         double s = 0;
         for (double l : losses) s += l * dloss;
         return s;
@@ -172,5 +172,5 @@ TEST_CASE("global norm squared equals the plain sum of squares") {
     auto x = random_vector(1001, rng);
     double expect = 0;
     for (double v : x) expect += v * v;
-    CHECK(global_norm_squared(x.data(), x.size()) == doctest::Approx(expect).epsilon(1e-13));
+    CHECK(ref::global_norm_squared(x.data(), x.size()) == doctest::Approx(expect).epsilon(1e-13));
 }

@@ -160,7 +160,7 @@ TEST_CASE("encoder forward gathers wte rows exactly") {
     encoder_forward(d_out.ptr, d_inp.ptr, d_wte.ptr, B, T, C, 0);
     std::vector<double> ref((size_t)B * T * C);
     std::vector<double> wte_d = to_double(wte);
-    encoder_forward(ref.data(), inp.data(), wte_d.data(), B, T, C);
+    ref::encoder_forward(ref.data(), inp.data(), wte_d.data(), B, T, C);
     check_close("out", download_bf16(d_out.ptr, ref.size()), ref, 0.0, 0.0);  // a copy: exact
 }
 
@@ -180,7 +180,7 @@ TEST_CASE("encoder backward scatter-adds deterministically") {
     std::vector<float> got = download_bf16(d_dwte.ptr, dwte0.size());
 
     std::vector<double> ref = to_double(dwte0), dout_d = to_double(dout);
-    encoder_backward(ref.data(), dout_d.data(), inp.data(), B, T, C);
+    ref::encoder_backward(ref.data(), dout_d.data(), inp.data(), B, T, C);
     // fp32 sums of a few signed terms, one bf16 rounding: BF16_RTOL, plus cancellation
     check_close("dwte", got, ref, BF16_RTOL, CANCEL_ATOL * max_abs(ref));
     // rows of tokens absent from inp are untouched, bit for bit
@@ -218,7 +218,7 @@ static void check_rope(int B, int T, int NH, int hd, unsigned seed) {
 
     rope_forward(d_out.ptr, d_inp.ptr, d_freqs.ptr, B, T, NH, hd, 0);
     std::vector<float> got = download_bf16(d_out.ptr, n);
-    rope_forward(ref.data(), qkv_d.data(), B, T, NH, hd, base);
+    ref::rope_forward(ref.data(), qkv_d.data(), B, T, NH, hd, base);
     check_close("rope forward", got, ref, BF16_RTOL, atol);
     // v is copied exactly
     int C = NH * hd;
@@ -232,7 +232,7 @@ static void check_rope(int B, int T, int NH, int hd, unsigned seed) {
 
     upload_bf16(d_inp.ptr, qkv);  // now as the upstream gradient
     rope_backward(d_out.ptr, d_inp.ptr, d_freqs.ptr, B, T, NH, hd, 0);
-    rope_backward(ref.data(), qkv_d.data(), B, T, NH, hd, base);
+    ref::rope_backward(ref.data(), qkv_d.data(), B, T, NH, hd, base);
     check_close("rope backward", download_bf16(d_out.ptr, n), ref, BF16_RTOL, atol);
 }
 
@@ -256,7 +256,7 @@ static void check_rope_backward_bias(int B, int T, int NH, int hd, unsigned seed
     rope_backward_bias(d_fused.ptr, d_db_fused.ptr, d_scratch.ptr, d_freqs.ptr, B, T, NH, hd, 0);
     std::vector<float> got = download_bf16(d_fused.ptr, n), got_db = download_bf16(d_db_fused.ptr, 3 * C);
     std::vector<double> ref(n), dqkv_d = to_double(dqkv), db_ref = to_double(db0);
-    rope_backward(ref.data(), dqkv_d.data(), B, T, NH, hd, 10000.0);
+    ref::rope_backward(ref.data(), dqkv_d.data(), B, T, NH, hd, 10000.0);
     check_close("rope backward (fused with the bias)", got, ref, BF16_RTOL, CANCEL_ATOL * max_abs(dqkv_d));
     // the bias gradient is that of the bf16 d qkv the kernel wrote (checked just above): its column
     // sums in double, so the tolerance covers the fp32 sum and one bf16 rounding, not the summands'
@@ -303,7 +303,7 @@ static void check_layernorm_forward(int N, int C, unsigned seed) {
     layernorm_forward(d_out.ptr, d_mean.ptr, d_rstd.ptr, d_inp.ptr, d_w.ptr, d_b.ptr, N, C, 0);
     std::vector<double> ref(inp.size()), mean(N), rstd(N);
     std::vector<double> inp_d = to_double(inp), w_d = to_double(w), b_d = to_double(b);
-    layernorm_forward(ref.data(), mean.data(), rstd.data(), inp_d.data(), w_d.data(), b_d.data(), N, C);
+    ref::layernorm_forward(ref.data(), mean.data(), rstd.data(), inp_d.data(), w_d.data(), b_d.data(), N, C);
     // out = norm * w + b cancels where norm * w ~ -b: absolute term relative to the output scale
     check_close("layernorm out", download_bf16(d_out.ptr, ref.size()), ref, BF16_RTOL, CANCEL_ATOL * max_abs(ref));
     // fp32 statistics: sums of C terms in fp32 (relative error ~C * 2^-24) and rsqrt (2 ulp on GPU)
@@ -332,7 +332,7 @@ TEST_CASE("fused residual + layernorm forward") {
     CHECK(memcmp(res.data(), res_ref.data(), res.size() * sizeof(float)) == 0);
     std::vector<double> ref(a.size()), mean(N), rstd(N);
     std::vector<double> res_d = to_double(res_ref), w_d = to_double(w), bias_d = to_double(bias);
-    layernorm_forward(ref.data(), mean.data(), rstd.data(), res_d.data(), w_d.data(), bias_d.data(), N, C);
+    ref::layernorm_forward(ref.data(), mean.data(), rstd.data(), res_d.data(), w_d.data(), bias_d.data(), N, C);
     check_close("fused layernorm out", download_bf16(d_out.ptr, ref.size()), ref, BF16_RTOL,
                 CANCEL_ATOL * max_abs(ref));
     check_close("fused mean", download(d_mean.ptr, N), mean, 1e-5, 1e-6);
@@ -350,7 +350,7 @@ static void check_layernorm_backward(int N, int C, unsigned seed, bool with_cols
     // mean/rstd: the reference's, rounded to fp32 as the forward kernel stores them
     std::vector<double> inp_d = to_double(inp), w_d = to_double(w), dout_d = to_double(dout);
     std::vector<double> out_d(inp.size()), mean_d(N), rstd_d(N);
-    layernorm_forward(out_d.data(), mean_d.data(), rstd_d.data(), inp_d.data(), w_d.data(), w_d.data(), N, C);
+    ref::layernorm_forward(out_d.data(), mean_d.data(), rstd_d.data(), inp_d.data(), w_d.data(), w_d.data(), N, C);
     std::vector<float> mean(N), rstd(N);
     for (int i = 0; i < N; i++) {
         mean[i] = (float)mean_d[i]; rstd[i] = (float)rstd_d[i];
@@ -368,7 +368,7 @@ static void check_layernorm_backward(int N, int C, unsigned seed, bool with_cols
     layernorm_backward(d_dinp.ptr, d_dw.ptr, d_db.ptr, d_scratch.ptr, d_dout.ptr, d_inp.ptr, d_w.ptr, d_mean.ptr,
                        d_rstd.ptr, N, C, 0, colsum);
     std::vector<double> dinp = to_double(dinp0), dw = to_double(dw0), db = to_double(db0);
-    layernorm_backward(dinp.data(), dw.data(), db.data(), dout_d.data(), inp_d.data(), w_d.data(), mean_d.data(),
+    ref::layernorm_backward(dinp.data(), dw.data(), db.data(), dout_d.data(), inp_d.data(), w_d.data(), mean_d.data(),
                        rstd_d.data(), N, C);
     // all three are differences/sums of signed fp32 terms, then one bf16 rounding
     std::vector<float> got_dinp = download_bf16(d_dinp.ptr, dinp.size());
@@ -418,8 +418,8 @@ TEST_CASE("gelu forward/backward with a scalar tail") {
     gelu_forward(d_y.ptr, d_x.ptr, N, 0);
     gelu_backward_inplace(d_d.ptr, d_x.ptr, N, 0);
     std::vector<double> x_d = to_double(x), dout_d = to_double(dout), y(N), dx(N, 0.0);
-    gelu_forward(y.data(), x_d.data(), N);
-    gelu_backward(dx.data(), x_d.data(), dout_d.data(), N);
+    ref::gelu_forward(y.data(), x_d.data(), N);
+    ref::gelu_backward(dx.data(), x_d.data(), dout_d.data(), N);
     // bf16 rounding (BF16_RTOL) plus the GPU's tanh error where the result cancels
     check_close("gelu", download_bf16(d_y.ptr, N), y, BF16_RTOL, 1e-7, gelu_tolerance(x_d));
     check_close("gelu backward", download_bf16(d_d.ptr, N), dx, BF16_RTOL, 1e-7, gelu_backward_tolerance(x_d, dout_d));
@@ -435,7 +435,7 @@ TEST_CASE("residual forward with a scalar tail") {
     std::vector<float> out = download_bf16(d_out.ptr, N);
     // the fp32 sum of two bf16 is exact, so the result is exactly round_bf16(a + b)
     std::vector<double> ref(N), a_d = to_double(a), b_d = to_double(b);
-    residual_forward(ref.data(), a_d.data(), b_d.data(), N);
+    ref::residual_forward(ref.data(), a_d.data(), b_d.data(), N);
     for (auto& r : ref) { r = round_bf16((float)r); }
     check_close("residual", out, ref, 0.0, 0.0);
 }
@@ -505,13 +505,13 @@ static void check_matmul_backward(int N, int C, int OC, bool with_bias, bool gel
     std::vector<double> inp_d = to_double(inp), w_d = to_double(w);
     for (int pass = 0; pass < 2; pass++) {
         std::fill(dinp.begin(), dinp.end(), 0.0);
-        matmul_backward(dinp.data(), dw.data(), with_bias ? db.data() : nullptr, dout_d.data(), inp_d.data(),
+        ref::matmul_backward(dinp.data(), dw.data(), with_bias ? db.data() : nullptr, dout_d.data(), inp_d.data(),
                         w_d.data(), N, C, OC);
     }
     std::vector<double> dinp_gelu_tol;
     if (gelu) {  // dinp_pre = gelu'(inp_pre) * (dout @ w)
         std::vector<double> dpre(inp.size(), 0.0), inp_pre_d = to_double(inp_pre);
-        gelu_backward(dpre.data(), inp_pre_d.data(), dinp.data(), N * C);
+        ref::gelu_backward(dpre.data(), inp_pre_d.data(), dinp.data(), N * C);
         dinp_gelu_tol = gelu_backward_tolerance(inp_pre_d, dinp);
         dinp = dpre;
     }
@@ -556,11 +556,11 @@ static void check_matmul(int N, int C, int OC, bool with_bias, bool gelu, unsign
     matmul_forward(d_out.ptr, d_inp.ptr, d_w.ptr, N, C, OC, 0,
                    {.bias = with_bias ? d_bias.ptr : nullptr, .pre_gelu = gelu ? d_pre.ptr : nullptr});
     std::vector<double> pre((size_t)N * OC), out((size_t)N * OC);
-    matmul_forward(pre.data(), inp_d.data(), w_d.data(), with_bias ? bias_d.data() : nullptr, N, C, OC);
+    ref::matmul_forward(pre.data(), inp_d.data(), w_d.data(), with_bias ? bias_d.data() : nullptr, N, C, OC);
     // dot products of C signed terms accumulated in fp32, one bf16 rounding: cancellation floor
     double atol = CANCEL_ATOL * max_abs(pre);
     if (gelu) {
-        gelu_forward(out.data(), pre.data(), N * OC);
+        ref::gelu_forward(out.data(), pre.data(), N * OC);
         check_close("pre_gelu", download_bf16(d_pre.ptr, pre.size()), pre, BF16_RTOL, atol);
         check_close("gelu(out)", download_bf16(d_out.ptr, out.size()), out, BF16_RTOL, atol, gelu_tolerance(pre));
     } else {
@@ -631,7 +631,7 @@ TEST_CASE("matmul plan cache: hits and misses give identical results, pointers s
     std::vector<float> with_b2 = forward(d_b2.ptr);
     CHECK(lt.plan_hits == hits0 + 2);
     std::vector<double> ref((size_t)N * OC), inp_d = to_double(inp), w_d = to_double(w), b2_d = to_double(bias2);
-    matmul_forward(ref.data(), inp_d.data(), w_d.data(), b2_d.data(), N, C, OC);
+    ref::matmul_forward(ref.data(), inp_d.data(), w_d.data(), b2_d.data(), N, C, OC);
     check_close("out with the second bias", with_b2, ref, BF16_RTOL, CANCEL_ATOL * max_abs(ref));
     CHECK(forward(d_b1.ptr) == first);
     // a bias aligned to 16 bytes only (a layer's slice of the parameters): the heuristic of its plan
@@ -671,7 +671,7 @@ TEST_CASE("matmul backward with alpha") {
     std::vector<double> dout_half = to_double(dout), dinp_ref(inp.size(), 0.0), dw_ref = to_double(dw0);
     for (double& x : dout_half) x *= 0.5;
     std::vector<double> inp_d = to_double(inp), w_d = to_double(w);
-    matmul_backward(dinp_ref.data(), dw_ref.data(), (double*)nullptr, dout_half.data(), inp_d.data(), w_d.data(), N, C, OC);
+    ref::matmul_backward(dinp_ref.data(), dw_ref.data(), (double*)nullptr, dout_half.data(), inp_d.data(), w_d.data(), N, C, OC);
     check_close("dweight, alpha 1/2", download_bf16(d_dw.ptr, w.size()), dw_ref, BF16_RTOL,
                 CANCEL_ATOL * max_abs(dw_ref));
 }
@@ -695,7 +695,7 @@ static void check_classifier(int N, int V, int Vp, unsigned seed) {
     upload_bf16(d_logits.ptr, logits);
     upload(d_targets.ptr, targets);
     std::vector<double> logits_d = to_double(logits), losses(N), dlogits(logits.size());
-    fused_classifier(losses.data(), dlogits.data(), logits_d.data(), targets.data(), (double)dloss, N, V, Vp);
+    ref::fused_classifier(losses.data(), dlogits.data(), logits_d.data(), targets.data(), (double)dloss, N, V, Vp);
 
     // losses only: logits left untouched
     fused_classifier(d_logits.ptr, d_losses.ptr, d_targets.ptr, dloss, N, V, Vp, false, 0);
@@ -734,7 +734,7 @@ TEST_CASE("adamw with fp32 master weights and stochastic rounding") {
         upload_bf16(d_grads.ptr, grads);
         adamw_update(d_params.ptr, d_master.ptr, d_grads.ptr, d_m.ptr, d_v.ptr, n, lr, beta1, beta2, eps, wd, 1.0f, t,
                      1234u + t, 0);
-        adamw_update(ref_p.data(), grads.data(), ref_m.data(), ref_v.data(), n, lr, beta1, beta2, eps, wd, t);
+        ref::adamw_update(ref_p.data(), grads.data(), ref_m.data(), ref_v.data(), n, lr, beta1, beta2, eps, wd, t);
     }
     std::vector<float> master = download(d_master.ptr, n), m = download(d_m.ptr, n), v = download(d_v.ptr, n);
     // fp32 on both sides, same formula: differences are a few fp32 ulps of each term (GPU: fast
@@ -793,7 +793,7 @@ TEST_CASE("adamw without master weights, with gradient scaling") {
     adamw_update(d_params.ptr, nullptr, d_grads.ptr, d_m.ptr, d_v.ptr, n, lr, beta1, beta2, eps, wd, scale, 1, 5u, 0);
     std::vector<float> scaled(n), ref_p = params, ref_m(n, 0.0f), ref_v(n, 0.0f);
     for (size_t i = 0; i < n; i++) { scaled[i] = grads[i] * scale; }
-    adamw_update(ref_p.data(), scaled.data(), ref_m.data(), ref_v.data(), n, lr, beta1, beta2, eps, wd, 1);
+    ref::adamw_update(ref_p.data(), scaled.data(), ref_m.data(), ref_v.data(), n, lr, beta1, beta2, eps, wd, 1);
     // stochastic rounding to bf16: within one bf16 ulp (2^-7 relative) of the fp32 result
     check_close("params", download_bf16(d_params.ptr, n), to_double(ref_p), 1.0 / 128, 0.0);
     check_close("m", download(d_m.ptr, n), to_double(ref_m), 1e-5, 0.0);
@@ -816,7 +816,7 @@ TEST_CASE("global norm squared over two tensors, deterministic") {
         return download(d_out.ptr, 1)[0];
     };
     float got = run();
-    double ref = global_norm_squared(x1.data(), n1) + global_norm_squared(x2.data(), n2);
+    double ref = ref::global_norm_squared(x1.data(), n1) + ref::global_norm_squared(x2.data(), n2);
     // fp32 accumulation of ~4e4 positive terms in a tree: relative error well below 1e-5
     CHECK(std::fabs(got - ref) <= 1e-5 * ref);
     float again = run();

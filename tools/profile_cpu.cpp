@@ -57,8 +57,8 @@ static double time_matmuls(const std::vector<Shape>& shapes, bool bf16_path, int
                 mm.forward(out.data(), ab.data(), bb.data(), nullptr, s.N, s.C, s.OC);
                 mm.backward(out.data(), dw.data(), ab.data(), ab.data(), bb.data(), s.N, s.C, s.OC);
             } else {
-                matmul_forward(out.data(), a.data(), b.data(), (const float*)nullptr, s.N, s.C, s.OC);
-                matmul_backward(out.data(), dw.data(), (float*)nullptr, a.data(), a.data(), b.data(), s.N, s.C, s.OC);
+                ref::matmul_forward(out.data(), a.data(), b.data(), (const float*)nullptr, s.N, s.C, s.OC);
+                ref::matmul_backward(out.data(), dw.data(), (float*)nullptr, a.data(), a.data(), b.data(), s.N, s.C, s.OC);
             }
         }
         if (r > 0) best = std::min(best, StepProfile::now() - t0);
