@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The test command: installs what is missing, compiles every CUDA target with nvcc (where the
-# CUDA toolkit is installed; compile and link only) and every test program in one make (so that
-# neither core waits for the other's last long compile), then runs every test that needs no GPU.
+# The test command: installs what is missing, compiles the CUDA programs and GPU test twins with
+# nvcc (where the CUDA toolkit is installed; compile and link only) and every test program in one
+# make (so that neither core waits for the other's last long compile), then runs every test that
+# needs no GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
