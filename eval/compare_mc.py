@@ -8,11 +8,11 @@ that do not hold the same examples are refused.
     /usr/bin/python3 eval/compare_mc.py out/demo_bpe/kjv_cloze_softmax.csv out/demo_bpe/kjv_cloze_lssar.csv
 """
 import argparse
-import csv
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from plot_common import read_csv  # noqa: E402
 from stats_tests import mcnemar_exact, wilson  # noqa: E402
 
 COLUMNS = ["index", "label", "pred", "pred_norm"]
@@ -20,13 +20,8 @@ COLUMNS = ["index", "label", "pred", "pred_norm"]
 
 def read_examples(path):
     """{index: (label, pred, pred_norm)} of mc_eval -o's CSV."""
-    try:
-        with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
-    except OSError as e:
-        sys.exit(f"error: {path}: {e.strerror} (build/mc_eval_cpu_<attn> -o writes it)")
-    if not rows or not set(COLUMNS) <= set(rows[0]):
-        sys.exit(f"error: {path}: expected mc_eval's per-example CSV (columns {','.join(COLUMNS)}, ...)")
+    rows = read_csv(path, COLUMNS, "build/mc_eval_cpu_<attn> -o",
+                    f"expected mc_eval's per-example CSV (columns {','.join(COLUMNS)}, ...)")
     out = {}
     for r in rows:
         i = int(r["index"])

@@ -14,9 +14,12 @@ baseline model's token losses), as Markdown:
         softmax=out/x/softmax.csv lssar=out/x/lssar.csv ... [-o RESULTS]
 """
 import argparse
-import csv
 import math
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from plot_common import read_csv, split_spec  # noqa: E402
 
 NEEDED = ["length", "loss", "loss_lo", "loss_hi", "checkpoints", "beyond_loss", "beyond_lo", "beyond_hi",
           "paired_1x", "paired_1x_lo", "paired_1x_hi", "interval", "vs_all", "vs_all_lo", "vs_all_hi", "vs_beyond",
@@ -24,16 +27,8 @@ NEEDED = ["length", "loss", "loss_lo", "loss_hi", "checkpoints", "beyond_loss", 
 
 
 def read_model(spec):
-    label, sep, path = spec.rpartition("=")
-    if not sep:
-        sys.exit(f"error: '{spec}': give each model as LABEL=CSV")
-    try:
-        with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
-    except OSError as e:
-        sys.exit(f"error: {path}: {e.strerror} (loss_vs_length -o writes it)")
-    if not rows or not set(NEEDED) <= set(rows[0]):
-        sys.exit(f"error: {path}: not a CSV of loss_vs_length -o with the statistics columns")
+    label, path = split_spec(spec)
+    rows = read_csv(path, NEEDED, "loss_vs_length -o", "not a CSV of loss_vs_length -o with the statistics columns")
     out = {}
     for r in rows:
         out[int(r["length"])] = {k: (float(v) if k not in ("interval",) else v) for k, v in r.items()}

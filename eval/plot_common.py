@@ -1,7 +1,7 @@
 """
-What the loss-versus-length and passkey plots share: runs given as LABEL=CSV on the command line,
-CSVs checked for their columns, and an axis of sequence lengths (log2) with the training length
-marked.
+What the evaluation's plots and reports share: runs given as LABEL=CSV on the command line, CSVs
+read with their columns checked (a missing file or column refused naming the file and the program
+that writes it), and an axis of sequence lengths (log2) with the training length marked.
 """
 import csv
 import sys
@@ -12,17 +12,34 @@ def number(text):
     return int(text) if text.lstrip("-").isdigit() else float(text)
 
 
+def split_spec(spec, example="lssar=out/lssar.csv"):
+    """(label, path) of a LABEL=CSV argument; refused without the '='."""
+    label, sep, path = spec.rpartition("=")
+    if not sep:
+        sys.exit(f"error: '{spec}': give each run as LABEL=CSV, e.g. {example}")
+    return label, path
+
+
+def read_csv(path, columns, writer, what=None):
+    """The rows (dicts) of a CSV that has at least these columns. A file that cannot be read is
+    refused naming the program that writes it; one without the columns with `what` (default: the
+    columns expected)."""
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except OSError as e:
+        sys.exit(f"error: {path}: {e.strerror} ({writer} writes it)")
+    if not rows or not set(columns) <= set(rows[0]):
+        sys.exit(f"error: {path}: {what or f'expected a CSV with columns {chr(44).join(columns)} ({writer})'}")
+    return rows
+
+
 def read_runs(specs, columns, producer):
     """[(label, rows)] from LABEL=CSV specs; rows are tuples of the columns, in their order."""
     runs = []
     for spec in specs:
-        label, sep, path = spec.rpartition("=")
-        if not sep:
-            sys.exit(f"error: '{spec}': give each run as LABEL=CSV, e.g. lssar=out/lssar.csv")
-        with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
-        if not rows or not set(columns) <= set(rows[0]):
-            sys.exit(f"error: {path}: expected a CSV with columns {','.join(columns)} ({producer} -o)")
+        label, path = split_spec(spec)
+        rows = read_csv(path, columns, producer + " -o")
         runs.append((label, [tuple(number(r[c]) for c in columns) for r in rows]))
     return runs
 

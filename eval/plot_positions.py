@@ -9,7 +9,7 @@ length shows as curves rising past the mark.
 """
 import argparse
 import collections
-import csv
+import os
 import sys
 
 import matplotlib
@@ -17,21 +17,16 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from plot_common import read_csv, split_spec  # noqa: E402
+
 COLUMNS = ["checkpoint", "length", "bucket_lo", "bucket_hi", "loss", "tokens"]
 
 
 def read_buckets(spec):
     """(label, {length: [(lo, hi, mean loss over checkpoints)]}) from LABEL=CSV."""
-    label, sep, path = spec.rpartition("=")
-    if not sep:
-        sys.exit(f"error: '{spec}': give each model as LABEL=CSV, e.g. lssar=out/lssar_buckets.csv")
-    try:
-        with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
-    except OSError as e:
-        sys.exit(f"error: {path}: {e.strerror} (loss_vs_length -ob writes it)")
-    if not rows or not set(COLUMNS) <= set(rows[0]):
-        sys.exit(f"error: {path}: expected a CSV with columns {','.join(COLUMNS)} (loss_vs_length -ob)")
+    label, path = split_spec(spec, "lssar=out/lssar_buckets.csv")
+    rows = read_csv(path, COLUMNS, "loss_vs_length -ob")
     sums = collections.defaultdict(list)
     for r in rows:
         sums[(int(r["length"]), int(r["bucket_lo"]), int(r["bucket_hi"]))].append(float(r["loss"]))
