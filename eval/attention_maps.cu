@@ -177,8 +177,7 @@ static CliTable maps_flags(MapsOptions& o) {
                            "token t\nand the mean distance attended back. Attention variant of this binary: ") +
                    ATTN_NAME + ".");
     t.text("-e", &o.ckpt_path, "<path>", "checkpoint (required)")
-     .text("-p", &o.p_text, "<float>", "re-weighting power to evaluate at instead of the checkpoint's (>= 1; variants "
-           "with re-weighting only)")
+     .text("-p", &o.p_text, "<float>", CLI_P_HELP)
      .text("-rw", &o.rw_text, "<p>", CLI_REWEIGHT_HELP)
      .choice("-pr", &o.precision, {"fp32", "bf16", "auto"}, CLI_PRECISION_HELP)
      .text("-text", &o.text, "<text>", "the text, as the checkpoint's tokens: GPT-2 BPE, or bytes for a byte-level model (vocabulary 256)")

@@ -41,8 +41,7 @@ static CliTable lvl_flags(LvlOptions& o) {
                            "bucket. Several checkpoints (one per seed): each, and their mean with a 95% t-interval.\n"
                            "Attention variant of this binary: ") + ATTN_NAME + ".");
     t.text("-e", &o.ckpt_paths, "<paths>", "checkpoints, comma separated (required; several: one per seed)")
-     .text("-p", &o.p_text, "<float>", "re-weighting power to evaluate at instead of the checkpoint's (>= 1; variants "
-           "with re-weighting only)")
+     .text("-p", &o.p_text, "<float>", CLI_P_HELP)
      .text("-rw", &o.rw_text, "<p>", CLI_REWEIGHT_HELP)
      .choice("-pr", &o.precision, {"fp32", "bf16", "auto"}, CLI_PRECISION_HELP)
      .text("-j", &o.val_pattern, "<glob>", "validation shards")

@@ -32,8 +32,7 @@ static CliTable mc_flags(McOptions& o) {
                            "completion's length in characters instead of tokens.\nPrints both with their 95% (Wilson) "
                            "confidence intervals. Attention variant of this binary: ") + ATTN_NAME + ".");
     t.text("-e", &o.ckpt_path, "<path>", "checkpoint (required)")
-     .text("-p", &o.p_text, "<float>", "re-weighting power to evaluate at instead of the checkpoint's (>= 1; variants "
-           "with re-weighting only)")
+     .text("-p", &o.p_text, "<float>", CLI_P_HELP)
      .text("-rw", &o.rw_text, "<p>", CLI_REWEIGHT_HELP)
      .choice("-pr", &o.precision, {"fp32", "bf16", "auto"}, CLI_PRECISION_HELP)
      .text("-f", &o.file_path, "<path>", "eval file in llm.c's format, e.g. data/mc/hellaswag_val.bin (required; "

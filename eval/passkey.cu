@@ -32,8 +32,7 @@ static CliTable passkey_flags(PasskeyOptions& o) {
                            "greedy decoding.\nEvery length asks the same keys at the same depths. Attention variant of "
                            "this binary: ") + ATTN_NAME + ".");
     t.text("-e", &o.ckpt_path, "<path>", "checkpoint (required)")
-     .text("-p", &o.p_text, "<float>", "re-weighting power to evaluate at instead of the checkpoint's (>= 1; variants "
-           "with re-weighting only)")
+     .text("-p", &o.p_text, "<float>", CLI_P_HELP)
      .text("-rw", &o.rw_text, "<p>", CLI_REWEIGHT_HELP)
      .choice("-pr", &o.precision, {"fp32", "bf16", "auto"}, CLI_PRECISION_HELP)
      .int_list("-l", &o.lengths, 1, 1 << 24, 64, "1024,2048,4096", "prompt lengths in tokens, comma separated")

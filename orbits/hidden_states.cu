@@ -30,8 +30,7 @@ static CliTable hidden_flags(HiddenOptions& o) {
                            "every\nposition of every sequence of T tokens of SHARD, as a float32 .npy of shape (N, T, "
                            "C).\nAttention variant of this binary: ") + ATTN_NAME + ".");
     t.text("-e", &o.ckpt_path, "<path>", "checkpoint (required)")
-     .text("-p", &o.p_text, "<float>", "re-weighting power to evaluate at instead of the checkpoint's (>= 1; variants "
-           "with re-weighting only)")
+     .text("-p", &o.p_text, "<float>", CLI_P_HELP)
      .choice("-pr", &o.precision, {"fp32", "bf16", "auto"}, std::string(CLI_PRECISION_HELP).append(
              ". On bf16 the states are the bf16 input of the logits' matmul, written as float32").c_str())
      .text("-i", &o.shard_path, "<path>", "token shard; its token count must be a multiple of -t (required)")

@@ -424,6 +424,10 @@ inline void cli_print_learned_p(const Checkpoint& ck) {
 // trained without re-weighting evaluated by the re-weighting variant with the same parameters
 // (the same score, phi and normalisation: lssa -> lssar, softmax -> softmax_rw) at power p, the
 // paper's fine-tuning-free use of the re-weighting. The evaluation tools' -rw <p>.
+// The evaluation tools' -p <float>: a fixed-p checkpoint evaluated at another p.
+constexpr const char* CLI_P_HELP =
+    "re-weighting power to evaluate at instead of the checkpoint's (>= 1; variants with re-weighting only)";
+
 constexpr const char* CLI_REWEIGHT_HELP =
     "re-weighting at evaluation: the checkpoint was trained without re-weighting (lssa for an lssar build, softmax "
     "for softmax_rw) and is evaluated with it at this power (>= 1) (default: off)";
