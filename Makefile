@@ -30,7 +30,24 @@ BUILD    ?= build
 CXXFLAGS ?= -O2 -march=native
 CXXFLAGS += -std=c++17 -fopenmp -Wall -Wextra -Wno-unused-parameter -I.
 LDLIBS   += -lm
-BLAS_LDLIBS := -lopenblas -ldnnl   # the CPU back end's matmuls: fp32 (layers/matmul_cpu.h), bf16 (layers/matmul_bf16_cpu.h)
+# The CPU back end's matmuls: fp32 (layers/matmul_cpu.h) through OpenBLAS's OpenMP build, so that its
+# threads are OpenMP's and the project's loops share one pool with it (Debian's default libopenblas
+# is the pthread build, whose own threads and OpenMP's take the cores from each other); bf16
+# (layers/matmul_bf16_cpu.h) through oneDNN, whose CPU runtime is OpenMP too.
+OPENBLAS_DIR ?= $(firstword $(wildcard /usr/lib/$(shell $(CXX) -dumpmachine 2>/dev/null)/openblas-openmp) \
+                            $(wildcard /usr/lib/*/openblas-openmp))
+BLAS_LDLIBS := $(if $(OPENBLAS_DIR),-L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR)) -lopenblas -ldnnl
+
+# The fast CPU path's kernels (layers/*_fast_cpu*, attention/attention_fast_cpu*): Highway code
+# compiled once for every ISA target Highway attains above a portable baseline (x86: SSE4, AVX2,
+# AVX-512; aarch64: NEON), dispatched at run time to the best the CPU runs. The baseline, not
+# -march=native, so that one build carries the AVX2 code on an AVX-512 machine (its tests run every
+# target the CPU supports) and the AVX-512 code on an AVX2 one (compiled, never run).
+FAST_CPU_BASELINE ?= $(if $(filter aarch64%,$(shell $(CXX) -dumpmachine 2>/dev/null)),-march=armv8-a,-march=x86-64-v2)
+FAST_CPU_CXXFLAGS  = -O2 $(FAST_CPU_BASELINE) -std=c++17 -fopenmp -Wall -Wextra -Wno-unused-parameter -I.
+FAST_CPU_OBJS     := $(BUILD)/fast/layers/fast_cpu.o $(BUILD)/fast/layers/layers_fast_cpu.o \
+                     $(BUILD)/fast/attention/attention_fast_cpu.o
+FAST_CPU_LDLIBS   := $(FAST_CPU_OBJS) -lhwy
 # SASS for A100 and H100/H200, and compute_90 PTX, which the driver compiles for any newer GPU
 # (Blackwell and later: PTX of an architecture runs on every later one)
 NVCCFLAGS ?= -O3 --use_fast_math -std=c++17 \
@@ -91,5 +108,9 @@ print-variants:
 
 clean:
 	rm -rf $(BUILD) train_gpt2cpu_* train_gpt2cu_*
+
+$(BUILD)/fast/%.o: %.cpp
+	@mkdir -p $(@D)
+	$(CXX) $(FAST_CPU_CXXFLAGS) $(DEPFLAGS) -c $< -o $@
 
 -include $(wildcard $(DEPDIR)/*.d)
