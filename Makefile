@@ -36,7 +36,8 @@ LDLIBS   += -lm
 # (layers/matmul_bf16_cpu.h) through oneDNN, whose CPU runtime is OpenMP too.
 OPENBLAS_DIR ?= $(firstword $(wildcard /usr/lib/$(shell $(CXX) -dumpmachine 2>/dev/null)/openblas-openmp) \
                             $(wildcard /usr/lib/*/openblas-openmp))
-BLAS_LDLIBS := $(if $(OPENBLAS_DIR),-L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR)) -lopenblas -ldnnl
+comma := ,
+BLAS_LDLIBS := $(if $(OPENBLAS_DIR),-L$(OPENBLAS_DIR) -Wl$(comma)-rpath$(comma)$(OPENBLAS_DIR)) -lopenblas -ldnnl
 
 # The fast CPU path's kernels (layers/*_fast_cpu*, attention/attention_fast_cpu*): Highway code
 # compiled once for every ISA target Highway attains above a portable baseline (x86: SSE4, AVX2,
@@ -45,9 +46,13 @@ BLAS_LDLIBS := $(if $(OPENBLAS_DIR),-L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR)
 # target the CPU supports) and the AVX-512 code on an AVX2 one (compiled, never run).
 FAST_CPU_BASELINE ?= $(if $(filter aarch64%,$(shell $(CXX) -dumpmachine 2>/dev/null)),-march=armv8-a,-march=x86-64-v2)
 FAST_CPU_CXXFLAGS  = -O2 $(FAST_CPU_BASELINE) -std=c++17 -fopenmp -Wall -Wextra -Wno-unused-parameter -I.
+# They go into one archive, linked (train.mk's TRAINER_OBJS) by every program that runs the CPU
+# back end; the programs that do not (nvcc's, the emulator's) pull nothing from it and, with
+# --as-needed, do not need libhwy either.
 FAST_CPU_OBJS     := $(BUILD)/fast/layers/fast_cpu.o $(BUILD)/fast/layers/layers_fast_cpu.o \
                      $(BUILD)/fast/attention/attention_fast_cpu.o
-FAST_CPU_LDLIBS   := $(FAST_CPU_OBJS) -lhwy
+FAST_CPU_LIB      := $(BUILD)/libfastcpu.a
+BLAS_LDLIBS       += -Wl,--as-needed -lhwy -Wl,--no-as-needed
 # SASS for A100 and H100/H200, and compute_90 PTX, which the driver compiles for any newer GPU
 # (Blackwell and later: PTX of an architecture runs on every later one)
 NVCCFLAGS ?= -O3 --use_fast_math -std=c++17 \
@@ -88,7 +93,7 @@ cuda: $(CUDA_BINS)
 # here (scripts/run_tests.sh: blas=<kernel>:<test>).
 # test_model_cpu's checks are float64 finite differences (tolerance 1e-6, far above any dgemm
 # kernel's rounding): under the second kernel it runs two of its variants (BLAS_KERNEL_FILTER).
-BLAS_KERNEL_TESTS := $(addprefix $(BUILD)/,test_layers_cpu test_model_cpu test_pytorch test_cpu_bf16)
+BLAS_KERNEL_TESTS := $(addprefix $(BUILD)/,test_layers_cpu test_model_cpu test_pytorch test_cpu_fast)
 BLAS_KERNEL_FILTER_test_model_cpu := *softmax,*lssar p=15
 empty :=
 space := $(empty) $(empty)
@@ -112,5 +117,7 @@ clean:
 $(BUILD)/fast/%.o: %.cpp
 	@mkdir -p $(@D)
 	$(CXX) $(FAST_CPU_CXXFLAGS) $(DEPFLAGS) -c $< -o $@
+$(FAST_CPU_LIB): $(FAST_CPU_OBJS)
+	rm -f $@ && ar rcs $@ $^
 
 -include $(wildcard $(DEPDIR)/*.d)

@@ -4,7 +4,7 @@
 #   build/train_gpt2cu_emu_<attn>      the CUDA back end under the SIMT emulator (tests)
 # The same three recipes build every program written against runtime/backend.h (eval/eval.mk);
 # a rule's stem ($*) is the attention variant. The trainer's tests (test_trainer, test_cli): test/test.mk.
-TRAINER_OBJS := $(RUNTIME_OBJS) $(DATALOADER_OBJS)
+TRAINER_OBJS := $(RUNTIME_OBJS) $(DATALOADER_OBJS) $(FAST_CPU_LIB)   # the fast CPU path's archive last (Makefile)
 BUILD_CPU_PROGRAM = $(CXX_HOST) -DTRAIN_BACKEND_CPU -DATTN_NAME='"$*"' -x c++ $< -x none $(TRAINER_OBJS) \
                     -o $@ $(BLAS_LDLIBS) $(LDLIBS)
 BUILD_CU_PROGRAM  = $(NVCC_CUDA) -DATTN_NAME='"$*"' $< $(TRAINER_OBJS) -o $@ $(NVCC_LDLIBS) $(BLAS_LDLIBS) -lgomp

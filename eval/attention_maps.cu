@@ -179,7 +179,7 @@ static CliTable maps_flags(MapsOptions& o) {
     t.text("-e", &o.ckpt_path, "<path>", "checkpoint (required)")
      .text("-p", &o.p_text, "<float>", CLI_P_HELP)
      .text("-rw", &o.rw_text, "<p>", CLI_REWEIGHT_HELP)
-     .choice("-pr", &o.precision, {"fp32", "bf16", "auto"}, CLI_PRECISION_HELP)
+     .choice("-pr", &o.precision, CLI_PRECISIONS, CLI_PRECISION_HELP)
      .text("-text", &o.text, "<text>", "the text, as the checkpoint's tokens: GPT-2 BPE, or bytes for a byte-level model (vocabulary 256)")
      .text("-j", &o.shards, "<glob>", "or: validation shards, the first -T tokens")
      .integer("-T", &o.T, 1, 1 << 20, "tokens read from -j (default: the checkpoint's max length)")

@@ -3,9 +3,9 @@
 //
 // The weights are recomputed from the post-RoPE q, k the forward saved (acts.qkvr) with the same
 // functions the forward runs (attention_prepare + attention_row_weights of attention/attention_cpu.h
-// on the fp32 path; on the CPU back end's bf16 path, ModelCPU with -pr bf16, the tiled attention's
-// own row code, attention_map_cpu of attention/attention_bf16_cpu.h), so a map is exactly the matrix
-// the forward multiplied v by.
+// on the reference path; on the CPU back end's fast path, ModelCPU with -pr fp32 or bf16, the tiled
+// attention's own row code, attention_map_fast of attention/attention_fast_cpu.h), so a map is exactly
+// the matrix the forward multiplied v by.
 //
 // Per row t (weights w[0..t], the row's query attending to keys 0..t):
 //   entropy   H_t = -sum_j w_j log w_j            (0 log 0 = 0)
@@ -95,14 +95,15 @@ void attention_map(const GPT2<F>& gpt, int layer, int head, std::vector<F>& W, s
     }
 }
 
-// The map of the path the model runs: the reference's rows on the fp32 path, the tiled
-// attention's rows on the bf16 path (the weights its forward multiplied v by).
+// The map of the path the model runs: the reference's rows on the reference path, the fast path's
+// tiled attention's rows in its numerics (the weights its forward multiplied v by).
 inline void attention_map(const ModelCPU& model, int layer, int head, std::vector<float>& W, std::vector<uint8_t>& valid) {
-    if (!model.bf16) return attention_map(model.gpt, layer, head, W, valid);
+    if (!model.fast16 && !model.fast32) return attention_map(model.gpt, layer, head, W, valid);
     const GPT2Config& c = model.config;
     double p;
     const float* qkv = attention_map_input(model.gpt, layer, head, &p);
-    attention_map_cpu(W, valid, qkv, model.gpt.T, c.num_heads, c.channels / c.num_heads, head, c.attn, p, c.attn_len);
+    attention_map_fast(model.fast16 ? FastNumerics::bf16 : FastNumerics::fp32, W, valid, qkv, model.gpt.T, c.num_heads,
+                       c.channels / c.num_heads, head, c.attn, p, c.attn_len);
 }
 
 // Statistics of every row of a map W (T, T).

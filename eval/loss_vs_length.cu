@@ -43,7 +43,7 @@ static CliTable lvl_flags(LvlOptions& o) {
     t.text("-e", &o.ckpt_paths, "<paths>", "checkpoints, comma separated (required; several: one per seed)")
      .text("-p", &o.p_text, "<float>", CLI_P_HELP)
      .text("-rw", &o.rw_text, "<p>", CLI_REWEIGHT_HELP)
-     .choice("-pr", &o.precision, {"fp32", "bf16", "auto"}, CLI_PRECISION_HELP)
+     .choice("-pr", &o.precision, CLI_PRECISIONS, CLI_PRECISION_HELP)
      .text("-j", &o.val_pattern, "<glob>", "validation shards")
      .integer("-t", &o.T_train, 1, 1000000000, "training length the multiples refer to (default: the checkpoint's "
               "max length)")

@@ -34,7 +34,7 @@ static CliTable mc_flags(McOptions& o) {
     t.text("-e", &o.ckpt_path, "<path>", "checkpoint (required)")
      .text("-p", &o.p_text, "<float>", CLI_P_HELP)
      .text("-rw", &o.rw_text, "<p>", CLI_REWEIGHT_HELP)
-     .choice("-pr", &o.precision, {"fp32", "bf16", "auto"}, CLI_PRECISION_HELP)
+     .choice("-pr", &o.precision, CLI_PRECISIONS, CLI_PRECISION_HELP)
      .text("-f", &o.file_path, "<path>", "eval file in llm.c's format, e.g. data/mc/hellaswag_val.bin (required; "
            "scripts/prepare_mc.py TASK writes them)")
      .integer("-n", &o.max_examples, 0, MC_MAX_EXAMPLES, "examples to score, the first ones (default 0 = all)")

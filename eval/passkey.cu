@@ -34,7 +34,7 @@ static CliTable passkey_flags(PasskeyOptions& o) {
     t.text("-e", &o.ckpt_path, "<path>", "checkpoint (required)")
      .text("-p", &o.p_text, "<float>", CLI_P_HELP)
      .text("-rw", &o.rw_text, "<p>", CLI_REWEIGHT_HELP)
-     .choice("-pr", &o.precision, {"fp32", "bf16", "auto"}, CLI_PRECISION_HELP)
+     .choice("-pr", &o.precision, CLI_PRECISIONS, CLI_PRECISION_HELP)
      .int_list("-l", &o.lengths, 1, 1 << 24, 64, "1024,2048,4096", "prompt lengths in tokens, comma separated")
      .integer("-n", &o.trials, 1, 1000000, "trials per length")
      .integer("-rs", &o.seed, 0, 1LL << 62, "seed of the keys and depths")

@@ -65,7 +65,7 @@ static CliTable sample_flags(SampleOptions& o) {
               "checkpoint's training length); a longer prompt is refused")
      .text("-p", &o.p_text, "<float>", "re-weighting power to run at instead of the checkpoint's (>= 1; variants "
            "with re-weighting only)")
-     .choice("-pr", &o.precision, {"fp32", "bf16", "auto"}, CLI_PRECISION_HELP)
+     .choice("-pr", &o.precision, CLI_PRECISIONS, CLI_PRECISION_HELP)
      .text("-o", &o.ids_path, "<path>", "token ids of every sample, one line each: the context's ids, \"|\", the "
            "generated ids (default: none)");
     t.epilogue = "The GPT-2 vocabulary needs scripts/install_gpt2_vocab.sh (or GPT2_VOCAB_DIR=DIR).";

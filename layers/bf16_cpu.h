@@ -15,28 +15,12 @@
 
 #include <dnnl.hpp>
 
+#include "layers/fast_cpu.h"  // bf16, float_to_bf16, bf16_to_float
+
 // GCC 12 flags the masked intrinsics' undefined pass-through vectors (a known false positive)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
-
-typedef uint16_t bf16;  // the upper half of an IEEE float
-
-// round to nearest, ties to even (what AVX512-BF16's vcvtneps2bf16 and CUDA's __float2bfloat16
-// do); NaN stays a quiet NaN
-inline bf16 float_to_bf16(float x) {
-    uint32_t bits;
-    memcpy(&bits, &x, 4);
-    if ((bits & 0x7fffffffu) > 0x7f800000u) return (bf16)((bits >> 16) | 0x40);
-    bits += 0x7fffu + ((bits >> 16) & 1);
-    return (bf16)(bits >> 16);
-}
-inline float bf16_to_float(bf16 h) {
-    uint32_t bits = (uint32_t)h << 16;
-    float x;
-    memcpy(&x, &bits, 4);
-    return x;
-}
 
 // ----------------------------------------------------------------------------
 // what the CPU offers

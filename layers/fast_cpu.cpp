@@ -32,10 +32,8 @@ std::vector<int64_t> fast_cpu_targets() {
 const char* fast_cpu_target_name(int64_t target) { return hwy::TargetName(target); }
 
 bool fast_cpu_force_target(int64_t target) {
-    if (target == 0) {
-        hwy::SetSupportedTargetsForTest(0);
-        return true;
-    }
+    hwy::SetSupportedTargetsForTest(0);  // what the CPU runs, not what an earlier call left
+    if (target == 0) return true;
     bool known = false;
     for (int64_t t : fast_cpu_targets()) known |= t == target;
     if (!known) return false;

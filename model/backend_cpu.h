@@ -25,10 +25,12 @@
 // Everything here is deterministic for a fixed thread count, so a resumed run repeats the
 // uninterrupted one bit for bit.
 //
-// Two precision paths of one graph (model/gpt2_cpu.h), chosen at run time (select_precision, the
-// trainer's -pr): fp32, GPT2<float> itself, the reference (the default); bf16, model/gpt2_cpu_bf16.h
-// on the same master weights, where the CPU has bf16 matmuls (AMX or AVX512-BF16, asked of cpuid
-// and oneDNN), else it says so and stays fp32.
+// Precision paths of one graph (model/gpt2_cpu.h), chosen at run time (select_precision, the -pr of
+// the trainer and the tools): ref, GPT2<float> itself, the reference (layers/*_cpu.h, namespace ref);
+// fp32 and bf16, the fast path (model/gpt2_cpu_fast.h: Highway kernels dispatched to the CPU's best
+// ISA target) on the same master weights in fp32 or bf16 numerics; auto, the faster of the two on the
+// CPU at hand: bf16 where the CPU has bf16 matmuls (AMX or AVX512-BF16, asked of cpuid and oneDNN),
+// else fp32.
 #pragma once
 
 #include <cstdint>
@@ -39,40 +41,55 @@
 #include <vector>
 
 #include "model/gpt2_cpu.h"
-#include "model/gpt2_cpu_bf16.h"
+#include "model/gpt2_cpu_fast.h"
 
 struct ModelCPU {
     static constexpr const char* backend_name = "cpu";
     GPT2<float> gpt;
     GPT2Config config;
     size_t num_parameters;
-    std::unique_ptr<GPT2Bf16> bf16;  // the bf16 path, when chosen; null: fp32
+    std::unique_ptr<GPT2Fast<float>> fast32;  // the fast path in fp32 numerics, when chosen
+    std::unique_ptr<GPT2Fast<bf16>> fast16;   // the fast path in bf16 numerics, when chosen; both null: ref
 
     explicit ModelCPU(const GPT2Config& c) : gpt(c), config(c), num_parameters(gpt.num_parameters) {}
 
-    // "fp32", "bf16" or "auto" (bf16 where the CPU has it). Returns the line saying what runs;
-    // bf16 without the hardware falls back to fp32 and says why. Throws on another name.
+    // "ref", "fp32", "bf16" or "auto" (the faster on this CPU). Returns the line saying what runs:
+    // the path, the ISA target its kernels dispatch to, and where the matmuls run. Throws on another name.
     std::string select_precision(const std::string& name) {
-        if (name != "fp32" && name != "bf16" && name != "auto")
-            throw std::invalid_argument("precision '" + name + "' is not fp32, bf16 or auto");
-        bf16.reset();
-        if (name == "fp32") return "fp32 (the reference CPU path)";
-        CpuBf16Support s = cpu_bf16_support();
-        if (!s.usable) return s.message;
-        bf16.reset(new GPT2Bf16(gpt));
-        return s.message;
+        if (name != "ref" && name != "fp32" && name != "bf16" && name != "auto")
+            throw std::invalid_argument("precision '" + name + "' is not ref, fp32, bf16 or auto");
+        fast32.reset();
+        fast16.reset();
+        if (name == "ref") return "ref (the reference CPU path, layers/*_cpu.h)";
+        CpuBf16Matmul mm = cpu_bf16_matmul();
+        bool use_bf16 = name == "bf16" || (name == "auto" && mm.hardware);
+        std::string line = name == "auto" ? "auto picked " : "";
+        if (use_bf16) {
+            fast16.reset(new GPT2Fast<bf16>(gpt));
+            line += std::string("bf16 on the fast path (kernels: ") + fast_cpu_target() + "; matmuls: " +
+                    (mm.hardware ? "oneDNN on " + mm.onednn_isa
+                                 : "bf16 products computed exactly through sgemm, this CPU has no bf16 matmuls") +
+                    ")";
+        } else {
+            fast32.reset(new GPT2Fast<float>(gpt));
+            line += std::string("fp32 on the fast path (kernels: ") + fast_cpu_target() + "; matmuls: OpenBLAS sgemm" +
+                    (name == "auto" ? "; no bf16 matmuls on this CPU: oneDNN would use " + mm.onednn_isa : "") + ")";
+        }
+        return line;
     }
-    const char* precision() const { return bf16 ? "bf16" : "fp32"; }
+    const char* precision() const { return fast16 ? "bf16" : fast32 ? "fp32" : "ref"; }
 
     void init(uint64_t seed) {
         gpt.init(seed);
-        if (bf16) bf16->weights_changed();
+        weights_changed();
     }
 
     // backward_follows: the hint that a backward comes next (the bf16 path then writes the
     // classifier's gradient in the forward's pass over the logits; the logits are kept either way)
     float forward(const int* inputs, const int* targets, int B, int T, bool backward_follows = false) {
-        return bf16 ? bf16->forward(inputs, targets, B, T, backward_follows) : gpt.forward(inputs, targets, B, T);
+        if (fast16) return fast16->forward(inputs, targets, B, T, backward_follows);
+        if (fast32) return fast32->forward(inputs, targets, B, T, backward_follows);
+        return gpt.forward(inputs, targets, B, T);
     }
 
     // A forward without targets then computes only the logits of rows b*T + t >= row (default 0).
@@ -96,14 +113,16 @@ struct ModelCPU {
 
     void zero_grad() { gpt.zero_grad(); }
     void backward(float loss_scale) {
-        if (bf16) bf16->backward(loss_scale);
+        if (fast16) fast16->backward(loss_scale);
+        else if (fast32) fast32->backward(loss_scale);
         else gpt.backward(loss_scale);
     }
 
     // The sum of squares in fixed chunks, added in chunk order: the same bits for any number of
     // threads (an OpenMP reduction combines partial sums in whatever order threads finish).
     double grad_norm() {
-        if (bf16) return bf16->grad_norm();
+        if (fast16) return fast16->grad_norm();
+        if (fast32) return fast32->grad_norm();
         const size_t chunk = 1 << 16;
         size_t n = num_parameters, chunks = (n + chunk - 1) / chunk;
         std::vector<double> partial(chunks);
@@ -121,7 +140,8 @@ struct ModelCPU {
     }
 
     void update(float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int step) {
-        if (bf16) return bf16->update(lr, beta1, beta2, eps, weight_decay, grad_scale, step);
+        if (fast16) return fast16->update(lr, beta1, beta2, eps, weight_decay, grad_scale, step);
+        if (fast32) return fast32->update(lr, beta1, beta2, eps, weight_decay, grad_scale, step);
         gpt.update(lr, beta1, beta2, eps, weight_decay, step, grad_scale);
     }
 
@@ -129,7 +149,7 @@ struct ModelCPU {
     void set_params(const std::vector<float>& in) {
         check_size("set_params", in.size());
         gpt.params = in;
-        if (bf16) bf16->weights_changed();
+        weights_changed();
     }
     // resume: the fp32 weights are the whole state on the CPU; the bf16 path's weights are their
     // round to nearest even, as the last update left them
@@ -150,7 +170,14 @@ struct ModelCPU {
         gpt.v = v;
     }
 
+    // the fast path's StepProfile (null on the reference path)
+    StepProfile* profile() { return fast16 ? &fast16->prof : fast32 ? &fast32->prof : nullptr; }
+
 private:
+    void weights_changed() {
+        if (fast16) fast16->weights_changed();
+        if (fast32) fast32->weights_changed();
+    }
     void check_size(const char* what, size_t n) const {
         if (n != num_parameters) {
             throw std::invalid_argument(std::string(what) + ": " + std::to_string(n) + " values for a model of " +

@@ -31,7 +31,7 @@ static CliTable hidden_flags(HiddenOptions& o) {
                            "C).\nAttention variant of this binary: ") + ATTN_NAME + ".");
     t.text("-e", &o.ckpt_path, "<path>", "checkpoint (required)")
      .text("-p", &o.p_text, "<float>", CLI_P_HELP)
-     .choice("-pr", &o.precision, {"fp32", "bf16", "auto"}, std::string(CLI_PRECISION_HELP).append(
+     .choice("-pr", &o.precision, CLI_PRECISIONS, std::string(CLI_PRECISION_HELP).append(
              ". On bf16 the states are the bf16 input of the logits' matmul, written as float32").c_str())
      .text("-i", &o.shard_path, "<path>", "token shard; its token count must be a multiple of -t (required)")
      .integer("-t", &o.T, 1, 1 << 20, "sequence length T (required)")
@@ -68,9 +68,9 @@ static void write_hidden_states(ModelCPU& model, const std::vector<uint16_t>& to
         model.forward(inputs.data(), nullptr, b_now, T);
         size_t count = (size_t)b_now * T * C;
         const float* lnf = model.gpt.acts.lnf;     // (b_now, T, C)
-        if (model.bf16) {  // the bf16 path keeps the final layernorm's output in bf16 only
+        if (model.fast16) {  // the bf16 numerics keep the final layernorm's output in bf16 only
             widened.resize(count);
-            for (size_t i = 0; i < count; i++) widened[i] = bf16_to_float(model.bf16->lnf[i]);
+            fast_widen_bf16(widened.data(), model.fast16->lnf.data(), count);
             lnf = widened.data();
         }
         if (fwrite(lnf, sizeof(float), count, out) != count)

@@ -4,7 +4,7 @@
 //   Model                  the model type (the back-end interface of model/backend_cpu.h)
 //   BACKEND_NAME           "cpu" or "cuda", as printed
 //   BACKEND_BINARY_NAME    "cpu" or "cu", as in the binaries' names (train_gpt2cpu_lssar)
-//   select_precision(model, "fp32" | "bf16" | "auto")   the arithmetic (the CPU back end's two
+//   select_precision(model, "ref" | "fp32" | "bf16" | "auto")   the arithmetic (the CPU back end's
 //                          paths, model/backend_cpu.h) and a line saying what runs; throws
 //                          std::invalid_argument if the back end has no such path
 //   set_attention_p(model, p)  the fixed re-weighting power of the next forward (-pw's schedule)
@@ -36,7 +36,9 @@ typedef GPT2Cuda Model;
 #define BACKEND_NAME "cuda"
 #define BACKEND_BINARY_NAME "cu"
 inline std::string select_precision(GPT2Cuda&, const std::string& name) {
-    if (name == "fp32") throw std::invalid_argument("the CUDA back end runs in bf16 mixed precision only (bf16 or auto; the fp32 reference is the CPU back end's)");
+    if (name == "fp32" || name == "ref")
+        throw std::invalid_argument("the CUDA back end runs in bf16 mixed precision only (bf16 or auto; the fp32 paths "
+                                    "and the reference are the CPU back end's)");
     return "bf16 mixed precision (CUDA back end)";
 }
 inline void set_attention_p(GPT2Cuda& model, float p) { model.config.p = p; }

@@ -106,7 +106,7 @@ inline std::vector<long long> cli_parse_int_list(const char* flag, const char* s
 //   CliTable t("-e CHECKPOINT [options]", "What the program does.");
 //   t.text("-e", &o.ckpt, "<path>", "checkpoint (required)")
 //    .integer("-n", &o.trials, 1, 1000000, "trials per length")
-//    .choice("-pr", &o.precision, {"fp32", "bf16", "auto"}, "arithmetic");
+//    .choice("-pr", &o.precision, {"ref", "fp32", "bf16", "auto"}, "arithmetic");
 //   t.parse(argc, argv);
 //
 // "-h" or "--help" prints the usage and exits 0; "--flags" prints the table, one flag a line
@@ -338,18 +338,21 @@ private:
     }
 };
 
-// The evaluation tools' -pr: the arithmetic they run the model in, as the trainer's -pr. The CPU
-// back end's default is auto, the fastest path the CPU has (fp32, the reference, on request); the
-// CUDA back end has bf16 alone.
+// The -pr of the trainer and the evaluation tools: the arithmetic they run the model in. The CPU back
+// end's paths (model/backend_cpu.h): ref, the reference; fp32 and bf16, the fast path's two numerics;
+// auto, the faster of those on this CPU. The evaluation tools' default on the CPU is auto; the CUDA
+// back end has bf16 alone.
+inline const std::vector<std::string> CLI_PRECISIONS = {"ref", "fp32", "bf16", "auto"};
 #ifdef TRAIN_BACKEND_CPU
 #define CLI_DEFAULT_PRECISION "auto"
 #else
 #define CLI_DEFAULT_PRECISION "bf16"
 #endif
 inline const char* CLI_PRECISION_HELP =
-    "arithmetic: fp32 (the CPU back end's reference path), bf16 (the CPU's bf16 matmuls through oneDNN, as the "
-    "trainer's -pr bf16; where the CPU has none it says so and runs fp32), auto (bf16 where the CPU has it). The "
-    "CUDA back end is bf16 always (bf16 or auto)";
+    "arithmetic: ref (the CPU back end's reference path), fp32 or bf16 (the CPU fast path's numerics: SIMD kernels "
+    "dispatched to the CPU's best ISA; bf16 matmul operands with fp32 accumulation, on AMX or AVX512-BF16 through "
+    "oneDNN, computed exactly through sgemm on other CPUs), auto (the faster of fp32 and bf16 on this CPU: bf16 where "
+    "it has bf16 matmuls). The CUDA back end is bf16 always (bf16 or auto)";
 
 // Selects the arithmetic `name` of the model (select_precision of runtime/backend.h) and prints
 // what runs; a name the back end has no path for ends the program naming it.

@@ -80,10 +80,11 @@ inline CliTable train_flags(TrainOptions& o) {
      .custom("-rb", "<float>", "RoPE base", "1",
              [&o](const char* v) { o.rope_base = cli_parse_float("-rb", v, 1.0001, 1e30, "RoPE base"); o.rope_given = true; },
              cli_number(o.rope_base))
-     .choice("-pr", &o.precision, {"fp32", "bf16", "auto"}, "arithmetic of the CPU back end: fp32 (the reference, "
-             "default), bf16 (bf16 matmuls with fp32 accumulation, fp32 master weights and AdamW, on AMX or "
-             "AVX512-BF16 through oneDNN; where the CPU has neither it says so and runs fp32), auto (bf16 where the CPU "
-             "has it: the fastest). The CUDA back end is bf16 always (bf16 or auto)")
+     .choice("-pr", &o.precision, CLI_PRECISIONS, "arithmetic of the CPU back end: ref (the reference, default), fp32 "
+             "or bf16 (the fast path: SIMD kernels dispatched to the CPU's best ISA, fp32 master weights and AdamW; bf16 "
+             "matmul operands with fp32 accumulation, on AMX or AVX512-BF16 through oneDNN, computed exactly through "
+             "sgemm on other CPUs), auto (the faster of fp32 and bf16 on this CPU). The CUDA back end is bf16 always "
+             "(bf16 or auto)")
      .section("Batch")
      .integer("-b", &o.B, 1, 1 << 20, "micro-batch size B")
      .integer("-t", &o.T, 1, 1 << 20, "sequence length T")
@@ -154,7 +155,7 @@ inline CliTable train_flags(TrainOptions& o) {
     t.llmc("-f", "the TF32 switch (-f 0|1)", "none is needed: the CUDA back end's matmuls are bf16 with fp32 "
            "accumulation, there is no TF32 to switch; -f takes multiple-choice eval files (-f data/mc/hellaswag_val.bin)")
      .llmc("-pr", "the process rank (-pr <int>)", "every rank reads its rank from the launcher's environment (mpirun, "
-           "torchrun, srun, scripts/launch.sh); -pr takes the arithmetic, fp32, bf16 or auto")
+           "torchrun, srun, scripts/launch.sh); -pr takes the arithmetic, ref, fp32, bf16 or auto")
      .llmc("-pn", "the number of processes", "the launcher's environment gives it (mpirun -np N, torchrun "
            "--nproc_per_node N, scripts/launch.sh -n N)")
      .llmc("-pg", "the GPUs per node", "each process takes the GPU of its local rank (LOCAL_RANK, "

@@ -138,13 +138,13 @@ $(BUILD)/test_cli: test/test_cli.cpp $(DOCTEST_MAIN) $(TRAINER_OBJS) $(CLI_TABLE
 	$(CXX_HOST) $< $(DOCTEST_MAIN) $(TRAINER_OBJS) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
 TESTS += $(BUILD)/test_cli
 
-# The CPU back end's bf16 path (model/gpt2_cpu_bf16.h):
-#   test_cpu_bf16    the bf16 path against the fp32 reference (kernels, 10 AdamW steps, resume, the
-#                    trainer's -pr)
-#   test_eval_bf16   the evaluation tools' results on the fp32 and the bf16 path agree
-$(BUILD)/test_cpu_bf16: test/test_cpu_bf16.cpp $(DOCTEST_MAIN) $(TRAINER_OBJS) train_gpt2cpu_lssar | $(BUILD)
+# The CPU back end's fast path (model/gpt2_cpu_fast.h), on every ISA target the CPU runs:
+#   test_cpu_fast    its layers and the whole model in fp32 and bf16 numerics against the reference
+#                    (10 AdamW steps, resume, the trainer's -pr)
+#   test_eval_bf16   the evaluation tools' results on the reference and the fast path agree
+$(BUILD)/test_cpu_fast: test/test_cpu_fast.cpp $(DOCTEST_MAIN) $(TRAINER_OBJS) train_gpt2cpu_lssar | $(BUILD)
 	$(CXX_HOST) $< $(DOCTEST_MAIN) $(TRAINER_OBJS) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
-TESTS += $(BUILD)/test_cpu_bf16
+TESTS += $(BUILD)/test_cpu_fast
 
 $(BUILD)/test_eval_bf16: test/test_eval_bf16.cpp $(DOCTEST_MAIN) $(TRAINER_OBJS) | $(BUILD)
 	$(CXX_HOST) $< $(DOCTEST_MAIN) $(TRAINER_OBJS) -o $@ $(BLAS_LDLIBS) $(LDLIBS)

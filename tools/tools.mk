@@ -13,8 +13,8 @@ $(BUILD)/tokenize: tools/tokenize.cpp $(DATALOADER_OBJS) | $(BUILD)
 $(BUILD)/passkey_mix: tools/passkey_mix.cpp $(DATALOADER_OBJS) | $(BUILD)
 	$(CXX_HOST) $< $(DATALOADER_OBJS) -o $@ $(LDLIBS)
 
-$(BUILD)/profile_cpu: tools/profile_cpu.cpp | $(BUILD)
-	$(CXX_HOST) $< -o $@ $(BLAS_LDLIBS) $(LDLIBS)
+$(BUILD)/profile_cpu: tools/profile_cpu.cpp $(FAST_CPU_LIB) | $(BUILD)
+	$(CXX_HOST) $< $(FAST_CPU_LIB) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
 
 $(BUILD)/write_random_shard: tools/write_random_shard.cpp $(DATALOADER_OBJS) | $(BUILD)
 	$(CXX_HOST) $< $(DATALOADER_OBJS) -o $@
