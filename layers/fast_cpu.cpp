@@ -2,6 +2,11 @@
 // bf16 numerics take AVX512-BF16's dot products.
 #include "layers/fast_cpu.h"
 
+#include <strings.h>
+
+#include <cstdio>
+#include <cstdlib>
+
 #include <hwy/highway.h>
 #include <hwy/targets.h>
 
@@ -11,6 +16,29 @@
 
 namespace {
 bool bf16_dot_allowed = true;
+
+// FAST_CPU_MAX_TARGET=<name> (environment): the best target dispatched to, as ONEDNN_MAX_CPU_ISA caps
+// oneDNN (the AVX2 code measured on an AVX-512 machine, say). The mask of the targets allowed; 0: all.
+int64_t max_target_mask() {
+    static const int64_t mask = [] {
+        const char* name = getenv("FAST_CPU_MAX_TARGET");
+        if (!name || !*name) return (int64_t)0;
+        std::string known;
+        for (int64_t t : hwy::SupportedAndGeneratedTargets()) {
+            if (strcasecmp(name, hwy::TargetName(t)) == 0) return hwy::SupportedTargets() & ~(t - 1);
+            known += (known.empty() ? "" : ", ") + std::string(hwy::TargetName(t));
+        }
+        fprintf(stderr, "error: FAST_CPU_MAX_TARGET=%s is not a target of this build that this CPU runs (%s)\n", name,
+                known.c_str());
+        exit(2);
+    }();
+    return mask;
+}
+// applied before any kernel is dispatched
+const bool max_target_applied = [] {
+    if (max_target_mask()) hwy::SetSupportedTargetsForTest(max_target_mask());
+    return true;
+}();
 // what HWY_DYNAMIC_DISPATCH picks: the best (lowest bit) of the compiled targets the CPU runs
 int64_t dispatched_target() {
     int64_t t = hwy::SupportedTargets() & HWY_TARGETS;
@@ -32,7 +60,7 @@ std::vector<int64_t> fast_cpu_targets() {
 const char* fast_cpu_target_name(int64_t target) { return hwy::TargetName(target); }
 
 bool fast_cpu_force_target(int64_t target) {
-    hwy::SetSupportedTargetsForTest(0);  // what the CPU runs, not what an earlier call left
+    hwy::SetSupportedTargetsForTest(max_target_mask());  // what may run, not what an earlier call left
     if (target == 0) return true;
     bool known = false;
     for (int64_t t : fast_cpu_targets()) known |= t == target;

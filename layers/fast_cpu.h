@@ -20,6 +20,10 @@
 enum class FastNumerics { fp32, bf16 };
 inline const char* fast_numerics_name(FastNumerics n) { return n == FastNumerics::bf16 ? "bf16" : "fp32"; }
 
+// FAST_CPU_MAX_TARGET=<target> in the environment caps the dispatch (as ONEDNN_MAX_CPU_ISA caps
+// oneDNN): FAST_CPU_MAX_TARGET=AVX2 runs the AVX2 code on an AVX-512 CPU; a name this build does not
+// hold or the CPU does not run ends the program naming those it could take.
+//
 // The target the next call dispatches to, as Highway names it ("AVX2", "AVX3", "NEON", ...), with
 // "+BF16" where the bf16 numerics take AVX512-BF16's dot products.
 std::string fast_cpu_target();

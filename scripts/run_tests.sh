@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Runs each test binary given, streams its output, lists the slowest programs, and prints one closing line
-# "N passed, M failed" over all doctest test cases (a binary that crashes counts as failed; a
-# test program that is not doctest counts as one test case, passed when it exits 0).
+# "N passed, M failed, K skipped" over all doctest test cases (a binary that crashes counts as failed; a
+# test program that is not doctest counts as one test case, passed when it exits 0). A doctest program
+# whose test cases pass with 0 assertions fails: it checked nothing. A test case that cannot run on this
+# machine is marked skipped in its program (doctest::skip) and named here; a run of a program under an
+# OpenBLAS kernel this CPU cannot run counts as one skipped case.
 #
 # An argument blas=<kernel>:<binary>[:<test cases>] runs the binary (only the doctest test cases named,
 # doctest's -tc, with %20 for a space, where given) with OpenBLAS's kernel chosen: `default` with
@@ -9,7 +12,7 @@
 # name with OPENBLAS_CORETYPE=<kernel> and OPENBLAS_L2_SIZE=512, as some machines set them. Only this
 # runner sets them, for the tests that vary them; a kernel the CPU cannot run is skipped, saying so.
 set -u
-passed=0; failed=0; broken=(); seconds=()
+passed=0; failed=0; skipped=0; broken=(); skipped_names=(); seconds=()
 cpu_runs_kernel() {  # the instruction set the OpenBLAS kernel needs
     case "$1" in
         default) return 0 ;;
@@ -31,6 +34,7 @@ for entry in "$@"; do
     echo "=== $bin${kernel:+ (OpenBLAS kernel: $kernel)}${filter[0]:+ ${filter[0]}}"
     if ! cpu_runs_kernel "$kernel"; then
         echo "skipped: this CPU cannot run OpenBLAS's $kernel kernels"
+        skipped=$((skipped + 1)); skipped_names+=("$bin (OpenBLAS kernel $kernel: this CPU cannot run it)")
         continue
     fi
     log=$(mktemp)
@@ -39,11 +43,22 @@ for entry in "$@"; do
     rc=${PIPESTATUS[0]}
     seconds+=("$(( $(date +%s) - t0 )) s  $bin${kernel:+ ($kernel)}")
     line=$(grep -E '^\[doctest\] test cases:' "$log" | tail -n 1)
+    asserts=$(grep -E '^\[doctest\] assertions:' "$log" | tail -n 1 | sed -E 's/^\[doctest\] assertions:\s*([0-9]+).*/\1/')
     rm -f "$log"
     if [ -n "$line" ]; then
         p=$(echo "$line" | sed -E 's/.*\|\s*([0-9]+) passed.*/\1/')
         f=$(echo "$line" | sed -E 's/.*\|\s*([0-9]+) failed.*/\1/')
-        passed=$((passed + p)); failed=$((failed + f))
+        s=$(echo "$line" | sed -E 's/.*\|\s*([0-9]+) skipped.*/\1/')
+        passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
+        if [ "$s" -gt 0 ]; then  # their names: the cases listed with --no-skip and not without it
+            while IFS= read -r name; do skipped_names+=("$bin: $name"); done < <(comm -13 \
+                <("${run[@]}" "./$bin" "${filter[@]+"${filter[@]}"}" -ltc 2>/dev/null | grep -v '^\[doctest\]\|^====' | sort) \
+                <("${run[@]}" "./$bin" "${filter[@]+"${filter[@]}"}" -ltc -ns 2>/dev/null | grep -v '^\[doctest\]\|^====' | sort))
+        fi
+        if [ "$rc" -eq 0 ] && [ "$p" -gt 0 ] && [ "${asserts:-0}" -eq 0 ]; then
+            broken+=("$bin${kernel:+ (OpenBLAS kernel: $kernel)} ($p test cases passed with 0 assertions: nothing was checked)")
+            passed=$((passed - p)); failed=$((failed + p))
+        fi
     fi
     if [ "$rc" -ne 0 ]; then
         broken+=("$bin${kernel:+ (OpenBLAS kernel: $kernel)} (exit $rc)")
@@ -55,6 +70,7 @@ done
 echo
 echo "the slowest test programs (wall seconds):"
 printf '%s\n' "${seconds[@]+"${seconds[@]}"}" | sort -rn | head -8 | sed 's/^/  /'
+for n in "${skipped_names[@]+"${skipped_names[@]}"}"; do echo "SKIPPED: $n"; done
 for b in "${broken[@]+"${broken[@]}"}"; do echo "FAILED: $b"; done
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ] && [ ${#broken[@]} -eq 0 ]

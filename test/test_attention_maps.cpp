@@ -25,7 +25,7 @@
 #include "model/backend_cpu.h"
 #include "runtime/checkpoint.h"
 
-static const char* TOOL = "./build/attention_maps_cpu_lssar -pr fp32";  // the reference path: maps against its forward
+static const char* TOOL = "./build/attention_maps_cpu_lssar -pr ref";  // the reference path: maps against its forward
 
 // the small model of the tests: 2 layers, 64 channels, 2 heads (head dim 32)
 static GPT2Config small_config(AttnKind attn, int vocab = 512, int padded = 512) {

@@ -18,7 +18,7 @@
 
 #include "dataloader/shard.h"
 #include "eval/mc_file.h"
-#include "layers/bf16_cpu.h"
+#include "layers/matmul_fast_cpu.h"
 #include "model/rand.h"
 
 static const char* TRAINER = "./train_gpt2cpu_lssar";
@@ -177,11 +177,11 @@ TEST_CASE("llm.c's letters: -h 0|1 is the HellaSwag switch, -h alone the help; -
         Result pr = run(std::string(TRAINER) + " -pr 3");
         CHECK(pr.code == 1);
         CHECK(contains(pr.output, "-pr 3: llm.c's -pr is the process rank"));
-        CHECK(contains(pr.output, "fp32, bf16 or auto"));
+        CHECK(contains(pr.output, "ref, fp32, bf16 or auto"));
         // this project's values are taken
         Result ok = run(h.trainer("-pr fp32 -f data/mc/hellaswag_val.bin"));
         CHECK(ok.code == 0);
-        CHECK(contains(ok.output, "precision: fp32"));
+        CHECK(contains(ok.output, "precision: fp32 on the fast path"));
     }
     SUBCASE("llm.c's flags that do not exist here are refused naming what they were") {
         for (const char* flag : {"-pn", "-pg", "-pm", "-ps", "-pp", "-nm", "-lg", "-a", "-w", "-ge", "-r"}) {
@@ -203,7 +203,7 @@ static std::vector<float> npy_floats(const std::string& path) {
     return v;
 }
 
-TEST_CASE("the tools' -pr: auto by default on the CPU (the bf16 path where the CPU has it), fp32 the reference, fp32 refused on CUDA") {
+TEST_CASE("the tools' -pr: auto by default on the CPU (the faster fast-path numerics), ref the reference, ref and fp32 refused on CUDA") {
     HellaswagRun h;
     Result train = run(h.trainer("-e d2c64h2v512 -t 32 -x 2 -n 2 -o run"));
     INFO(train.output);
@@ -214,12 +214,11 @@ TEST_CASE("the tools' -pr: auto by default on the CPU (the bf16 path where the C
     std::vector<float> states[2];
     for (int bf16 = 0; bf16 < 2; bf16++) {
         std::string out = h.dir.path + (bf16 ? "/bf16.npy" : "/fp32.npy");
-        Result r = run("OMP_WAIT_POLICY=passive ./build/hidden_states_cpu_lssar -e " + ckpt + " -i " + shard +
-                       " -t 40 -n 4 -o " + out + (bf16 ? "" : " -pr fp32"));  // the default: auto
+        Result r = run("./build/hidden_states_cpu_lssar -e " + ckpt + " -i " + shard + " -t 40 -n 4 -o " + out +
+                       (bf16 ? " -pr bf16" : " -pr ref"));
         INFO(r.output);
         REQUIRE(r.code == 0);
-        CHECK(contains(r.output, bf16 ? "precision: " : "precision: fp32 (the reference CPU path)"));
-        if (bf16 && cpu_bf16_support().usable) CHECK(contains(r.output, "precision: bf16 matmuls"));
+        CHECK(contains(r.output, bf16 ? "precision: bf16 on the fast path" : "precision: ref (the reference CPU path"));
         states[bf16] = npy_floats(out);
     }
     REQUIRE(states[0].size() == (size_t)4 * 40 * 64);
@@ -231,14 +230,15 @@ TEST_CASE("the tools' -pr: auto by default on the CPU (the bf16 path where the C
     }
     MESSAGE("hidden states, bf16 path against fp32: relative rms difference " << std::sqrt(d / n));
     CHECK(std::sqrt(d / n) < 0.05);
-    Result lvl = run("OMP_WAIT_POLICY=passive ./build/loss_vs_length_cpu_lssar -e " + ckpt + " -j " + shard +
-                     " -l 1 -n 64 -pr bf16");
+    Result lvl = run("./build/loss_vs_length_cpu_lssar -e " + ckpt + " -j " + shard + " -l 1 -n 64");  // the default
     CHECK(lvl.code == 0);
-    CHECK(contains(lvl.output, "precision: "));
+    CHECK(contains(lvl.output, std::string("precision: auto picked ") + (cpu_bf16_matmul().hardware ? "bf16" : "fp32")));
     // the CUDA back end has no fp32 path: refused, as the trainer's -pr fp32 there
-    Result cu = run("./build/sample_cu_emu_lssar -e " + ckpt + " -g 1 -pr fp32");
-    CHECK(cu.code == 1);
-    CHECK(contains(cu.output, "-pr fp32: the CUDA back end runs in bf16 mixed precision only"));
+    for (const char* pr : {"fp32", "ref"}) {
+        Result cu = run("./build/sample_cu_emu_lssar -e " + ckpt + " -g 1 -pr " + pr);
+        CHECK(cu.code == 1);
+        CHECK(contains(cu.output, std::string("-pr ") + pr + ": the CUDA back end runs in bf16 mixed precision only"));
+    }
     Result cu_default = run("./build/sample_cu_emu_lssar -e " + ckpt + " -g 1 -gi 1");
     CHECK(cu_default.code == 0);
     CHECK(contains(cu_default.output, "precision: bf16 mixed precision (CUDA back end)"));

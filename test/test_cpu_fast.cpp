@@ -289,7 +289,7 @@ template <class X, class MM> static void check_matmul(MM& mm, const std::vector<
         }
 }
 
-TEST_CASE("matmuls: sgemm (fp32), oneDNN's bf16 and its exact emulation: forward with bias, dinp with alpha, dW accumulated") {
+TEST_CASE("matmuls: sgemm (fp32) and the exact emulation of bf16 matmuls: forward with bias, dinp with alpha, dW accumulated") {
     const int N = 45, C = 40, OC = 56;
     auto rounded = [](std::vector<float> x) {
         for (float& v : x) v = bf16_to_float(float_to_bf16(v));
@@ -302,12 +302,19 @@ TEST_CASE("matmuls: sgemm (fp32), oneDNN's bf16 and its exact emulation: forward
     MatmulBf16 emulated;
     emulated.hardware = false;
     check_matmul<bf16>(emulated, inp16, w16, dout16, N, C, OC);
+}
+
+// where the CPU has bf16 matmuls (AMX or AVX512-BF16) only: skipped elsewhere
+TEST_CASE("matmuls: oneDNN's bf16 on the CPU's bf16 instructions, the same checks" * doctest::skip(!cpu_bf16_matmul().hardware)) {
+    const int N = 45, C = 40, OC = 56;
+    auto rounded = [](std::vector<float> x) {
+        for (float& v : x) v = bf16_to_float(float_to_bf16(v));
+        return x;
+    };
+    std::vector<float> inp16 = rounded(randn(N * C, 11)), w16 = rounded(randn(OC * C, 12)), dout16 = rounded(randn(N * OC, 13));
     MatmulBf16 native;
-    if (!native.hardware) {
-        MESSAGE("skipped: oneDNN's bf16 matmuls (this CPU has no bf16 matmuls: oneDNN would use "
-                << cpu_bf16_matmul().onednn_isa << ")");
-        return;
-    }
+    REQUIRE(native.hardware);
+    MESSAGE("oneDNN on " << cpu_bf16_matmul().onednn_isa);
     check_matmul<bf16>(native, inp16, w16, dout16, N, C, OC);
 }
 

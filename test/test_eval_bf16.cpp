@@ -1,5 +1,6 @@
-// The evaluation tools' results on the CPU back end's two paths (ModelCPU with -pr fp32 and -pr bf16)
-// agree: on one small model trained briefly (fp32 path) to predict a stream, the same weights
+// The evaluation tools' results on the CPU back end's reference path (ModelCPU with -pr ref, called the
+// fp32 path below) and its fast path in bf16 numerics (-pr bf16, on every CPU: exactly emulated where
+// the CPU has no bf16 instructions) agree: on one small model trained briefly (fp32 path) to predict a stream, the same weights
 // evaluated by
 //   loss_vs_length (eval/loss_vs_length.h) at 1/2x to 4x the training length,
 //   passkey_greedy_match (eval/passkey.h: one forward without targets from set_logits_from_row's row,
@@ -9,7 +10,7 @@
 //   the final layernorm's output that orbits/hidden_states.cu writes (acts.lnf),
 // for softmax and LSSAR.
 //
-// Tolerances, as test_cpu_bf16.cpp derives them for the whole model: bf16 keeps 8 significant bits
+// Tolerances, as test_cpu_fast.cpp derives them for the whole model: bf16 keeps 8 significant bits
 // (2^-8 relative per rounding), and the bf16 path rounds the operands of every matmul and of
 // attention's weight products, about a dozen roundings per layer that average out over a tensor:
 // losses differ by well under 1% (LOSS_RTOL), a tensor (hidden states, an attention map) by ~1%
@@ -18,9 +19,8 @@
 // third evaluation: the fp32 path on the bf16-rounded weights (the bf16 path's first rounding alone).
 // Greedy predictions are compared exactly where they cannot flip: wherever the fp32 path's top two
 // logits are further apart than twice the largest logit difference between the paths.
-// Skipped (with a message) on a CPU without the bf16 path.
 #include <doctest/doctest.h>
-#include "test/bf16_support.h"
+#include <omp.h>
 
 #include <cmath>
 #include <string>
@@ -94,7 +94,8 @@ struct Paths {
     ModelCPU fp32, bf16, perturbed;
     Paths(const GPT2Config& c, const std::vector<float>& params) : fp32(c), bf16(c), perturbed(c) {
         fp32.set_params(params);
-        REQUIRE(bf16.select_precision("bf16").find("oneDNN") != std::string::npos);
+        bf16.select_precision("bf16");
+        REQUIRE(bf16.precision() == std::string("bf16"));
         bf16.set_params(params);
         std::vector<float> rounded = params;
         for (float& x : rounded) x = bf16_to_float(float_to_bf16(x));
@@ -240,8 +241,8 @@ static void check_evaluations(AttnKind kind) {
 }
 
 TEST_CASE("evaluations on the fp32 and the bf16 path agree: softmax") {
-    if (have_bf16()) check_evaluations(ATTN_SOFTMAX);
+    check_evaluations(ATTN_SOFTMAX);
 }
 TEST_CASE("evaluations on the fp32 and the bf16 path agree: LSSAR p = 15") {
-    if (have_bf16()) check_evaluations(ATTN_LSSAR);
+    check_evaluations(ATTN_LSSAR);
 }

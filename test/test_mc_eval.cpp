@@ -28,9 +28,9 @@
 #include "runtime/checkpoint.h"
 #include "model/rand.h"
 
-static const char* CPU_TOOL = "./build/mc_eval_cpu_lssar -pr fp32";  // the reference path, against PyTorch
+static const char* CPU_TOOL = "./build/mc_eval_cpu_lssar -pr ref";  // the reference path, against PyTorch
 static const char* EMU_TOOL = "./build/mc_eval_cu_emu_lssar";  // the CUDA back end, emulated
-static const char* SOFTMAX_TOOL = "./build/mc_eval_cpu_softmax -pr fp32";
+static const char* SOFTMAX_TOOL = "./build/mc_eval_cpu_softmax -pr ref";
 static const char* TRAINER = "./train_gpt2cpu_lssar";
 static const int VOCAB = 512;
 

@@ -41,7 +41,7 @@ static const char* TOOL = "./build/passkey_cu_lssar";
 #else
 #include "model/backend_cpu.h"
 typedef ModelCPU RealModel;
-static const char* TOOL = "./build/passkey_cpu_lssar -pr fp32";  // the reference path, against the fp32 model
+static const char* TOOL = "./build/passkey_cpu_lssar -pr ref";  // the reference path, against the fp32 model
 #endif
 
 // ----------------------------------------------------------------------------

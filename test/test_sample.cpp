@@ -25,7 +25,7 @@
 #include "runtime/checkpoint.h"
 
 static const char* TRAINER = "./train_gpt2cpu_lssar";
-static const char* CPU_TOOL = "./build/sample_cpu_lssar -pr fp32";  // the reference path, against float64
+static const char* CPU_TOOL = "./build/sample_cpu_lssar -pr ref";  // the reference path, against float64
 static const char* EMU_TOOL = "./build/sample_cu_emu_lssar";
 static const int T = 32;  // the checkpoints' training length, the tool's default context
 

@@ -46,7 +46,7 @@
 
 static const char* TRAINER = "./train_gpt2cpu_lssar";
 static const char* EMU_TRAINER = "./build/train_gpt2cu_emu_lssar";  // the CUDA back end, emulated
-static const char* LVL_TOOL = "./build/loss_vs_length_cpu_lssar -pr fp32";  // the reference path, against the fp32 model
+static const char* LVL_TOOL = "./build/loss_vs_length_cpu_lssar -pr ref";  // the reference path, against the fp32 model
 static const int VOCAB = 512;
 
 // ----------------------------------------------------------------------------

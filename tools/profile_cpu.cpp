@@ -1,14 +1,16 @@
-// What the CPU back end's bf16 path does with the machine (scripts/bench_cpu_trainer.sh runs it):
+// What the CPU back end's fast path does with the machine (scripts/bench_cpu_trainer.sh runs it):
 //   1. the model's FLOPs per token (6 per matmul weight and token, plus attention's 12 L T C),
-//   2. the libraries' kernels: OpenBLAS's core (openblas_get_corename) and oneDNN's ISA,
+//   2. the kernels: the fast path's ISA target, OpenBLAS's core (openblas_get_corename), oneDNN's ISA,
 //   3. the throughput of the matmuls alone: every matmul of one training step (forward, dinp, dW;
-//      the model's shapes) in bf16 through oneDNN and in fp32 through OpenBLAS, as total FLOPs over
-//      total time (the best of REPS passes),
-//   4. the share of the bf16 path's step time per layer kind, over STEPS training steps,
+//      the model's shapes) in bf16 (oneDNN, or its exact emulation where the CPU has no bf16
+//      matmuls) and in fp32 through OpenBLAS's sgemm, as total FLOPs over total time (best of REPS),
+//   4. the step time of the fast path in the numerics -pr names (fp32, bf16, auto: as the trainer's)
+//      and its share per layer kind, over STEPS training steps,
 //   5. with -el, the long-context evaluation: tokens/s of eval/loss_vs_length.h's loss_vs_length at
-//      each length on the fp32 reference path and on the bf16 path (the same weights and tokens),
-//      and the bf16 path's share of that time per layer kind.
-//   build/profile_cpu -e d4 -b 16 -t 64 [-a softmax|lssa|lssar|...] [-x steps] [-el 1024,2048 [-en tokens]]
+//      each length on the reference path and on the fast path (the same weights and tokens), and the
+//      fast path's share of that time per layer kind.
+//   build/profile_cpu -e d4 -b 16 -t 64 [-a softmax|lssa|lssar|...] [-pr auto|fp32|bf16] [-x steps]
+//                     [-el 1024,2048 [-en tokens]]
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -49,6 +51,7 @@ static double time_matmuls(const std::vector<Shape>& shapes, bool bf16_path, int
     std::vector<float> a(acts, 0.01f), b(weights, 0.02f), out(acts), dw(weights);
     std::vector<bf16> ab(acts, float_to_bf16(0.01f)), bb(weights, float_to_bf16(0.02f));
     MatmulBf16 mm;
+    MatmulSgemm sgemm;
     double best = 1e30;
     for (int r = 0; r < reps + 1; r++) {  // the first pass creates oneDNN's primitives
         double t0 = StepProfile::now();
@@ -57,8 +60,8 @@ static double time_matmuls(const std::vector<Shape>& shapes, bool bf16_path, int
                 mm.forward(out.data(), ab.data(), bb.data(), nullptr, s.N, s.C, s.OC);
                 mm.backward(out.data(), dw.data(), ab.data(), ab.data(), bb.data(), s.N, s.C, s.OC);
             } else {
-                ref::matmul_forward(out.data(), a.data(), b.data(), (const float*)nullptr, s.N, s.C, s.OC);
-                ref::matmul_backward(out.data(), dw.data(), (float*)nullptr, a.data(), a.data(), b.data(), s.N, s.C, s.OC);
+                sgemm.forward(out.data(), a.data(), b.data(), nullptr, s.N, s.C, s.OC);
+                sgemm.backward(out.data(), dw.data(), a.data(), a.data(), b.data(), s.N, s.C, s.OC);
             }
         }
         if (r > 0) best = std::min(best, StepProfile::now() - t0);
@@ -85,22 +88,22 @@ static std::string profile_line(const StepProfile& prof, double total) {
 }
 
 // tokens/s of loss_vs_length at length L over the first N tokens of span (after one untimed
-// forward of the timed forwards' shape, which sizes the activations); the bf16 path's profile of the
+// forward of the timed forwards' shape, which sizes the activations); the fast path's profile of the
 // timed part into *prof when given
 static double eval_tokens_per_s(ModelCPU& m, const std::vector<int>& span, int64_t N, int L, int tokens_per_forward,
                                 StepProfile* prof, double* seconds) {
     int64_t batch = std::max<int64_t>(1, std::min<int64_t>(N / L, tokens_per_forward / L));  // as loss_vs_length batches
     loss_vs_length(m, span, batch * L, {L}, tokens_per_forward);
-    if (m.bf16) m.bf16->prof = StepProfile();
+    if (m.profile()) *m.profile() = StepProfile();
     double t0 = StepProfile::now();
     loss_vs_length(m, span, N, {L}, tokens_per_forward);
     *seconds = StepProfile::now() - t0;
-    if (prof && m.bf16) *prof = m.bf16->prof;
+    if (prof && m.profile()) *prof = *m.profile();
     return (double)N / *seconds;
 }
 
 int main(int argc, char** argv) {
-    std::string model = "d4", attn = "softmax";
+    std::string model = "d4", attn = "softmax", precision = "auto";
     int B = 16, T = 64, steps = 4, reps = 3, tokens_per_forward = 4096;
     std::vector<long long> eval_lengths;
     long long eval_tokens = 0;
@@ -108,11 +111,12 @@ int main(int argc, char** argv) {
         std::string f = argv[i];
         if (f == "-h" || i + 1 >= argc) {
             fprintf(stderr, "usage: %s [-e d4 | d4c128h2v256] [-b 16] [-t 64] [-a softmax|lssa|lssar|...] [-x steps]\n"
-                            "          [-el 1024,2048] [-en tokens] [-ef tokens per forward]\n"
-                            "prints the model's FLOPs per token, the kernels of OpenBLAS and oneDNN, the matmul throughput\n"
-                            "of one step's matmuls (bf16 oneDNN, fp32 OpenBLAS), the bf16 path's share of step time per\n"
-                            "layer kind, and with -el the tokens/s of loss_vs_length at those lengths on the fp32 and the\n"
-                            "bf16 path (-en tokens scored per length, default 2 x the longest; -ef as loss_vs_length's -f,\n"
+                            "          [-pr auto|fp32|bf16] [-el 1024,2048] [-en tokens] [-ef tokens per forward]\n"
+                            "prints the model's FLOPs per token, the fast path's ISA target, the kernels of OpenBLAS and\n"
+                            "oneDNN, the matmul throughput of one step's matmuls (bf16 oneDNN or its emulation, fp32\n"
+                            "OpenBLAS), the fast path's step time in -pr's numerics (default auto) and its share per layer\n"
+                            "kind, and with -el the tokens/s of loss_vs_length at those lengths on the reference and the\n"
+                            "fast path (-en tokens scored per length, default 2 x the longest; -ef as loss_vs_length's -f,\n"
                             "default 4096)\n", argv[0]);
             return f == "-h" ? 0 : 1;
         }
@@ -121,6 +125,7 @@ int main(int argc, char** argv) {
         else if (f == "-b") B = atoi(v);
         else if (f == "-t") T = atoi(v);
         else if (f == "-a") attn = v;
+        else if (f == "-pr") precision = v;
         else if (f == "-x") steps = atoi(v);
         else if (f == "-el") eval_lengths = cli_parse_int_list("-el", v, 1, 1 << 20, 16, "lengths", "1024,2048");
         else if (f == "-en") eval_tokens = cli_parse_int("-en", v, 1, 1LL << 30);
@@ -149,11 +154,14 @@ int main(int argc, char** argv) {
     printf("flops_per_token %.6g\n", flops_per_token);
 
     ModelCPU m(c);
-    std::string line = m.select_precision("bf16");
-    if (!m.bf16) fail(line);
+    if (precision != "auto" && precision != "fp32" && precision != "bf16") fail("-pr " + precision + ": expected auto, fp32 or bf16");
+    std::string line = m.select_precision(precision);
+    const std::string numerics = m.precision();
     printf("precision %s\n", line.c_str());
+    printf("numerics %s\n", numerics.c_str());
+    printf("fast_target %s\n", fast_cpu_target().c_str());
     printf("openblas_corename %s\n", openblas_get_corename());
-    printf("onednn_isa %s\n", cpu_bf16_support().onednn_isa.c_str());
+    printf("onednn_isa %s%s\n", cpu_bf16_matmul().onednn_isa.c_str(), cpu_bf16_matmul().hardware ? "" : " (no bf16 matmuls: emulated)");
     double t_bf16 = time_matmuls(shapes, true, reps), t_fp32 = time_matmuls(shapes, false, reps);
     printf("matmul_gflops_bf16 %.1f\nmatmul_gflops_fp32 %.1f\n", matmul_flops / t_bf16 / 1e9, matmul_flops / t_fp32 / 1e9);
 
@@ -163,7 +171,7 @@ int main(int argc, char** argv) {
     double total = 0;
     for (int s = 0; s <= steps; s++) {  // step 0 warms up
         for (int& t : tokens) t = (int)(rng.next_u64() % c.vocab_size);
-        if (s == 1) m.bf16->prof = StepProfile();
+        if (s == 1) *m.profile() = StepProfile();
         double t0 = StepProfile::now();
         m.zero_grad();
         m.forward(tokens.data(), tokens.data() + 1, B, T, true);  // as the trainer: a backward follows
@@ -172,8 +180,9 @@ int main(int argc, char** argv) {
         m.update(3e-4f, 0.9f, 0.95f, 1e-8f, 0.0f, norm > 1.0 ? (float)(1.0 / norm) : 1.0f, s + 1);
         if (s > 0) total += StepProfile::now() - t0;
     }
-    printf("step_ms_bf16 %.1f\n", 1e3 * total / steps);
-    printf("profile bf16 (share of step time):%s\n", profile_line(m.bf16->prof, total).c_str());
+    printf("step_ms %.1f\n", 1e3 * total / steps);
+    printf("tokens_per_s %.1f\n", BT * steps / total);
+    printf("profile %s (share of step time):%s\n", numerics.c_str(), profile_line(*m.profile(), total).c_str());
 
     if (!eval_lengths.empty()) {
         // the two paths on one set of weights (the trained ones above) and one span of tokens
@@ -191,9 +200,9 @@ int main(int argc, char** argv) {
             double s32, s16;
             double tok32 = eval_tokens_per_s(ref, span, N, (int)L, tokens_per_forward, nullptr, &s32);
             double tok16 = eval_tokens_per_s(m, span, N, (int)L, tokens_per_forward, &prof, &s16);
-            printf("eval_T %lld tokens %lld: fp32 %.1f tok/s, bf16 %.1f tok/s, bf16 / fp32 %.2fx\n", L, (long long)N, tok32,
-                   tok16, tok16 / tok32);
-            printf("profile bf16 eval T %lld (share of time):%s\n", L, profile_line(prof, s16).c_str());
+            printf("eval_T %lld tokens %lld: ref %.1f tok/s, %s %.1f tok/s, %s / ref %.2fx\n", L, (long long)N, tok32,
+                   numerics.c_str(), tok16, numerics.c_str(), tok16 / tok32);
+            printf("profile %s eval T %lld (share of time):%s\n", numerics.c_str(), L, profile_line(prof, s16).c_str());
         }
     }
     return 0;
