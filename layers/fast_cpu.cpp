@@ -11,6 +11,7 @@
 
 namespace {
 bool bf16_dot_allowed = true;
+int64_t forced_target = 0;  // fast_cpu_force_target's, 0: none
 // what HWY_DYNAMIC_DISPATCH picks: the best (lowest bit) of the compiled targets the CPU runs
 int64_t dispatched_target() {
     int64_t t = hwy::SupportedTargets() & HWY_TARGETS;
@@ -25,7 +26,10 @@ std::string fast_cpu_target() {
 }
 
 std::vector<int64_t> fast_cpu_targets() {
+    // Highway's list follows the forced mask: the CPU's own, whatever is forced
+    if (forced_target) hwy::SetSupportedTargetsForTest(0);
     std::vector<int64_t> t = hwy::SupportedAndGeneratedTargets();  // lowest bit first: best first
+    if (forced_target) hwy::SetSupportedTargetsForTest(forced_target);
     return t;
 }
 
@@ -34,12 +38,14 @@ const char* fast_cpu_target_name(int64_t target) { return hwy::TargetName(target
 bool fast_cpu_force_target(int64_t target) {
     if (target == 0) {
         hwy::SetSupportedTargetsForTest(0);
+        forced_target = 0;
         return true;
     }
     bool known = false;
     for (int64_t t : fast_cpu_targets()) known |= t == target;
     if (!known) return false;
     hwy::SetSupportedTargetsForTest(target);
+    forced_target = target;
     return true;
 }
 
