@@ -522,18 +522,25 @@ HWY_INLINE void gemm_tile(float* C, size_t ldc, const float* A, size_t ai, size_
     const DF d;
     const size_t N = hn::Lanes(d);
     VF acc[MR][NV];
+    #pragma GCC unroll 16
     for (int r = 0; r < MR; r++)
+        #pragma GCC unroll 16
         for (int q = 0; q < NV; q++) acc[r][q] = add ? hn::LoadU(d, C + r * ldc + q * N) : hn::Zero(d);
     for (int k = 0; k < K; k++) {
         VF b[NV];
+        #pragma GCC unroll 16
         for (int q = 0; q < NV; q++) b[q] = hn::LoadU(d, B + (size_t)k * ldb + q * N);
         const float* ak_ = A + (size_t)k * ak;
+        #pragma GCC unroll 16
         for (int r = 0; r < MR; r++) {
             const VF av = hn::Set(d, ak_[r * ai]);
+            #pragma GCC unroll 16
             for (int q = 0; q < NV; q++) acc[r][q] = hn::MulAdd(av, b[q], acc[r][q]);
         }
     }
+    #pragma GCC unroll 16
     for (int r = 0; r < MR; r++)
+        #pragma GCC unroll 16
         for (int q = 0; q < NV; q++) hn::StoreU(acc[r][q], d, C + r * ldc + q * N);
 }
 HWY_NOINLINE void gemm(float* C, size_t ldc, const float* A, size_t ai, size_t ak, const float* B, size_t ldb, int M,
@@ -575,17 +582,24 @@ ATTN_FAST_BF16_TARGET inline void dot_rows_chunk(float* Y, int ldy, const uint32
                                                  int ldm, int nk2, int c) {
     constexpr int R = ROWS;
     __m512 acc[R][NC];
+    #pragma GCC unroll 16
     for (int r = 0; r < R; r++)
+        #pragma GCC unroll 16
         for (int q = 0; q < NC; q++) acc[r][q] = _mm512_setzero_ps();
     for (int j2 = 0; j2 < nk2; j2++) {
         __m512bh mv[NC];
+        #pragma GCC unroll 16
         for (int q = 0; q < NC; q++) mv[q] = (__m512bh)_mm512_loadu_si512(Mw + (size_t)j2 * ldm + c + 16 * q);
+        #pragma GCC unroll 16
         for (int r = 0; r < R; r++) {
             __m512bh pv = (__m512bh)_mm512_set1_epi32((int)Pw[(size_t)r * ldp + j2]);
+            #pragma GCC unroll 16
             for (int q = 0; q < NC; q++) acc[r][q] = _mm512_dpbf16_ps(acc[r][q], pv, mv[q]);
         }
     }
+    #pragma GCC unroll 16
     for (int r = 0; r < R; r++)
+        #pragma GCC unroll 16
         for (int q = 0; q < NC; q++) _mm512_storeu_ps(Y + (size_t)r * ldy + c + 16 * q, acc[r][q]);
 }
 ATTN_FAST_BF16_TARGET HWY_NOINLINE void dot_rows(float* Y, int ldy, const uint32_t* Pw, int ldp, const uint32_t* Mw,
@@ -605,20 +619,29 @@ ATTN_FAST_BF16_TARGET inline void dot_cols_chunk(float* D, int ldd, const uint32
                                                  int ldm, int nk8, int j_new, int c) {
     constexpr int R2 = ROWS / 2, J = 8;
     __m512bh mv[R2][NC];
+    #pragma GCC unroll 16
     for (int r2 = 0; r2 < R2; r2++)
+        #pragma GCC unroll 16
         for (int q = 0; q < NC; q++) mv[r2][q] = (__m512bh)_mm512_loadu_si512(Mw + (size_t)r2 * ldm + c + 16 * q);
     for (int j = 0; j < nk8; j += J) {
         __m512 acc[J][NC];
+        #pragma GCC unroll 16
         for (int jj = 0; jj < J; jj++)
+            #pragma GCC unroll 16
             for (int q = 0; q < NC; q++)
                 acc[jj][q] = j >= j_new ? _mm512_setzero_ps() : _mm512_loadu_ps(D + (size_t)(j + jj) * ldd + c + 16 * q);
+        #pragma GCC unroll 16
         for (int r2 = 0; r2 < R2; r2++) {
+            #pragma GCC unroll 16
             for (int jj = 0; jj < J; jj++) {
                 __m512bh xv = (__m512bh)_mm512_set1_epi32((int)Xw[(size_t)r2 * ldx + j + jj]);
+                #pragma GCC unroll 16
                 for (int q = 0; q < NC; q++) acc[jj][q] = _mm512_dpbf16_ps(acc[jj][q], xv, mv[r2][q]);
             }
         }
+        #pragma GCC unroll 16
         for (int jj = 0; jj < J; jj++)
+            #pragma GCC unroll 16
             for (int q = 0; q < NC; q++) _mm512_storeu_ps(D + (size_t)(j + jj) * ldd + c + 16 * q, acc[jj][q]);
     }
 }
