@@ -152,8 +152,8 @@ typedef hn::RebindToUnsigned<DF> DU;
 typedef hn::Rebind<double, hn::Half<DF>> DD;  // half as many lanes of double
 typedef hn::Vec<DD> VD;
 
-// rows of the register tiles of the products: AVX-512 and NEON have 32 vector registers, AVX2 and
-// SSE4 16
+// rows of the register tiles of the products: AVX-512 and NEON have 32 vector registers, AVX2,
+// SSE4 and SSSE3 16
 #if HWY_TARGET == HWY_AVX3 || HWY_ARCH_ARM
 constexpr int TILE_ROWS = 8;
 #else
