@@ -52,20 +52,31 @@ std::string fast_cpu_target() {
     return name;
 }
 
+namespace {
+int64_t forced_target = 0;  // fast_cpu_force_target's, 0: none
+}
+
 std::vector<int64_t> fast_cpu_targets() {
+    // Highway's list follows the forced mask: the CPU's own (under FAST_CPU_MAX_TARGET), whatever is forced
+    if (forced_target) hwy::SetSupportedTargetsForTest(max_target_mask());
     std::vector<int64_t> t = hwy::SupportedAndGeneratedTargets();  // lowest bit first: best first
+    if (forced_target) hwy::SetSupportedTargetsForTest(forced_target);
     return t;
 }
 
 const char* fast_cpu_target_name(int64_t target) { return hwy::TargetName(target); }
 
 bool fast_cpu_force_target(int64_t target) {
-    hwy::SetSupportedTargetsForTest(max_target_mask());  // what may run, not what an earlier call left
-    if (target == 0) return true;
+    if (target == 0) {
+        hwy::SetSupportedTargetsForTest(max_target_mask());  // what may run, not what an earlier call left
+        forced_target = 0;
+        return true;
+    }
     bool known = false;
     for (int64_t t : fast_cpu_targets()) known |= t == target;
     if (!known) return false;
     hwy::SetSupportedTargetsForTest(target);
+    forced_target = target;
     return true;
 }
 

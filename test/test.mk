@@ -108,6 +108,12 @@ $(BUILD)/test_attention_bf16_cpu: test/test_attention_bf16_cpu.cpp $(DOCTEST_MAI
 	$(CXX_HOST) $< $(DOCTEST_MAIN) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
 TESTS += $(BUILD)/test_attention_bf16_cpu
 
+# the fast path's attention (attention/attention_fast_cpu.h) against the float64 reference, on every
+# Highway target the CPU runs and in both numerics
+$(BUILD)/test_attention_fast_cpu: test/test_attention_fast_cpu.cpp $(DOCTEST_MAIN) $(FAST_CPU_LIB) | $(BUILD)
+	$(CXX_HOST) $< $(DOCTEST_MAIN) $(FAST_CPU_LIB) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
+TESTS += $(BUILD)/test_attention_fast_cpu
+
 # The CUDA back end of the model (model/gpt2_cuda.cuh) against the CPU back end (model/gpt2_cpu.h),
 # emulated
 $(BUILD)/test_model_cuda: test/test_model_cuda.cu $(DOCTEST_MAIN) $(EMU_LIBS) | $(BUILD)
