@@ -12,10 +12,16 @@
 namespace {
 bool bf16_dot_allowed = true;
 int64_t forced_target = 0;  // fast_cpu_force_target's, 0: none
-// what HWY_DYNAMIC_DISPATCH picks: the best (lowest bit) of the compiled targets the CPU runs
+// what HWY_DYNAMIC_DISPATCH picks: the best (lowest bit) of the compiled targets the CPU runs, or the
+// forced one. Highway's SupportedTargets() detects the CPU again on every call (cpuid, which a
+// virtual machine traps): the CPU's answer is kept.
 int64_t dispatched_target() {
-    int64_t t = hwy::SupportedTargets() & HWY_TARGETS;
-    return t & -t;
+    if (forced_target) return forced_target;
+    static const int64_t best = [] {
+        int64_t t = hwy::SupportedTargets() & HWY_TARGETS;
+        return t & -t;
+    }();
+    return best;
 }
 }  // namespace
 
