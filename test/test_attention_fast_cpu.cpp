@@ -1,9 +1,10 @@
 // The fast CPU path's attention (attention/attention_fast_cpu.h) against the float64 reference
 // (attention/attention_cpu.h), every variant of attention/attention_kind.h, on EVERY Highway target
-// the CPU runs (fast_cpu_targets(): AVX3, AVX2, SSE4 on an AVX-512 machine; each forced in turn) and
-// in both numerics, and on the AVX3 target of a CPU with AVX512-BF16 the bf16 numerics both with
-// vdpbf16ps and with its exact emulation (fast_cpu_allow_bf16_dot(false)). A failure names the
-// configuration ("AVX2 fp32", "AVX3 bf16 +BF16", ...):
+// the CPU runs (fast_cpu_targets(): AVX3, AVX2, SSE4 and SSSE3 on an AVX-512 machine, SSSE3 being
+// Highway's static target under x86-64-v2, which lacks the AES and CLMUL its SSE4 requires; each
+// forced in turn) and in both numerics, and on the AVX3 target of a CPU with AVX512-BF16 the bf16
+// numerics both with vdpbf16ps and with its exact emulation (fast_cpu_allow_bf16_dot(false)). A
+// failure names the configuration ("AVX2 fp32", "AVX3 bf16 +BF16", ...):
 // - its vector functions (ln, ln(1 + x)) against libm;
 // - forward (outputs, saved stats), backward (dq, dk, dv) and learned p's dL/dp, on shapes that are
 //   not multiples of the vectors nor of the 8-row blocks, within bounds derived from the roundings
