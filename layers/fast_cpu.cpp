@@ -39,11 +39,6 @@ const bool max_target_applied = [] {
     if (max_target_mask()) hwy::SetSupportedTargetsForTest(max_target_mask());
     return true;
 }();
-// what HWY_DYNAMIC_DISPATCH picks: the best (lowest bit) of the compiled targets the CPU runs
-int64_t dispatched_target() {
-    int64_t t = hwy::SupportedTargets() & HWY_TARGETS;
-    return t & -t;
-}
 }  // namespace
 
 std::string fast_cpu_target() {
@@ -54,7 +49,18 @@ std::string fast_cpu_target() {
 
 namespace {
 int64_t forced_target = 0;  // fast_cpu_force_target's, 0: none
+// what HWY_DYNAMIC_DISPATCH picks: the best (lowest bit) of the compiled targets the CPU runs (under
+// FAST_CPU_MAX_TARGET), or the forced one. Highway's SupportedTargets() detects the CPU again on every
+// call (cpuid, which a virtual machine traps): the CPU's answer is kept.
+int64_t dispatched_target() {
+    if (forced_target) return forced_target;
+    static const int64_t best = [] {
+        int64_t t = hwy::SupportedTargets() & HWY_TARGETS;
+        return t & -t;
+    }();
+    return best;
 }
+}  // namespace
 
 std::vector<int64_t> fast_cpu_targets() {
     // Highway's list follows the forced mask: the CPU's own (under FAST_CPU_MAX_TARGET), whatever is forced
