@@ -41,12 +41,6 @@ const bool max_target_applied = [] {
 }();
 }  // namespace
 
-std::string fast_cpu_target() {
-    std::string name = hwy::TargetName(dispatched_target());
-    if (fast_cpu_uses_bf16_dot()) name += "+BF16";
-    return name;
-}
-
 namespace {
 int64_t forced_target = 0;  // fast_cpu_force_target's, 0: none
 // what HWY_DYNAMIC_DISPATCH picks: the best (lowest bit) of the compiled targets the CPU runs (under
@@ -61,6 +55,13 @@ int64_t dispatched_target() {
     return best;
 }
 }  // namespace
+
+std::string fast_cpu_target() {
+    std::string name = hwy::TargetName(dispatched_target());
+    if (fast_cpu_uses_bf16_dot()) name += "+BF16";
+    return name;
+}
+
 
 std::vector<int64_t> fast_cpu_targets() {
     // Highway's list follows the forced mask: the CPU's own (under FAST_CPU_MAX_TARGET), whatever is forced
