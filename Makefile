@@ -33,7 +33,7 @@ LDLIBS   += -lm
 # The CPU back end's matmuls: fp32 (layers/matmul_cpu.h) through OpenBLAS's OpenMP build, so that its
 # threads are OpenMP's and the project's loops share one pool with it (Debian's default libopenblas
 # is the pthread build, whose own threads and OpenMP's take the cores from each other); bf16
-# (layers/matmul_bf16_cpu.h) through oneDNN, whose CPU runtime is OpenMP too.
+# (layers/matmul_fast_cpu.h) through oneDNN, whose CPU runtime is OpenMP too.
 OPENBLAS_DIR ?= $(firstword $(wildcard /usr/lib/$(shell $(CXX) -dumpmachine 2>/dev/null)/openblas-openmp) \
                             $(wildcard /usr/lib/*/openblas-openmp))
 comma := ,

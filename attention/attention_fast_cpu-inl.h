@@ -1,7 +1,6 @@
 // The fast CPU path's attention, per Highway target (attention/attention_fast_cpu.h: the interface;
 // attention/attention_fast_cpu.cpp compiles this once for every target and dispatches). The
-// algorithm of the bf16 path's attention (attention/attention_bf16_cpu.h; doc/attention.md, section
-// 'Attention on the CPU fast path'), written once for every vector width: a block of R query rows
+// algorithm (doc/attention.md, section 'Attention on the CPU fast path'), written once for every vector width: a block of R query rows
 // of one head takes its scores against every key it sees at once, then each row's statistics (the
 // reference's passes: max, S1, m, Z; S1 and Z summed in double), then its weights, then the
 // products with V. The backward recomputes a block's weights with the forward's own code (the same
@@ -167,7 +166,7 @@ HWY_INLINE hn::Mask<DF> lanes(DF d, int j, int n) { return hn::FirstN(d, (size_t
 HWY_INLINE VF load_z(DF d, hn::Mask<DF> m, const float* p) { return hn::IfThenElseZero(m, hn::LoadU(d, p)); }
 
 // exp(x): 2^k * p(r) with x = k ln2 + r, |r| <= ln2/2, p a degree-6 polynomial (Cephes' expf
-// coefficients, as layers/bf16_cpu.h's exp512): within 2 ulp of std::exp for x in [-87, 88]; below
+// coefficients): within 2 ulp of std::exp for x in [-87, 88]; below
 // -87 it returns 0, above 88 +inf. 2^k (k in [-126, 128]) is applied as two exact factors.
 HWY_INLINE VF exp_v(DF d, VF x) {
     const DI di;
@@ -195,8 +194,7 @@ HWY_INLINE VF exp_v(DF d, VF x) {
 }
 
 // ln(x) for x > 0 (subnormals included): x = 2^e m with m in (sqrt(1/2), sqrt(2)], then Cephes'
-// logf polynomial in f = m - 1 and ln 2 in two parts (as attention_bf16_cpu.h's log512): within
-// 2 ulp of std::log.
+// logf polynomial in f = m - 1 and ln 2 in two parts: within 2 ulp of std::log.
 HWY_INLINE VF log_v(DF d, VF x) {
     const DI di;
     const auto sub = hn::Lt(x, hn::Set(d, 1.17549435e-38f));  // subnormal: scaled by 2^23 first

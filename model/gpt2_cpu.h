@@ -5,8 +5,9 @@
 // that says which kernels run and in which type the matmuls read their inputs:
 //   ReferencePath<F> (here): the fp32 path, every tensor in F (float trains, double checks
 //                      gradients), layers/*_cpu.h and attention/attention_cpu.h (namespace ref);
-//   GPT2Bf16 (model/gpt2_cpu_bf16.h): bf16 matmul operands with fp32 master weights, gradients
-//                      and activations, layers/*_bf16_cpu.h and attention/attention_bf16_cpu.h.
+//   GPT2Fast<X> (model/gpt2_cpu_fast.h): the fast path, fp32 or bf16 matmul operands with fp32 master
+//                      weights, gradients and activations, Highway kernels dispatched to the CPU's ISA
+//                      (layers/fast_cpu.h, attention/attention_fast_cpu.h).
 // GPT2<F> holds the state both paths work on (weights, gradients, AdamW moments, activations).
 #pragma once
 
@@ -100,8 +101,8 @@ template <class F> struct GPT2 : GPT2ParamLayout {
     // GPT-2 initialisation (gpt2_init_params in model/gpt2_config.h)
     void init(uint64_t seed) { gpt2_init_params(params.data(), config, seed); }
 
-    // Activations for (B_, T_), and their gradients unless with_grads is false (the bf16 path,
-    // model/gpt2_cpu_bf16.h, keeps its own smaller gradient buffers).
+    // Activations for (B_, T_), and their gradients unless with_grads is false (the fast path,
+    // model/gpt2_cpu_fast.h, keeps its own smaller gradient buffers).
     void ensure_activations(int B_, int T_, bool with_grads = true) {
         if (B_ == B && T_ == T && grad_acts_memory.empty() != with_grads) return;
         ActivationTensors<size_t> named = gpt2_activation_sizes(config, B_, T_);
@@ -168,7 +169,7 @@ template <class F> struct GPT2 : GPT2ParamLayout {
 //   weight(i, l)                            tensor i (layer l's slice) as the matmuls read it
 //   and the kernels: layernorm, matmul, rope, attention, gelu, classifier forward and backward, adamw.
 
-// Layer l's matmul inputs, as the matmuls read them (X: F on the reference path, bf16 on the bf16 path)
+// Layer l's matmul inputs, as the matmuls read them (X: F on the reference path, float or bf16 on the fast path)
 template <class X> struct MatmulInputs {
     X* ln1;       // (B,T,C)
     X* atty;      // (B,T,C)
@@ -177,7 +178,7 @@ template <class X> struct MatmulInputs {
 };
 
 // Layer l's activation gradients. The reference path gives every tensor its own (grad_acts); the
-// bf16 path passes the residual stream's gradient down one buffer and shares the rest across layers.
+// fast path passes the residual stream's gradient down one buffer and shares the rest across layers.
 template <class F> struct LayerGrads {
     F* res3;      // (B,T,C) d residual3, the layer's output
     F* res2;      // (B,T,C) d residual2

@@ -7,7 +7,7 @@
 //   bf16   bf16 numerics, the CPU twin of the CUDA back end's recipe: the matmuls take bf16
 //          operands (weights, and the activations that feed them) and accumulate in fp32 (oneDNN:
 //          AMX tiles or AVX512-BF16; on a CPU without bf16 instructions the same products exactly,
-//          on widened operands through sgemm, layers/matmul_bf16_cpu.h), and so do attention's
+//          on widened operands through sgemm, layers/matmul_fast_cpu.h), and so do attention's
 //          products that meet a matmul.
 // Everything else is fp32 in both: the master weights, gradients and AdamW moments of the GPT2<float>
 // it works on, the residual stream, the layernorm/RoPE/GELU arithmetic, attention's scores and row

@@ -8,7 +8,7 @@
 #   STEPS=600 MODEL=d6c192h3 bash scripts/ablations.sh
 #   DATA=data/mine  (its *_train_*.bin and *_val_*.bin shards; default data/kjv, made if missing)
 #   VARIANTS="softmax lssar" P=15 THREADS=8 OUT=out/ablations EVAL_TOKENS=4096
-#   PRECISION=fp32   the trainer's -pr: the fp32 reference path (default auto: the bf16 path where the
+#   PRECISION=ref    the trainer's -pr: the reference path (default auto: the fast path's bf16 where the
 #                    CPU has bf16 matmuls, 2-3x faster; the evaluation takes the same -pr)
 # The re-weighted variants train at p = $P (LSSAR also at p = 3, the paper's two rows), and
 # LSSAR once more with p learned per layer and head from p = $P (-pl 1; run lssar_pl). sigmoid and

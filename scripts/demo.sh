@@ -14,8 +14,8 @@
 #                                            n-gram level, where attention matters little) with the
 #                                            zero-shot KJV cloze (scripts/prepare_mc.py kjv_cloze)
 #   STEPS=1200 THREADS=8 bash scripts/demo.sh  longer / on more cores
-#   PRECISION=fp32 bash scripts/demo.sh      the fp32 reference path (default auto: bf16 matmuls where
-#                                            the CPU has AMX or AVX512-BF16, the fastest; else fp32)
+#   PRECISION=ref bash scripts/demo.sh       the reference path (default auto: the fast path in bf16
+#                                            where the CPU has AMX or AVX512-BF16, the faster; else fp32)
 # Writes OUT (out/demo, out/demo_bpe): {softmax,lssar}/ (log.jsonl, the final checkpoint), {softmax,lssar}.csv,
 # positions.png (bytes) or loss_vs_length.png (bpe), training_curves.png, maps/, attention_entropy.png,
 # and for bpe kjv_cloze_{softmax,lssar}.csv. Running it again resumes or reuses finished runs (-y 1).
@@ -44,9 +44,8 @@ if [ ! -s $DATA/kjv_train_000000.bin ] || [ ! -s $DATA/kjv_val_000000.bin ]; the
     if [ "$CORPUS" = bytes ]; then bash scripts/prepare_kjv.sh --bytes; else bash scripts/prepare_kjv.sh; fi
 fi
 
-# OMP_WAIT_POLICY=passive: OpenMP threads that spin between parallel regions would take the
-# cores from OpenBLAS's threads.
-export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS OMP_WAIT_POLICY=passive
+# THREADS: the OpenMP pool, which OpenBLAS (its OpenMP build) and the fast path share
+export OMP_NUM_THREADS=$THREADS
 mkdir -p "$OUT"
 final=$(printf "ckpt_%08d.bin" "$STEPS")
 lssar_label="LSSAR p=15"; lssar_pw=()

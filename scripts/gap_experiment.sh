@@ -9,7 +9,7 @@
 #   SETTINGS="400:2e-3:20 400:4e-3:20" bash scripts/gap_experiment.sh
 # A setting is STEPS:LR:WARMUP. Writes OUT/<setting>_<attn>_<seed>/ (log.jsonl, train.out),
 # OUT/gap_table.txt and OUT/gap.png (OUT: out/gap for KJV, out/gap_<corpus> otherwise). Running it again reuses finished runs.
-# PRECISION: the trainer's -pr (default auto, the fastest CPU path; fp32 for the reference).
+# PRECISION: the trainer's -pr (default auto, the fastest CPU path; ref for the reference).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/attn_flags.sh

@@ -10,7 +10,7 @@
 # expressions.csv, forces.png, the data (data/) and each model's run (<attn>_<model>/).
 # Every size can be overridden from the environment: SYSTEMS_TRAIN SYSTEMS_VAL SYSTEMS_PROBE
 # PLANETS SIM_STEPS BINS MODEL STEPS LR WARMUP BATCH TOTAL_BATCH CHUNK JOBS SEED (the trainer's) BACKEND (cpu|cu) GPUS
-# PRECISION (the trainer's -pr: auto, the fastest, by default; fp32 for the CPU reference path).
+# PRECISION (the trainer's -pr: auto, the fastest, by default; ref for the CPU reference path).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/attn_flags.sh

@@ -1,5 +1,5 @@
 // AdamW's sensitivity to an error in the gradient, for tests that bound the parameters after an
-// update from the precision of the gradient (test_pytorch, test_cpu_bf16).
+// update from the precision of the gradient (test_pytorch, test_cpu_fast).
 #pragma once
 
 #include <algorithm>

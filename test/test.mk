@@ -103,11 +103,6 @@ $(CPU_REFERENCE_TESTS): $(BUILD)/%: test/%.cpp $(DOCTEST_MAIN) | $(BUILD)
 
 TESTS += $(CPU_REFERENCE_TESTS)
 
-# the bf16 path's attention (attention/attention_bf16_cpu.h) against the float64 reference
-$(BUILD)/test_attention_bf16_cpu: test/test_attention_bf16_cpu.cpp $(DOCTEST_MAIN) | $(BUILD)
-	$(CXX_HOST) $< $(DOCTEST_MAIN) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
-TESTS += $(BUILD)/test_attention_bf16_cpu
-
 # the fast path's attention (attention/attention_fast_cpu.h) against the float64 reference, on every
 # Highway target the CPU runs and in both numerics
 $(BUILD)/test_attention_fast_cpu: test/test_attention_fast_cpu.cpp $(DOCTEST_MAIN) $(FAST_CPU_LIB) | $(BUILD)

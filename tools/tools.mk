@@ -3,7 +3,7 @@
 #   build/tokenize             the GPT-2 tokenizer's shard tool: text files -> token shards, ids <-> text,
 #                              shard inspection (build/tokenize -h)
 #   build/passkey_mix          the passkey training mix (eval/passkey_mix.h) of a corpus's token shards
-#   build/profile_cpu          the CPU back end's bf16 path (model/gpt2_cpu_bf16.h) on this machine: FLOPs
+#   build/profile_cpu          the CPU back end's fast path (model/gpt2_cpu_fast.h) on this machine: FLOPs
 #                              per token, the libraries' kernels, bf16/fp32 matmul throughput, share of
 #                              step time per layer, the long-context evaluation on both paths
 #   build/write_random_shard   a token shard of random GPT-2 ids, for speed runs without a dataset
