@@ -6,8 +6,9 @@ pkgs=(
   g++ make
   doctest-dev            # test framework
   libboost-context-dev   # fibers for the SIMT emulator
-  libopenblas-dev        # BLAS for the CPU back end's large matmuls
+  libopenblas-dev libopenblas-openmp-dev   # BLAS for the CPU back end's matmuls (the OpenMP build: one thread pool)
   libdnnl-dev            # oneDNN: the CPU back end's bf16 matmuls (AMX / AVX512-BF16)
+  libhwy-dev             # Highway: the CPU fast path's portable SIMD with run-time dispatch
   python3-torch python3-numpy   # independent PyTorch reference (/usr/bin/python3)
   python3-matplotlib     # PNG plots
   python3-scipy          # orbits/: least squares (symbolic regression), Kepler reference in the tests; binomial intervals
