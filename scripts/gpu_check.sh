@@ -467,14 +467,15 @@ run_step() {
     : > "$log"  # there before tail opens it
     # the clock: after give s the step and every process it started (also in process groups of
     # their own, as an inner `timeout` makes one) get SIGTERM, 5 s later SIGKILL (stop_tree)
+    local cut_mark=$LOGS/.cut
+    rm -f "$cut_mark"
     bash -c 'step_command "$1"' _ "$name" > "$log" 2>&1 &
     pid=$!
-    rm -f "$LOGS/cut"
     (
         trap 'kill "$sleeper" 2>/dev/null; exit 0' TERM
         sleep "$give" & sleeper=$!
         wait "$sleeper"
-        : > "$LOGS/cut"
+        : > "$cut_mark"
         stop_tree "$pid"
     ) &
     local clock_pid=$!
@@ -483,11 +484,12 @@ run_step() {
     local tail_pid=$!
     wait $pid
     rc=$?
-    [ -e "$LOGS/cut" ] || kill "$clock_pid" 2>/dev/null
+    [ -e "$cut_mark" ] || kill "$clock_pid" 2>/dev/null
     wait "$clock_pid" 2>/dev/null  # cut: until every process of the step is gone
     local took=$(($(date +%s) - t0))
     wait $tail_pid 2>/dev/null
-    [ -e "$LOGS/cut" ] && rc=124
+    [ -e "$cut_mark" ] && rc=124
+    rm -f "$cut_mark"
     if [ "$name" = memcheck_attention ] && grep -q 'Device not supported' "$log"; then
         sanitizer_refused=1
         note "$name: skipped (compute-sanitizer answered 'Device not supported': this machine's runtime, gVisor, hides the GPU from it), $took s"
