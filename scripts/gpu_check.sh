@@ -1,17 +1,30 @@
 #!/usr/bin/env bash
 # The project's prepared GPU check, for a short loan of one GPU (an H200: the whole check in at most
-# TOTAL_S = 360 s, which leaves a loan room to run it twice). The steps, in order of value, with
-# their budgets in seconds (they add up to TOTAL_S; --plan prints and checks them):
+# TOTAL_S = 360 s). The loan: 15 minutes of device time in all, the machine's start-up (1-2 minutes)
+# included, at most 10 minutes per command, 64 MiB carried. The first run takes start-up + up to
+# TOTAL_S + 60 s (timeout_s 420: unpacking and the summary) + the idle time before the next call,
+# about 9 minutes, which leaves room for one rerun of about 3 minutes, started at once, of what
+# failed or was cut, never for the whole check twice:
+#   TOTAL_S=150 bash scripts/gpu_check.sh --prebuilt DIR --out $OUT --only STEP,..   (timeout_s 210)
+# (--carry prints both commands). The steps, in order of value, with their budgets in seconds
+# (they add up to TOTAL_S; --plan prints and checks them):
 #   trainer_speed          the trainer, GPT-2 124M at T 1024: tokens/s and MFU, softmax and LSSAR
-#   gradcheck_*_d12        the CUDA back end against the float64 CPU reference at 124M's size, T 1024
+#   gradcheck_*_d12        the CUDA back end against the CPU reference at 124M's size, T 1024, in
+#                          float64 (-f 64: never float32 because a VM's memory starts small; the
+#                          summary's gradcheck line says which precision ran)
 #   matmul_bgrad           cuBLASLt's bias-gradient epilogues against the column sums (dev/matmul 1, 2)
 #   test_* and nccl_one_rank   the GPU twins of the emulated kernel tests, the one-rank NCCL path
 #   attention_bench        attention fwd+bwd at hd 64, T 1K-16K: LSSAR/softmax and softmax/cuDNN,
 #                          each length's line printed as it is measured
-#   memcheck_*, racecheck_*    compute-sanitizer on small shapes
+#   memcheck_*, racecheck_*    compute-sanitizer on small shapes: the executable searched in PATH,
+#                          the CUDA toolkits (bin/ and compute-sanitizer/), /opt/nvidia and the
+#                          Python wheels (nvidia/*/compute-sanitizer/), checked with --version; its
+#                          path in the summary (COMPUTE_SANITIZER=path picks one)
 #   data_parallel          with 2 or more GPUs only, on the time the steps before left unused
-# Every step runs under `timeout`, with its budget plus what the steps before it left unused
-# (never eating into the budgets of the steps after it). A step ends as
+# Every step runs with its budget plus what the steps before it left unused (never eating into the
+# budgets of the steps after it); when that runs out, the step and every process it started are
+# stopped, also those in process groups of their own (an inner `timeout`, the trainer under it).
+# A step ends as
 #   passed | FAILED (exit N) | cut at N s (the clock: its budget ran out) | skipped (why) |
 #   not reached (TOTAL_S was spent before it)
 # and only FAILED makes the check fail. The summary gets each step's line and the figures of its
@@ -21,7 +34,8 @@
 # ends) and DIR/logs.tar.gz (every step's log, packed again after each step).
 # Usage:
 #   bash scripts/gpu_check.sh --prebuilt DIR --out OUT   run the binaries of DIR (make gpu-check-build);
-#                                                        nothing compiles
+#                                                        nothing compiles; refuses at once where DIR
+#                                                        is missing (a device run that did not carry it)
 #   bash scripts/gpu_check.sh [--out OUT]                make gpu-check-build first (needs nvcc), then the same
 #   bash scripts/gpu_check.sh --plan [--prebuilt DIR]    no GPU needed: the steps, their budgets and
 #       their sum; fails if the sum exceeds TOTAL_S, a binary of DIR (default build/gpu_check) is
@@ -29,7 +43,9 @@
 #   bash scripts/gpu_check.sh --carry DIR    no GPU needed (make gpu-check-build ends with it): DIR
 #       and the working tree a device run sends with it (tracked files, untracked ones git does not
 #       ignore, shared/) must fit in 56 MiB of the 64 MiB a run carries; prints the carry list and
-#       the run command, or fails with the sizes
+#       the run commands, or fails with the sizes
+#   bash scripts/gpu_check.sh --libs DIR     no GPU needed (make gpu-check-build prints it): the
+#       shared libraries each binary of DIR needs (readelf -d) against what DIR/lib carries
 #   --only STEP,...   those steps alone (a rerun of what failed or was cut), with their budgets
 #   TOTAL_S=N (environment): the whole check's seconds (default 360)
 set -uo pipefail
@@ -103,8 +119,10 @@ step_keep() {
 step_command() {
     case $1 in
         trainer_speed) env PREBUILT="$dir" STEPS=20 LIMIT_S=30 WORK="$LOGS/trainer" bash scripts/gpu_train_check.sh ;;
-        gradcheck_lssar_d12) "$dir/gradcheck_cu_lssar" -e d12 -t 1024 -b 1 -p 15 ;;  # B 1: the float64 CPU runs dominate
-        gradcheck_softmax_d12) "$dir/gradcheck_cu_softmax" -e d12 -t 1024 -b 1 ;;
+        # B 1: the float64 CPU runs dominate; -f 64 whatever MemAvailable says at the start (a microVM's
+        # memory grows as it is used); the tool's first line says the precision, kept in the summary
+        gradcheck_lssar_d12) "$dir/gradcheck_cu_lssar" -e d12 -t 1024 -b 1 -p 15 -f 64 ;;
+        gradcheck_softmax_d12) "$dir/gradcheck_cu_softmax" -e d12 -t 1024 -b 1 -f 64 ;;
         # at 124M's fc/fcproj shapes (N 8192, C 768, 4C): the product's epilogues (BGRADB, DGELU_BGRAD;
         # a missing algorithm prints "[matmul] cuBLASLt has no algorithm") and the column sums, each validated
         matmul_bgrad) "$dir/matmul_gpu" 1 && "$dir/matmul_gpu" 2 ;;
@@ -129,7 +147,7 @@ step_command() {
 step_skip_reason() {
     case $1 in
         memcheck_*|racecheck_*)
-            if [ -z "$sanitizer" ]; then echo "compute-sanitizer not found (PATH, /usr/local/cuda*/bin)"
+            if [ -z "$sanitizer" ]; then echo "compute-sanitizer not found ($SANITIZER_WHERE)"
             elif [ -n "$sanitizer_refused" ]; then echo "compute-sanitizer answered 'Device not supported' (this machine's runtime)"
             fi ;;
         data_parallel) [ "$ngpu" -ge 2 ] || echo "$ngpu GPU: the 2-rank checks need 2 or more" ;;
@@ -139,7 +157,7 @@ step_skip_reason() {
 NAMES=() BUDGETS=()
 for s in "${STEPS[@]}"; do NAMES+=("${s%%:*}"); BUDGETS+=("${s#*:}"); done
 
-dir="" out="build/gpu_check_out" plan=0 carry="" only=""
+dir="" out="build/gpu_check_out" plan=0 carry="" only="" libs=""
 while [ $# -gt 0 ]; do
     case $1 in
         --only) only=${2:?"--only needs step names, comma-separated"}; shift 2 ;;
@@ -147,9 +165,24 @@ while [ $# -gt 0 ]; do
         --out) out=${2:?"--out needs a folder (the run tool's \$OUT)"}; shift 2 ;;
         --plan) plan=1; shift ;;
         --carry) carry=${2:?"--carry needs the folder make gpu-check-build wrote"}; shift 2 ;;
-        *) echo "usage: $0 [--prebuilt DIR] [--out DIR] [--only STEP,..] | --plan [--prebuilt DIR] | --carry DIR" >&2; exit 2 ;;
+        --libs) libs=${2:?"--libs needs the folder make gpu-check-build wrote"}; shift 2 ;;
+        *) echo "usage: $0 [--prebuilt DIR] [--out DIR] [--only STEP,..] | --plan [--prebuilt DIR] | --carry DIR | --libs DIR" >&2; exit 2 ;;
     esac
 done
+# --prebuilt DIR must be there (a device run carries it only if its carry list names it) and hold
+# binaries: refused at once, before any step would fail for want of them
+if [ -n "$dir" ] && [ -z "$carry" ] && [ -z "$libs" ]; then
+    why=""
+    if [ ! -d "$dir" ]; then why="no such folder"
+    elif [ -z "$(find "$dir" -maxdepth 1 -type f \( -name '*.gz' -o -perm -u+x \) -print -quit)" ]; then why="no binaries in it"
+    fi
+    if [ -n "$why" ]; then
+        echo "gpu_check: --prebuilt $dir: $why. A device run has it only where its carry list names it:" \
+             "carry [\"$dir\"] (make gpu-check-build builds it and prints the carry list and the command)"
+        [ $plan = 0 ] && mkdir -p "$out" 2>/dev/null && echo "gpu_check: --prebuilt $dir: $why; carry [\"$dir\"]" > "$out/summary.txt"
+        exit 2
+    fi
+fi
 if [ -n "$only" ]; then  # those steps alone, in the plan's order, with their budgets
     IFS=',' read -r -a wanted <<< "$only"
     for w in "${wanted[@]}"; do
@@ -160,6 +193,51 @@ if [ -n "$only" ]; then  # those steps alone, in the plan's order, with their bu
         case ",$only," in *",${NAMES[$i]},"*) kept_names+=("${NAMES[$i]}"); kept_budgets+=("${BUDGETS[$i]}") ;; esac
     done
     NAMES=("${kept_names[@]}") BUDGETS=("${kept_budgets[@]}")
+fi
+
+# ----------------------------------------------------------------------------
+# --libs DIR: the shared libraries each binary of DIR needs (readelf -d, NEEDED), against DIR/lib
+# (the copies the folder carries) and what a GPU machine has without the folder: the C and C++
+# runtimes, the driver's libcuda, CUDA's libraries (the toolkit's or a wheel's nvidia/*/lib, found
+# by the run). Anything else would not be found there: fails, naming it.
+
+if [ -n "$libs" ]; then
+    [ -d "$libs" ] || { echo "gpu_check --libs: $libs is not a folder (make gpu-check-build writes it)"; exit 1; }
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    carried=$(for f in "$libs"/lib/*; do [ -e "$f" ] && basename "$f" .gz; done | tr '\n' ' ')
+    echo "libraries carried in $libs/lib: ${carried:-none }" | sed 's/ $//'
+    bad=""
+    for f in "$libs"/*; do
+        [ -f "$f" ] || continue
+        name=$(basename "$f" .gz)
+        case $f in *.gz) gunzip -c "$f" > "$tmp/$name" 2>/dev/null || continue ;; *) cp "$f" "$tmp/$name" ;; esac
+        needed=$(readelf -d "$tmp/$name" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\].*/\1/p')
+        [ -n "$needed" ] || continue  # not a dynamically linked binary (COMMIT)
+        line=""
+        for l in $needed; do
+            case " $carried " in
+                *" $l "*) where=carried ;;
+                *) case $l in
+                       libc.so.*|libm.so.*|libdl.so.*|libpthread.so.*|librt.so.*|ld-linux*|libstdc++.so.*|libgcc_s.so.*)
+                           where=system ;;
+                       libcuda.so.*|libnvidia-ml.so.*) where=driver ;;
+                       libcudart.so.*|libcublas.so.*|libcublasLt.so.*|libnccl.so.*|libcudnn*.so.*|libnvrtc*.so.*|libnvJitLink.so.*)
+                           where=CUDA ;;
+                       *) where="NOT CARRIED"; bad="$bad $name:$l" ;;
+                   esac ;;
+            esac
+            line="$line $l ($where)"
+        done
+        echo "  $name:$line"
+    done
+    if [ -n "$bad" ]; then
+        echo "gpu_check --libs: FAILED: needed, not carried and not on a GPU machine without the folder:$bad" \
+             "(GPU_CHECK_LIBS of scripts/scripts.mk)"
+        exit 1
+    fi
+    echo "gpu_check --libs: OK: every library needed is carried, the system's, the driver's or CUDA's"
+    exit 0
 fi
 
 # ----------------------------------------------------------------------------
@@ -185,6 +263,9 @@ if [ -n "$carry" ]; then
     fi
     echo "device run: carry [\"$rel\"], timeout_s $((TOTAL_S + 60)), command:"
     echo "    bash scripts/gpu_check.sh --prebuilt $rel --out \$OUT"
+    echo "then at once, while the machine is warm, only what failed or was cut (the loan's 15 minutes:" \
+         "start-up 1-2 min + this run + the rerun): carry [\"$rel\"], timeout_s 210, command:"
+    echo "    TOTAL_S=150 bash scripts/gpu_check.sh --prebuilt $rel --out \$OUT --only STEP,.."
     exit 0
 fi
 
@@ -284,8 +365,84 @@ if [ -n "$missing" ]; then
     missing=$(missing_libs)
 fi
 [ -z "$missing" ] || note "gpu_check: libraries not found: $(echo "$missing" | awk '{print $1}' | tr '\n' ' ')"
-sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer /opt/nvidia/*/compute-sanitizer 2>/dev/null | head -1)
-sanitizer_refused=""
+# compute-sanitizer: the first candidate that is an executable file and answers --version. A
+# candidate that is a folder (a toolkit's or a wheel's compute-sanitizer/) stands for the
+# executable of that name inside it. SANITIZER_GLOBS replaces the places searched after PATH.
+SANITIZER_WHERE="PATH, ${SANITIZER_GLOBS:-/usr/local/cuda*/{bin,compute-sanitizer}, /opt/nvidia/*[/*], the Python wheels' nvidia/*/compute-sanitizer}"
+sanitizer_candidates() {
+    [ -n "${COMPUTE_SANITIZER:-}" ] && echo "$COMPUTE_SANITIZER"
+    command -v compute-sanitizer 2>/dev/null
+    local g
+    if [ -n "${SANITIZER_GLOBS:-}" ]; then
+        for g in $SANITIZER_GLOBS; do echo "$g"; done
+    else
+        for g in /usr/local/cuda*/bin/compute-sanitizer /usr/local/cuda*/compute-sanitizer \
+                 /opt/nvidia/*/compute-sanitizer /opt/nvidia/*/*/compute-sanitizer; do echo "$g"; done
+        python3 -c 'import glob, os, site
+for s in site.getsitepackages(): print("\n".join(sorted(glob.glob(os.path.join(s, "nvidia", "*", "compute-sanitizer")))))' \
+            2>/dev/null
+    fi
+}
+find_sanitizer() {
+    local c version
+    while IFS= read -r c; do
+        [ -n "$c" ] || continue
+        [ -d "$c" ] && c=$c/compute-sanitizer
+        [ -f "$c" ] && [ -x "$c" ] || continue
+        version=$(timeout 30 "$c" --version 2>&1) || continue
+        version=$(echo "$version" | grep -i -m1 version || echo "$version" | tail -1)
+        echo "$c|$version"
+        return 0
+    done < <(sanitizer_candidates)
+    return 1
+}
+sanitizer="" sanitizer_refused=""
+if found=$(find_sanitizer); then
+    sanitizer=${found%%|*}
+    note "compute-sanitizer: $sanitizer (${found#*|})"
+else
+    note "compute-sanitizer: not found ($SANITIZER_WHERE)"
+fi
+
+# every descendant of PID (from /proc: ps may be missing), and each process in their process
+# groups (other than this script's): a child that left the tree by making a group of its own and
+# whose parent then exited (a trainer under an inner `timeout`) is still reached
+descendants() {
+    local -A parent=() group=() tree=([$1]=1) groups=()
+    local f line rest pid me="" changed=1
+    for f in /proc/[0-9]*/stat; do
+        read -r line < "$f" 2>/dev/null || continue
+        pid=${line%% *} rest=${line##*) }  # "pid (comm) state ppid pgrp ...", comm may hold ") "
+        read -r _ ppid pgid _ <<< "$rest"
+        parent[$pid]=$ppid group[$pid]=$pgid
+    done
+    me=${group[$$]:-}
+    while [ $changed = 1 ]; do
+        changed=0
+        for pid in "${!parent[@]}"; do
+            [ -n "${tree[$pid]:-}" ] && continue
+            if [ -n "${tree[${parent[$pid]}]:-}" ] || [ -n "${groups[${group[$pid]}]:-}" ]; then
+                tree[$pid]=1 changed=1
+                [ "${group[$pid]}" != "$me" ] && groups[${group[$pid]}]=1
+            fi
+        done
+    done
+    echo "${!tree[@]}"
+}
+stop_tree() {  # SIGTERM to them all at once, SIGKILL to what is left 5 s later
+    local pids i
+    pids=$(descendants "$1")
+    # shellcheck disable=SC2086
+    kill -TERM $pids 2>/dev/null
+    for ((i = 0; i < 25; i++)); do
+        # shellcheck disable=SC2086
+        kill -0 $pids 2>/dev/null || return 0
+        sleep 0.2
+    done
+    # shellcheck disable=SC2086
+    kill -KILL $pids 2>/dev/null
+    return 0
+}
 
 passed=0 failed=0 cut=0 skipped=0 not_reached=0
 # run_step INDEX: step INDEX of STEPS, with its budget plus the time the steps before left unused
@@ -308,16 +465,31 @@ run_step() {
     t0=$(date +%s)
     note "$name: running (budget ${give} s)"
     : > "$log"  # there before tail opens it
-    # timeout stops the step's whole process group (a trainer the step started too)
-    timeout -k 5 "$give" bash -c 'step_command "$1"' _ "$name" > "$log" 2>&1 &
+    # the clock: after give s the step and every process it started (also in process groups of
+    # their own, as an inner `timeout` makes one) get SIGTERM, 5 s later SIGKILL (stop_tree)
+    local cut_mark=$LOGS/.cut
+    rm -f "$cut_mark"
+    bash -c 'step_command "$1"' _ "$name" > "$log" 2>&1 &
     pid=$!
+    (
+        trap 'kill "$sleeper" 2>/dev/null; exit 0' TERM
+        sleep "$give" & sleeper=$!
+        wait "$sleeper"
+        : > "$cut_mark"
+        stop_tree "$pid"
+    ) &
+    local clock_pid=$!
     # the log's figures into the summary as they are printed
     tail -n +1 -f -s 0.2 --pid=$pid "$log" 2>/dev/null | grep --line-buffered -E "$keep" | sed -u 's/^/    /' | tee -a "$SUMMARY" &
     local tail_pid=$!
     wait $pid
     rc=$?
+    [ -e "$cut_mark" ] || kill "$clock_pid" 2>/dev/null
+    wait "$clock_pid" 2>/dev/null  # cut: until every process of the step is gone
     local took=$(($(date +%s) - t0))
     wait $tail_pid 2>/dev/null
+    [ -e "$cut_mark" ] && rc=124
+    rm -f "$cut_mark"
     if [ "$name" = memcheck_attention ] && grep -q 'Device not supported' "$log"; then
         sanitizer_refused=1
         note "$name: skipped (compute-sanitizer answered 'Device not supported': this machine's runtime, gVisor, hides the GPU from it), $took s"

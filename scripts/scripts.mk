@@ -5,8 +5,11 @@
 #                                      64), and prints the run's carry list and command
 # The folder's binaries carry sm_90 (H100/H200) code only, are stripped, link only the libraries
 # they use (--as-needed), are gzipped (scripts/gpu_check.sh unpacks them), and find OpenBLAS (the
-# CPU reference's matmuls) in the folder's lib/, gzipped too (unpacked and put on
-# LD_LIBRARY_PATH), so a machine without Debian's OpenBLAS runs them too. They are built by the
+# CPU reference's matmuls), its Fortran runtime and GCC's OpenMP runtime (libgomp: the CPU
+# reference's threads) in the folder's lib/, gzipped too (unpacked and put on LD_LIBRARY_PATH), so
+# a machine without Debian's packages (a GPU machine with a wheel's CUDA libraries) runs them too.
+# The build lists what each binary needs (readelf -d) against what the folder carries and fails
+# where one needs a library neither carried nor on such a machine (scripts/gpu_check.sh --libs). They are built by the
 # project's own rules (a second make with BUILD=$(BUILD)/gpu_check_obj and these NVCCFLAGS).
 GPU_CHECK_DIR ?= $(BUILD)/gpu_check
 GPU_CHECK_OBJ := $(BUILD)/gpu_check_obj
@@ -19,7 +22,7 @@ GPU_CHECK_TESTS := test_simt_cu test_vendor_host_cu test_layers_cuda_gpu test_at
                    test_distributed_gpu
 GPU_CHECK_TOOLS := gradcheck_cu_softmax gradcheck_cu_lssar attention_backward \
                    train_gpt2cu_softmax train_gpt2cu_lssar dev/matmul_gpu
-GPU_CHECK_LIBS := $(shell for l in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do \
+GPU_CHECK_LIBS := $(shell for l in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libgomp.so.1; do \
                       ldconfig -p 2>/dev/null | awk -v l=$$l '$$1 == l && /x86-64/ { print $$NF; exit }'; done)
 
 # the trainers of the folder (the top-level train_gpt2cu_<attn> keep the project's flags)
@@ -39,5 +42,6 @@ gpu-check-build:
 	$(if $(GPU_CHECK_LIBS),cp -L $(GPU_CHECK_LIBS) $(GPU_CHECK_DIR)/lib/ && gzip -f $(GPU_CHECK_DIR)/lib/*.so.*)
 	@git rev-parse --short HEAD > $(GPU_CHECK_DIR)/COMMIT 2>/dev/null || true
 	@ls -l $(GPU_CHECK_DIR) $(GPU_CHECK_DIR)/lib | awk 'NF > 5 { print $$5, $$NF }'
+	@bash scripts/gpu_check.sh --libs $(GPU_CHECK_DIR)
 	@bash scripts/gpu_check.sh --plan --prebuilt $(GPU_CHECK_DIR)
 	@bash scripts/gpu_check.sh --carry $(GPU_CHECK_DIR)

@@ -3,7 +3,9 @@
 // test sources), the size check of what a device run carries, and the accounting of a run: a
 // stub nvidia-smi and stub binaries (shell scripts) stand in for the GPU and the prebuilt folder,
 // so that steps pass, fail, are cut by the clock, are not reached, or are skipped (compute-
-// sanitizer refusing the device, one GPU for the data-parallel step).
+// sanitizer refusing the device, one GPU for the data-parallel step); a missing prebuilt folder is
+// refused at once, compute-sanitizer is found inside a folder of that name, and a step's cut stops
+// a process in a process group of its own (the trainer under the trainer step's inner timeout).
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -48,11 +50,16 @@ void write_script(const std::string& path, const std::string& body) {
 void write_stub_folder(const std::string& dir, const std::string& fail = "", const std::string& slow = "") {
     for (const std::string& b : folder_binaries()) {
         std::string body;
+        // STUB_PID_FILE: a trainer writes its pid there first (it runs under the step's inner timeout)
+        if (b.rfind("train_gpt2cu_", 0) == 0) body += "[ -n \"${STUB_PID_FILE:-}\" ] && echo $$ > \"$STUB_PID_FILE\"\n";
         if (b == fail) body += "echo 'ERROR: the stub fails'; exit 2\n";
         if (b == slow) body += "sleep 60\n";
         if (b.rfind("train_gpt2cu_", 0) == 0) {
             body += "for s in 1 2 3 4 5 6 7 8; do echo \"step  $s/20 | loss 10.9 | norm 1.2 | lr 3.00e-04 | 61.2 ms | "
                     "267712 tok/s | MFU 38.1% | ETA 0m02s\"; done\n";
+        } else if (b.rfind("gradcheck_cu_", 0) == 0) {  // the precision it was asked for, as the tool prints it
+            body += "case \" $* \" in *' -f 64 '*) f=64 ;; *) f=32 ;; esac\n"
+                    "echo \"gradcheck: stub attention; CPU in float$f\"\n";
         } else if (b == "write_random_shard") {
             body += "echo x > \"$1\"\n";
         } else {
@@ -62,11 +69,15 @@ void write_stub_folder(const std::string& dir, const std::string& fail = "", con
     }
 }
 
+// compute-sanitizer's answer to --version
+const std::string SANITIZER_VERSION =
+    "[ \"$1\" = --version ] && { echo 'NVIDIA (R) Compute Sanitizer'; echo 'Version 2025.3.0.0 (stub)'; exit 0; }\n";
+
 // A PATH folder with a stub nvidia-smi (one H200) and a compute-sanitizer that refuses the device.
 void write_stub_tools(const std::string& dir) {
     write_script(dir + "/nvidia-smi", "if [ \"$1\" = -L ]; then echo 'GPU 0: NVIDIA H200 (UUID: GPU-stub)'; "
                                       "else echo 'NVIDIA H200, 0.0, 143771 MiB, 1980 MHz'; fi\n");
-    write_script(dir + "/compute-sanitizer",
+    write_script(dir + "/compute-sanitizer", SANITIZER_VERSION +
                  "echo '========= Error: Device not supported. Please refer to the documentation'; exit 1\n");
 }
 
@@ -169,4 +180,81 @@ TEST_CASE("gpu_check run on stubs: a step the clock stops is cut, the steps afte
     CHECK(r.output.find("racecheck_model: not reached") != std::string::npos);
     CHECK(r.output.find("FAILED") == std::string::npos);
     CHECK(r.output.find("gpu_check: 0 passed, 0 failed, 1 cut, 15 skipped (14 not reached)") != std::string::npos);
+}
+
+TEST_CASE("gpu_check --prebuilt: a missing or empty folder is refused at once, naming the carry list") {
+    TempDir work("gpu_check_missing");
+    std::string tools = work.path + "/tools", out = work.path + "/out", gone = work.path + "/not_carried";
+    REQUIRE(run("mkdir -p " + tools).code == 0);
+    write_stub_tools(tools);
+    Result r = run("PATH=" + tools + ":$PATH bash scripts/gpu_check.sh --prebuilt " + gone + " --out " + out);
+    INFO(r.output);
+    CHECK(r.code == 2);
+    CHECK(r.output.find("--prebuilt " + gone + ": no such folder") != std::string::npos);
+    CHECK(r.output.find("carry [\"" + gone + "\"]") != std::string::npos);
+    CHECK(r.output.find("running") == std::string::npos);  // no step started
+    CHECK(read_file(out + "/summary.txt").find("no such folder") != std::string::npos);
+    REQUIRE(run("mkdir -p " + gone).code == 0);
+    Result empty = run("PATH=" + tools + ":$PATH bash scripts/gpu_check.sh --prebuilt " + gone + " --out " + out);
+    CHECK(empty.code == 2);
+    CHECK(empty.output.find("no binaries in it") != std::string::npos);
+}
+
+TEST_CASE("gpu_check: compute-sanitizer found inside a folder of its name, checked with --version; a folder "
+          "without it is not taken") {
+    TempDir work("gpu_check_sanitizer");
+    std::string folder = work.path + "/prebuilt", tools = work.path + "/tools", out = work.path + "/out";
+    std::string opt = work.path + "/opt/nvidia";
+    REQUIRE(run("mkdir -p " + folder + " " + tools + " " + opt + "/a/compute-sanitizer " + opt +
+                "/b/compute-sanitizer").code == 0);
+    write_stub_folder(folder);
+    write_stub_tools(tools);
+    REQUIRE(remove((tools + "/compute-sanitizer").c_str()) == 0);  // not in PATH
+    // a/compute-sanitizer/ holds only documentation; b/compute-sanitizer/compute-sanitizer is the executable
+    write_file(opt + "/a/compute-sanitizer/README", "docs\n");
+    write_script(opt + "/b/compute-sanitizer/compute-sanitizer",
+                 SANITIZER_VERSION + "echo '========= ERROR SUMMARY: 0 errors'; exit 0\n");
+    const std::string env = "PATH=" + tools + ":/usr/bin:/bin SANITIZER_GLOBS='" + opt + "/*/compute-sanitizer' ";
+    Result r = run(env + "bash scripts/gpu_check.sh --prebuilt " + folder + " --out " + out +
+                   " --only gradcheck_softmax_d12,memcheck_attention");
+    INFO(r.output);
+    CHECK(r.code == 0);
+    CHECK(r.output.find("compute-sanitizer: " + opt + "/b/compute-sanitizer/compute-sanitizer (Version 2025.3.0.0") !=
+          std::string::npos);
+    CHECK(r.output.find("memcheck_attention: passed") != std::string::npos);
+    CHECK(r.output.find("ERROR SUMMARY: 0 errors") != std::string::npos);
+    // the gradient check runs in float64 whatever the memory, and the summary says so
+    CHECK(r.output.find("CPU in float64") != std::string::npos);
+    CHECK(r.output.find("gradcheck_softmax_d12: passed") != std::string::npos);
+    // only the folder without the executable: not found, skipped with the places searched (never 127)
+    REQUIRE(run("rm -rf " + opt + "/b").code == 0);
+    Result none = run(env + "bash scripts/gpu_check.sh --prebuilt " + folder + " --out " + out +
+                      " --only memcheck_attention");
+    INFO(none.output);
+    CHECK(none.code == 0);
+    CHECK(none.output.find("memcheck_attention: skipped (compute-sanitizer not found (PATH, " + opt) != std::string::npos);
+    CHECK(none.output.find("FAILED") == std::string::npos);
+}
+
+TEST_CASE("gpu_check: a cut step's processes are all stopped, also one in a process group of its own") {
+    // the trainer step runs the trainer under an inner timeout (a process group of its own, 30 s);
+    // the stub trainer sleeps, so the clock (TOTAL_S = 6) cuts the step: the trainer must be gone
+    TempDir work("gpu_check_tree");
+    std::string folder = work.path + "/prebuilt", tools = work.path + "/tools", out = work.path + "/out";
+    std::string pid_file = work.path + "/trainer.pid";
+    REQUIRE(run("mkdir -p " + folder + " " + tools).code == 0);
+    write_stub_folder(folder, "", "train_gpt2cu_softmax");
+    write_stub_tools(tools);
+    Result r = run("TOTAL_S=6 STUB_PID_FILE=" + pid_file + " PATH=" + tools + ":$PATH bash scripts/gpu_check.sh --prebuilt " +
+                   folder + " --out " + out + " --only trainer_speed");
+    INFO(r.output);
+    CHECK(r.output.find("trainer_speed: cut at ") != std::string::npos);
+    std::string pid = read_file(pid_file);
+    REQUIRE(!pid.empty());
+    pid.erase(pid.find_last_not_of("\n") + 1);
+    CAPTURE(pid);
+    // no process with that pid is left running (a zombie would have state Z)
+    Result alive = run("s=$(cat /proc/" + pid + "/stat 2>/dev/null | sed 's/.*) \\(.\\).*/\\1/'); "
+                       "[ -n \"$s\" ] && [ \"$s\" != Z ] && echo alive || echo gone");
+    CHECK(alive.output.find("gone") != std::string::npos);
 }
