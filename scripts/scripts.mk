@@ -22,7 +22,10 @@ GPU_CHECK_TESTS := test_simt_cu test_vendor_host_cu test_layers_cuda_gpu test_at
                    test_distributed_gpu
 GPU_CHECK_TOOLS := gradcheck_cu_softmax gradcheck_cu_lssar attention_backward \
                    train_gpt2cu_softmax train_gpt2cu_lssar dev/matmul_gpu
-GPU_CHECK_LIBS := $(shell for l in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libgomp.so.1; do \
+# (OpenBLAS: the OpenMP build the binaries link, Makefile's OPENBLAS_DIR, where there is one)
+GPU_CHECK_LIBS := $(or $(wildcard $(OPENBLAS_DIR)/libopenblas.so.0),$(shell ldconfig -p 2>/dev/null | \
+                      awk '$$1 == "libopenblas.so.0" && /x86-64/ { print $$NF; exit }')) \
+                  $(shell for l in libgfortran.so.5 libquadmath.so.0 libgomp.so.1; do \
                       ldconfig -p 2>/dev/null | awk -v l=$$l '$$1 == l && /x86-64/ { print $$NF; exit }'; done)
 
 # the trainers of the folder (the top-level train_gpt2cu_<attn> keep the project's flags)
