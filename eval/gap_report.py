@@ -20,20 +20,18 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from plot_training import read_log  # noqa: E402
-
-# 97.5% quantiles of Student's t, 1..10 degrees of freedom: 95% intervals over a few seed pairs
-T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228]
+from stats_tests import student_t975  # noqa: E402
 
 
 def mean_interval(values):
-    """Mean and the half-width of its 95% t-interval (None with one value)."""
+    """Mean and the half-width of its 95% t-interval, Student's t quantile at n - 1 degrees of freedom
+    for every n (None with one value)."""
     n = len(values)
     m = sum(values) / n
     if n < 2:
         return m, None
     sd = (sum((v - m) ** 2 for v in values) / (n - 1)) ** 0.5
-    t = T975[n - 2] if n - 1 <= len(T975) else 1.96
-    return m, t * sd / n ** 0.5
+    return m, student_t975(n - 1) * sd / n ** 0.5
 
 
 def val_curve(path):
