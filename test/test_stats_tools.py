@@ -296,18 +296,30 @@ def write_log(path, vals):  # {step: val_loss}
             f.write(json.dumps({"step": step, "val_loss": v}) + "\n")
 
 
-gaps = []
-logs = []
-for i, (soft, lssar) in enumerate([(5.0, 5.15), (5.1, 5.20), (4.9, 5.10)]):
-    write_log(f"{tmp}/soft{i}.jsonl", {50: soft + 0.5, 100: soft})
-    write_log(f"{tmp}/lssar{i}.jsonl", {50: lssar + 0.5, 100: lssar})
-    logs += [f"{tmp}/soft{i}.jsonl", f"{tmp}/lssar{i}.jsonl"]
-    gaps.append(100 * (lssar - soft) / soft)
-m = sum(gaps) / 3
-half = 4.303 * (sum((g - m) ** 2 for g in gaps) / 2) ** 0.5 / 3 ** 0.5
-code, out = run(os.path.join(EVAL, "gap_report.py"), "three=" + ",".join(logs), "-o", f"{tmp}/gap.png")
-check(code == 0 and f"{m:+6.2f}% {f'[{m - half:+.2f}, {m + half:+.2f}]':>19}" in out,
-      f"gap_report.py: the mean gap over 3 seed pairs ({m:.2f}%) and its t-interval (+-{half:.2f})")
+def gap_case(n, name):  # n seed pairs; the interval's half-width from SciPy's t quantile at n - 1 degrees of freedom
+    gaps, logs = [], []
+    for i in range(n):
+        soft = 5.0 + 0.05 * ((i * 7) % 5)
+        lssar = soft * (1 + 0.03 + 0.01 * ((i * 3) % 4 - 1.5))
+        write_log(f"{tmp}/{name}_soft{i}.jsonl", {50: soft + 0.5, 100: soft})
+        write_log(f"{tmp}/{name}_lssar{i}.jsonl", {50: lssar + 0.5, 100: lssar})
+        logs += [f"{tmp}/{name}_soft{i}.jsonl", f"{tmp}/{name}_lssar{i}.jsonl"]
+        gaps.append(100 * (lssar - soft) / soft)
+    m = sum(gaps) / n
+    se = (sum((g - m) ** 2 for g in gaps) / (n - 1)) ** 0.5 / n ** 0.5
+    half = student_t.ppf(0.975, n - 1) * se
+    code, out = run(os.path.join(EVAL, "gap_report.py"), f"{name}=" + ",".join(logs), "-o", f"{tmp}/gap.png")
+    ok = code == 0 and f"{m:+6.2f}% {f'[{m - half:+.2f}, {m + half:+.2f}]':>19}" in out
+    old = f"[{m - 1.96 * se:+.2f}, {m + 1.96 * se:+.2f}]"  # the normal quantile, which the t replaces
+    check(ok and (n < 12 or old not in out),
+          f"gap_report.py: the mean gap over {n} seed pairs ({m:.2f}%) and its t-interval (+-{half:.2f}, "
+          f"t = {student_t.ppf(0.975, n - 1):.3f} at {n - 1} degrees of freedom; 1.96 would give +-{1.96 * se:.2f})")
+    return logs
+
+
+logs = gap_case(3, "three")
+gap_case(12, "twelve")
+gap_case(30, "thirty")
 code, out = run(os.path.join(EVAL, "gap_report.py"), "odd=" + ",".join(logs[:3]), "-o", f"{tmp}/gap.png")
 check(code != 0 and "SOFTMAX_LOG,LSSAR_LOG" in out, "gap_report.py refuses an odd number of logs")
 
@@ -321,6 +333,65 @@ code, out = run(os.path.join(HERE, "..", "scripts", "ablation_table.py"), f"sigm
 check(code == 0 and out.count("14.50") == 2 and out.count("10.35") == 1 and "at the row's n_t" in out
       and "at the training length T (-tl 1)" in out,
       "ablation_table.py: sigmoid_tl and relu_tl labelled, beside the paper's sigmoid and relu rows")
+
+# Welch's test against the baseline from two runs' means and t-intervals over 3 seeds, Holm over the cells
+def write_seeds(path, per_length):  # {length: [loss per seed]}: the mean and the C++'s t-interval over them
+    rows = []
+    for L, v in per_length.items():
+        lo, hi = t_interval(v)
+        rows.append(dict(length=L, tokens=8192, loss=sum(v) / len(v), loss_lo=lo, loss_hi=hi, checkpoints=len(v),
+                         interval="seeds"))
+    write_lvl(path, rows)
+
+
+base_s = {64: [4.83, 4.85, 4.81], 128: [4.85, 4.88, 4.84]}
+run_s = {64: [5.02, 5.05, 5.01], 128: [4.86, 4.90, 4.83]}
+write_seeds(f"{tmp}/abl_softmax.csv", base_s)
+write_seeds(f"{tmp}/abl_lssar.csv", run_s)
+pw = [ttest_ind(run_s[L], base_s[L], equal_var=False).pvalue for L in (64, 128)]
+qw = holm(pw)
+code, out = run(os.path.join(HERE, "..", "scripts", "ablation_table.py"), f"softmax={tmp}/abl_softmax.csv",
+                f"lssar_p15={tmp}/abl_lssar.csv", "--train-len", "64", "-o", f"{tmp}/abl.png")
+check(code == 0 and "Welch's t-test" in out and f"p={pw[0]:.2g} Holm {qw[0]:.2g}" in out
+      and f"p={pw[1]:.2g} Holm {qw[1]:.2g}" in out,
+      f"ablation_table.py: Welch's p over seeds equals SciPy's ({pw[0]:.2g}, {pw[1]:.2g}), Holm over the table "
+      f"({qw[0]:.2g}, {qw[1]:.2g})")
+
+# ---- the block bootstrap's coverage: eval/loss_vs_length.h's rule (the mean over W windows; 2000 replicates
+# resampling the windows with replacement; the interval between the sorted replicates' entries
+# (size_t)(0.025 * 1999 + 0.5) = 50 and (size_t)(0.975 * 1999 + 0.5) = 1949), on R data sets of W normal window
+# means with known mean 0, seeded. Tolerance at W >= 50: three binomial standard errors of a coverage of 95%
+# estimated from R data sets, 3 sqrt(0.95 * 0.05 / R) (a rule that covers 95% falls outside it with
+# probability 0.27%), plus the percentile interval's known normal-theory shortfall at W windows,
+# 0.95 - P(|t_(W-1)| <= 1.96 sqrt((W - 1) / W)) (its width is 1.96 plug-in standard errors, where a 95% interval
+# for the mean of W normal values needs the t quantile and the unbiased standard deviation): 0.8% at 50,
+# 0.6% at 64.
+def bootstrap_coverage(W, R, seed, B=2000, chunk=50):
+    g = np.random.default_rng(seed)
+    lo_k, hi_k = int(0.025 * (B - 1) + 0.5), int(0.975 * (B - 1) + 0.5)
+    hits = 0
+    for c0 in range(0, R, chunk):
+        c = min(chunk, R - c0)
+        x = g.standard_normal((c, W))
+        idx = g.integers(0, W, size=(c, B, W), dtype=np.int32)
+        means = np.take_along_axis(x[:, None, :], idx, axis=2).mean(axis=2)
+        part = np.partition(means, [lo_k, hi_k], axis=1)
+        hits += int(np.sum((part[:, lo_k] <= 0) & (part[:, hi_k] >= 0)))
+    return hits / R
+
+
+R = 2000
+binomial = 3 * (0.95 * 0.05 / R) ** 0.5
+cover = {W: bootstrap_coverage(W, R, 36 + W) for W in (16, 50, 64)}
+for W in (50, 64):
+    shortfall = 0.95 - (2 * student_t.cdf(1.959963984540054 * ((W - 1) / W) ** 0.5, W - 1) - 1)
+    check(abs(cover[W] - 0.95) <= binomial + shortfall,
+          f"the block bootstrap's percentile interval over {W} windows covers {100 * cover[W]:.1f}% of {R} simulated "
+          f"data sets, within {100 * (binomial + shortfall):.1f} points of 95% (3 binomial SE {100 * binomial:.1f} + "
+          f"normal-theory shortfall {100 * shortfall:.1f})")
+check(cover[16] < 0.95 - binomial,
+      f"over 16 windows it under-covers: {100 * cover[16]:.1f}% (more than 3 binomial SE below 95%; the reports warn "
+      "under 50 windows)")
 
 print(f"{failures} failure(s)")
 sys.exit(1 if failures else 0)
