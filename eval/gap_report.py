@@ -3,7 +3,7 @@ The in-distribution gap between LSSAR and softmax: validation loss at the traini
 of runs trained alike (train_gpt2 -o DIR/log.jsonl, validated every few steps), one or more pairs
 per setting (one per seed, each pair sharing its seed). Prints a table (final validation losses
 and the gap, absolute and relative: the mean over the pairs, with the 95% t-interval over pairs
-where there are several) and writes a PNG: both runs' validation loss and the gap against the step
+where there are several, Student's t quantile at n - 1 degrees of freedom for every number n of pairs) and writes a PNG: both runs' validation loss and the gap against the step
 along the runs (means over the pairs), and the final gap per setting with its interval.
 
     /usr/bin/python3 eval/gap_report.py "200 steps, lr 2e-3, warmup 20"=out/gap/a_softmax_1337/log.jsonl,out/gap/a_lssar_1337/log.jsonl,... \
