@@ -5,10 +5,18 @@ baseline model's token losses), as Markdown:
   1. per model: the loss at 1x (every position) and over the positions beyond the training length
      at each longer length, mean over seeds with a 95% t-interval over seeds;
   2. per model: the paired difference of those tokens against the 1x evaluation (how much more
-     the longer context costs the same tokens), mean over seeds [95% t-interval over seeds];
+     the longer context costs the same tokens), mean over seeds [95% t-interval over seeds], with
+     the two-sided p of the t-test over seeds and its Holm-adjusted p over the table's cells;
   3. each model against the baseline, token by token on the same tokens: the paired difference
      over the positions beyond the training length (all positions at 1x), with the 95% interval of
-     the block bootstrap over windows (seed-averaged losses) and the t-interval over seed pairs.
+     the block bootstrap over windows (seed-averaged losses; the number of windows it resamples in
+     each column's header) and the t-interval over seed pairs, the two-sided p of the paired t-test
+     over the seed pairs (recovered from that interval) and its Holm-adjusted p over the table's
+     cells (every model and length with a p is one comparison). * where the bootstrap interval
+     rests on at least MIN_WINDOWS windows and excludes 0 and the Holm-adjusted p is below 0.05.
+A block-bootstrap interval over fewer than MIN_WINDOWS (50) windows is printed with a loud warning
+(--strict: refused): the percentile interval under-covers with few windows (test/test_stats_tools.py
+simulates the C++ rule's coverage at 16, 50 and 64 windows).
 
     /usr/bin/python3 eval/extrapolation_report.py --train-len 64 --baseline softmax \
         softmax=out/x/softmax.csv lssar=out/x/lssar.csv ... [-o RESULTS]
@@ -20,6 +28,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from plot_common import read_csv, split_spec  # noqa: E402
+from stats_tests import holm, t_test_from_interval  # noqa: E402
+
+MIN_WINDOWS = 50  # the fewest windows a block-bootstrap interval may rest on without a warning
 
 NEEDED = ["length", "loss", "loss_lo", "loss_hi", "checkpoints", "beyond_loss", "beyond_lo", "beyond_hi",
           "paired_1x", "paired_1x_lo", "paired_1x_hi", "interval", "vs_all", "vs_all_lo", "vs_all_hi", "vs_beyond",
@@ -49,12 +60,24 @@ def excludes_zero(lo, hi):
     return not math.isnan(lo) and (lo > 0 or hi < 0)
 
 
+def p_text(p, q):
+    return "" if p is None else f" p = {p:.2g}, Holm {q:.2g}"
+
+
+def seeds_p(lo, hi, n):
+    """Two-sided p of the t-test over n seeds (or seed pairs) from their 95% t-interval; None without one."""
+    _, p = t_test_from_interval(lo, hi, n)
+    return None if math.isnan(p) else p
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("models", nargs="+", help="LABEL=CSV, one per model")
     ap.add_argument("--train-len", type=int, required=True)
     ap.add_argument("--baseline", help="the label whose token losses the others' -vs columns were paired against")
     ap.add_argument("-o", "--out", help="also write the tables (Markdown) to this file")
+    ap.add_argument("--strict", action="store_true",
+                    help=f"refuse block-bootstrap intervals over fewer than {MIN_WINDOWS} windows (default: a warning)")
     args = ap.parse_args()
 
     models = [read_model(s) for s in args.models]
@@ -91,38 +114,74 @@ def main():
     longer = [L for L in lengths if L > T]
     say("| model | " + " | ".join(f"{L // T}x" for L in longer) + " |")
     say("|---|" + "---:|" * len(longer))
+    rows2 = []
     for label, m in models:
-        cells = []
         for L in longer:
             r = m[L]
             lo, hi = (r["paired_1x_lo"], r["paired_1x_hi"]) if r["interval"] == "seeds" else (math.nan, math.nan)
-            cells.append(num(r["paired_1x"], True) + ci(lo, hi, True))
-        say(f"| {label} | " + " | ".join(cells) + " |")
+            rows2.append((label, L, num(r["paired_1x"], True) + ci(lo, hi, True), seeds_p(lo, hi, seeds[label])))
+    adj2 = holm([c[3] for c in rows2])
+    for label, _ in models:
+        say(f"| {label} | " + " | ".join(text + p_text(p, q) for (l, _, text, p), q in zip(rows2, adj2) if l == label)
+            + " |")
+    if any(c[3] is not None for c in rows2):
+        say("")
+        say(f"p: two-sided t-test over seeds; Holm: adjusted over the table's {sum(c[3] is not None for c in rows2)} "
+            "comparisons.")
     if args.baseline:
+        tokens = models[0][1][lengths[0]]["tokens"]
+        windows = {L: 0 if math.isnan(tokens) else int(tokens) // L for L in lengths}
+        few = [L for L in lengths if windows[L] < MIN_WINDOWS]
+        if few and args.strict:
+            sys.exit(f"error: the block-bootstrap intervals at {', '.join(f'{L // T}x' for L in few)} would rest on "
+                     f"{', '.join(str(windows[L]) for L in few)} windows, fewer than {MIN_WINDOWS}: score more tokens "
+                     f"(loss_vs_length -n at least {MIN_WINDOWS * max(few)})")
         say("")
         say(f"Against {args.baseline}, token by token on the same tokens (model minus {args.baseline}; at 1x every "
             "position, beyond it the positions at or beyond the training length): the mean difference of the "
             + ("losses and its 95% block-bootstrap interval over windows (one seed: no t-interval over seed pairs, "
                "and no *)."
-               if one_seed else "seed-averaged losses, its 95% block-bootstrap interval over windows, and the 95% "
-               "t-interval over seed pairs. * where both intervals exclude 0."))
+               if one_seed else "seed-averaged losses, its 95% block-bootstrap interval over windows, the 95% "
+               "t-interval over seed pairs, the two-sided p of the paired t-test over the seed pairs and its Holm-"
+               f"adjusted p over the table's comparisons. * where the bootstrap interval (at least {MIN_WINDOWS} "
+               "windows) excludes 0 and the Holm-adjusted p is below 0.05.")
+            + " Each column's header gives the windows its bootstrap resamples.")
         say("")
-        say("| model | " + " | ".join(f"{L // T}x" for L in lengths) + " |")
+        say("| model | " + " | ".join(f"{L // T}x ({windows[L]} windows{'!' if L in few else ''})" for L in lengths) + " |")
         say("|---|" + "---:|" * len(lengths))
+        rows3 = []
         for label, m in models:
             if label == args.baseline:
                 continue
-            cells = []
             for L in lengths:
                 r = m[L]
                 key = "vs_all" if L == T else "vs_beyond"
                 pairs = ("vs_pairs_lo", "vs_pairs_hi") if L == T else ("vs_beyond_pairs_lo", "vs_beyond_pairs_hi")
-                star = "*" if excludes_zero(r[key + "_lo"], r[key + "_hi"]) and excludes_zero(r[pairs[0]], r[pairs[1]]) else ""
+                p = seeds_p(r[pairs[0]], r[pairs[1]], seeds[label])
+                rows3.append((label, L, r, key, pairs, p))
+        adj3 = holm([c[5] for c in rows3])
+        for label, _ in models:
+            if label == args.baseline:
+                continue
+            cells = []
+            for (l, L, r, key, pairs, p), q in zip(rows3, adj3):
+                if l != label:
+                    continue
+                star = "*" if (excludes_zero(r[key + "_lo"], r[key + "_hi"]) and L not in few and q is not None
+                               and q < 0.05) else ""
                 cell = num(r[key], True) + star + ci(r[key + "_lo"], r[key + "_hi"], True)
                 if not math.isnan(r[pairs[0]]):
-                    cell += " seeds" + ci(r[pairs[0]], r[pairs[1]], True)
+                    cell += " seeds" + ci(r[pairs[0]], r[pairs[1]], True) + p_text(p, q)
                 cells.append(cell)
             say(f"| {label} | " + " | ".join(cells) + " |")
+        if few:
+            warning = (f"WARNING: the block-bootstrap intervals at {', '.join(f'{L // T}x' for L in few)} rest on "
+                       f"{', '.join(str(windows[L]) for L in few)} windows, fewer than {MIN_WINDOWS}: the percentile "
+                       "interval under-covers there (it is narrower than a 95% interval), so those columns carry no *; "
+                       f"score at least {MIN_WINDOWS * max(few)} tokens (loss_vs_length -n) for intervals to rely on.")
+            say("")
+            say(warning)
+            print(warning, file=sys.stderr)
     text = "\n".join(lines)
     print(text)
     if args.out:

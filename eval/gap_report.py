@@ -3,7 +3,7 @@ The in-distribution gap between LSSAR and softmax: validation loss at the traini
 of runs trained alike (train_gpt2 -o DIR/log.jsonl, validated every few steps), one or more pairs
 per setting (one per seed, each pair sharing its seed). Prints a table (final validation losses
 and the gap, absolute and relative: the mean over the pairs, with the 95% t-interval over pairs
-where there are several) and writes a PNG: both runs' validation loss and the gap against the step
+where there are several, Student's t quantile at n - 1 degrees of freedom for every number n of pairs) and writes a PNG: both runs' validation loss and the gap against the step
 along the runs (means over the pairs), and the final gap per setting with its interval.
 
     /usr/bin/python3 eval/gap_report.py "200 steps, lr 2e-3, warmup 20"=out/gap/a_softmax_1337/log.jsonl,out/gap/a_lssar_1337/log.jsonl,... \
@@ -20,20 +20,18 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from plot_training import read_log  # noqa: E402
-
-# 97.5% quantiles of Student's t, 1..10 degrees of freedom: 95% intervals over a few seed pairs
-T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228]
+from stats_tests import student_t975  # noqa: E402
 
 
 def mean_interval(values):
-    """Mean and the half-width of its 95% t-interval (None with one value)."""
+    """Mean and the half-width of its 95% t-interval, Student's t quantile at n - 1 degrees of freedom
+    for every n (None with one value)."""
     n = len(values)
     m = sum(values) / n
     if n < 2:
         return m, None
     sd = (sum((v - m) ** 2 for v in values) / (n - 1)) ** 0.5
-    t = T975[n - 2] if n - 1 <= len(T975) else 1.96
-    return m, t * sd / n ** 0.5
+    return m, student_t975(n - 1) * sd / n ** 0.5
 
 
 def val_curve(path):

@@ -4,6 +4,11 @@ its training length (CSVs of eval/loss_vs_length.cu) beside the paper's row for 
 (GPT-2 124M + RoPE on FineWeb, trained at 1K: its 1K/2K/4K/8K are the 1x/2x/4x/8x columns). Where a
 CSV holds several checkpoints (seeds), the loss is their mean and +- the half-width of its 95%
 t-interval over seeds; with one seed there is no interval, and no row is a claim against another.
+With several seeds, a second table: each run against the baseline (--baseline, default softmax) at
+each length, the difference of the means, the two-sided p of Welch's t-test over the two runs'
+seeds (from each CSV's mean and t-interval; the runs' seeds treated as independent samples, since
+the CSVs hold no per-seed token losses to pair), and its Holm-adjusted p over the table's
+comparisons (every run and length is one): a difference is a finding only where that is below 0.05.
 
     /usr/bin/python3 scripts/ablation_table.py softmax=out/a/softmax.csv lssar_p15=out/a/lssar_p15.csv \
         --train-len 64 -o out/a/ablations.png
@@ -26,6 +31,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "eval"))
 from plot_common import finish_length_axes, lengths_of, read_runs  # noqa: E402
+from stats_tests import holm, student_t975_cpp  # noqa: E402
 
 # The paper's validation losses at 1K, 2K, 4K, 8K (None: not reported); doc/attention.md,
 # section 'The paper's numbers'. Of the re-weighting ablations only the 8K loss is reported.
@@ -59,12 +65,69 @@ def cell(v, width=6):
     return f"{v:>{width}.2f}" if isinstance(v, float) else f"{v:>{width}}"
 
 
+def welch_p(m1, h1, n1, m2, h2, n2):
+    """Two-sided p of Welch's t-test from two means and the half-widths of their 95% t-intervals over
+    n1 and n2 seeds (the C++ tools' t quantile, eval/loss_vs_length.h)."""
+    from scipy.stats import ttest_ind_from_stats
+    sd1 = h1 * math.sqrt(n1) / student_t975_cpp(n1 - 1)
+    sd2 = h2 * math.sqrt(n2) / student_t975_cpp(n2 - 1)
+    if sd1 == 0 and sd2 == 0:
+        return 1.0 if m1 == m2 else 0.0
+    return float(ttest_ind_from_stats(m1, sd1, n1, m2, sd2, n2, equal_var=False).pvalue)
+
+
+def print_tests(runs, spread, baseline, lengths):
+    """Each run against the baseline at each length: difference, Welch's p over seeds, Holm's adjusted p."""
+    loss = {label: {r[0]: r[1] for r in rows} for label, rows in runs}
+    if baseline not in loss:
+        if baseline != "softmax":
+            sys.exit(f"error: --baseline {baseline}: no run of that label (runs: {', '.join(loss)})")
+        return
+    hb, nb = spread[baseline]
+    cells = []  # (label, L, difference, p)
+    for label, _ in runs:
+        if label == baseline:
+            continue
+        h, n = spread[label]
+        for L in lengths:
+            if L not in loss[label] or L not in loss[baseline]:
+                continue
+            d = loss[label][L] - loss[baseline][L]
+            p = welch_p(loss[label][L], h[L], n, loss[baseline][L], hb[L], nb) if (
+                L in h and L in hb and n > 1 and nb > 1) else None
+            cells.append((label, L, d, p))
+    tested = sum(1 for c in cells if c[3] is not None)
+    if not tested:
+        print(f"(against {baseline}: no test, one seed per run)")
+        return
+    adjusted = holm([c[3] for c in cells])
+    width = 27
+    print(f"against {baseline}: run minus {baseline}, p of Welch's t-test over seeds (independent samples), "
+          f"Holm-adjusted p over the table's {tested} comparisons")
+    print(f"{'run':<18}" + "".join(f" {f'{L // lengths[0]}x':>{width}}" for L in lengths))
+    for label, _ in runs:
+        if label == baseline:
+            continue
+        line = f"{label:<18}"
+        for L in lengths:
+            c = [(d, p, q) for (l, LL, d, p), q in zip(cells, adjusted) if l == label and LL == L]
+            if not c:
+                line += f" {'-':>{width}}"
+                continue
+            d, p, q = c[0]
+            text = f"{d:+.3f}" + ("" if p is None else f" p={p:.2g} Holm {q:.2g}")
+            line += f" {text:>{width}}"
+        print(line)
+    print("(a difference is a finding only where the Holm-adjusted p is below 0.05)")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", help="LABEL=CSV, one per run")
     ap.add_argument("-o", "--out", required=True, help="PNG to write")
     ap.add_argument("--train-len", type=int, required=True, help="the training length of every run")
     ap.add_argument("--title", default="Attention ablation: validation loss versus length")
+    ap.add_argument("--baseline", default="softmax", help="the run the others are tested against (default softmax)")
     args = ap.parse_args()
 
     runs = read_runs(args.runs, ["length", "loss", "tokens"], "eval/loss_vs_length.cu")
@@ -103,6 +166,8 @@ def main():
             forms.append(LENGTH_FORMS[label])
     for form in forms:
         print(f"({form})")
+
+    print_tests(runs, spread, args.baseline, [m * args.train_len for m in mults])
 
     fig, ax = plt.subplots(figsize=(7.2, 4.6))
     for label, rows in runs:
