@@ -15,8 +15,8 @@
 #   MODELS: descriptor:T pairs (default: the byte-level model d4c128h2v256 at T 64 and T 256, B 32,
 #   and the BPE model d4 = C 256, 4 heads, vocab 50257, at T 64); EVAL_MODEL, EVAL_LENGTHS (default
 #   d4c128h2v256, 1024,2048; EVAL_LENGTHS= skips the evaluation), EVAL_TOKENS (scored per length).
-#   FAST_CPU_MAX_TARGET=AVX2 (layers/fast_cpu.h) with ONEDNN_MAX_CPU_ISA=AVX2 and
-#   ATEN_CPU_CAPABILITY=avx2 runs both sides as an AVX2 machine would, on an AVX-512 one.
+#   FAST_CPU_MAX_TARGET=AVX2 (layers/fast_cpu.h) with ONEDNN_MAX_CPU_ISA=AVX2, ATEN_CPU_CAPABILITY=avx2
+#   and BENCH_OPENBLAS_CORETYPE=Haswell runs both sides as an AVX2 machine would, on an AVX-512 one.
 # Every side: the full step (forward, backward, clipping, AdamW), random tokens. This trainer runs
 # with no thread variable set (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, OMP_WAIT_POLICY unset: one
 # OpenMP pool, the cores' count) and once per round with OMP_NUM_THREADS=1; PyTorch with
@@ -42,6 +42,9 @@ EVAL_LENGTHS=${EVAL_LENGTHS-"1024,2048"}
 EVAL_TOKENS=${EVAL_TOKENS:-4096}
 PY=/usr/bin/python3
 CLEAN="env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE -u OMP_NUM_THREADS -u OPENBLAS_NUM_THREADS -u OMP_WAIT_POLICY"
+# BENCH_OPENBLAS_CORETYPE=Haswell: both sides' OpenBLAS on its AVX2 kernels (with the variables above, an
+# AVX2 machine's run on an AVX-512 one)
+[ -n "${BENCH_OPENBLAS_CORETYPE:-}" ] && CLEAN="$CLEAN OPENBLAS_CORETYPE=$BENCH_OPENBLAS_CORETYPE"
 
 tmp=$(mktemp -d /tmp/bench_cpu_trainer_XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
