@@ -52,6 +52,8 @@ FAST_CPU_CXXFLAGS  = -O2 $(FAST_CPU_BASELINE) -std=c++17 -fopenmp -Wall -Wextra 
 FAST_CPU_OBJS     := $(BUILD)/fast/layers/fast_cpu.o $(BUILD)/fast/layers/layers_fast_cpu.o \
                      $(BUILD)/fast/attention/attention_fast_cpu.o
 FAST_CPU_LIB      := $(BUILD)/libfastcpu.a
+# nvcc's programs (which run no CPU fast path: no libhwy) pass host linker options through -Xlinker
+NVCC_BLAS_LDLIBS  := $(subst -Wl$(comma),-Xlinker ,$(BLAS_LDLIBS))
 BLAS_LDLIBS       += -Wl,--as-needed -lhwy -Wl,--no-as-needed
 # SASS for A100 and H100/H200, and compute_90 PTX, which the driver compiles for any newer GPU
 # (Blackwell and later: PTX of an architecture runs on every later one)

@@ -7,7 +7,7 @@
 TRAINER_OBJS := $(RUNTIME_OBJS) $(DATALOADER_OBJS) $(FAST_CPU_LIB)   # the fast CPU path's archive last (Makefile)
 BUILD_CPU_PROGRAM = $(CXX_HOST) -DTRAIN_BACKEND_CPU -DATTN_NAME='"$*"' -x c++ $< -x none $(TRAINER_OBJS) \
                     -o $@ $(BLAS_LDLIBS) $(LDLIBS)
-BUILD_CU_PROGRAM  = $(NVCC_CUDA) -DATTN_NAME='"$*"' $< $(TRAINER_OBJS) -o $@ $(NVCC_LDLIBS) $(BLAS_LDLIBS) -lgomp
+BUILD_CU_PROGRAM  = $(NVCC_CUDA) -DATTN_NAME='"$*"' $< $(TRAINER_OBJS) -o $@ $(NVCC_LDLIBS) $(NVCC_BLAS_LDLIBS) -lgomp
 BUILD_EMU_PROGRAM = $(CXX_EMU) -DATTN_NAME='"$*"' -x c++ $< -x none $(TRAINER_OBJS) $(EMU_LDLIBS) -o $@
 
 TRAIN_CPU_BINS := $(addprefix train_gpt2cpu_,$(ATTN_VARIANTS))

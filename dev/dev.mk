@@ -21,7 +21,7 @@ $(DEV_EMU): $(BUILD)/dev/%: dev/%.cu $(EMU_LIBS) | $(BUILD)
 
 $(DEV_GPU): $(BUILD)/dev/%_gpu: dev/%.cu | $(BUILD)
 	@mkdir -p $(@D)
-	$(NVCC_CUDA) $< -o $@ $(NVCC_LDLIBS) $(BLAS_LDLIBS) -lgomp
+	$(NVCC_CUDA) $< -o $@ $(NVCC_LDLIBS) $(NVCC_BLAS_LDLIBS) -lgomp
 
 # the attention dev files, emulated (validation only)
 $(DEV_ATTN_EMU): $(BUILD)/dev/attention_%: dev/attention_%.cu $(SIMT_LIB) | $(BUILD)

@@ -65,7 +65,7 @@ $(BUILD)/test_layers_cuda: test/test_layers_cuda.cu $(DOCTEST_MAIN) $(EMU_LIBS) 
 	$(CXX_EMU) -x c++ $< -x none $(DOCTEST_MAIN) $(EMU_LDLIBS) -o $@
 
 $(BUILD)/test_layers_cuda_gpu: test/test_layers_cuda.cu $(DOCTEST_MAIN) | $(BUILD)
-	$(NVCC_CUDA) $< $(DOCTEST_MAIN) -o $@ $(NVCC_LDLIBS) $(BLAS_LDLIBS) -lgomp
+	$(NVCC_CUDA) $< $(DOCTEST_MAIN) -o $@ $(NVCC_LDLIBS) $(NVCC_BLAS_LDLIBS) -lgomp
 
 TESTS     += $(BUILD)/test_layers_cuda
 CUDA_BINS += $(BUILD)/test_layers_cuda_gpu
@@ -115,7 +115,7 @@ $(BUILD)/test_model_cuda: test/test_model_cuda.cu $(DOCTEST_MAIN) $(EMU_LIBS) | 
 	$(CXX_EMU) -x c++ $< -x none $(DOCTEST_MAIN) $(EMU_LDLIBS) -o $@
 
 $(BUILD)/test_model_cuda_gpu: test/test_model_cuda.cu $(DOCTEST_MAIN) | $(BUILD)
-	$(NVCC_CUDA) $< $(DOCTEST_MAIN) -o $@ $(NVCC_LDLIBS) $(BLAS_LDLIBS) -lgomp
+	$(NVCC_CUDA) $< $(DOCTEST_MAIN) -o $@ $(NVCC_LDLIBS) $(NVCC_BLAS_LDLIBS) -lgomp
 
 TESTS     += $(BUILD)/test_model_cuda
 CUDA_BINS += $(BUILD)/test_model_cuda_gpu
@@ -171,7 +171,7 @@ $(BUILD)/test_passkey_cu_emu: test/test_passkey.cpp $(DOCTEST_MAIN) $(TRAINER_OB
 	$(CXX_EMU) -x c++ $< -x none $(DOCTEST_MAIN) $(TRAINER_OBJS) $(EMU_LDLIBS) -o $@
 $(BUILD)/test_passkey_gpu: test/test_passkey.cpp $(DOCTEST_MAIN) $(TRAINER_OBJS) $(BUILD)/passkey_cu_lssar | $(BUILD)
 	$(NVCC_CPP_OBJ)
-	$(NVCC_LINK) $@.o $(DOCTEST_MAIN) $(TRAINER_OBJS) -o $@ $(NVCC_LDLIBS) $(BLAS_LDLIBS) -lgomp
+	$(NVCC_LINK) $@.o $(DOCTEST_MAIN) $(TRAINER_OBJS) -o $@ $(NVCC_LDLIBS) $(NVCC_BLAS_LDLIBS) -lgomp
 $(BUILD)/test_attention_maps: test/test_attention_maps.cpp $(DOCTEST_MAIN) $(TRAINER_OBJS) \
                               $(BUILD)/attention_maps_cpu_lssar | $(BUILD)
 	$(CXX_HOST) $< $(DOCTEST_MAIN) $(TRAINER_OBJS) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
