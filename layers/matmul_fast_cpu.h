@@ -1,7 +1,10 @@
 // The CPU fast path's matmuls (the reference is layers/matmul_cpu.h), shapes as nn.Linear:
 // inp (N,C), w (OC,C), out (N,OC) = inp @ w^T + bias; the backward overwrites dinp (each has one
 // writer) and accumulates dw (over micro-steps); alpha scales both (the classifier's loss scale).
-//   MatmulSgemm  fp32 through OpenBLAS's sgemm (its OpenMP build: Makefile, BLAS_LDLIBS).
+//   MatmulF32    fp32 through oneDNN's matmul primitive, which runs the model's shapes 5-15% faster
+//                than OpenBLAS's sgemm here (doc/performance.md; build/profile_cpu measures both);
+//   MatmulSgemm  fp32 through OpenBLAS's sgemm (its OpenMP build: Makefile, BLAS_LDLIBS), the baseline
+//                of the benchmarks and the exact emulation's engine;
 //   MatmulBf16   bf16 operands, fp32 accumulation and results: oneDNN's matmul primitive where the CPU
 //                has bf16 instructions (AMX tiles, AVX512-BF16's vdpbf16ps); elsewhere the same
 //                products computed exactly (a bf16 x bf16 product has 16 significant bits) by sgemm on
@@ -41,47 +44,23 @@ struct MatmulSgemm {
     }
 };
 
-// What the CPU offers for bf16 matmuls: the ISA oneDNN dispatches to (after ONEDNN_MAX_CPU_ISA).
-struct CpuBf16Matmul {
-    std::string onednn_isa;
-    bool hardware = false;  // oneDNN runs bf16 on AMX or AVX512-BF16
-};
-inline CpuBf16Matmul cpu_bf16_matmul() {
-    CpuBf16Matmul s;
-    dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
-    switch (isa) {
-    case dnnl::cpu_isa::avx512_core_amx: s.onednn_isa = "AMX-BF16 (avx512_core_amx)"; break;
-    case dnnl::cpu_isa::avx512_core_bf16: s.onednn_isa = "AVX512-BF16 (avx512_core_bf16)"; break;
-    case dnnl::cpu_isa::avx512_core_vnni: s.onednn_isa = "avx512_core_vnni"; break;
-    case dnnl::cpu_isa::avx512_core: s.onednn_isa = "avx512_core"; break;
-    case dnnl::cpu_isa::avx2_vnni: s.onednn_isa = "avx2_vnni"; break;
-    case dnnl::cpu_isa::avx2: s.onednn_isa = "avx2"; break;
-    default: s.onednn_isa = "an ISA without bf16"; break;
-    }
-    s.hardware = (isa == dnnl::cpu_isa::avx512_core_amx || isa == dnnl::cpu_isa::avx512_core_bf16) &&
-                 fast_cpu_has_bf16_dot();
-    return s;
-}
-
-struct MatmulBf16 {
-    bool hardware = cpu_bf16_matmul().hardware;
+// oneDNN's matmul primitive on operands of type T (float or bf16), fp32 results: dst (M,N) [+]= alpha
+// src @ wei (+ bias (N)). src (M,K) is row-major, or with src_t its transpose (K,M) is; wei (K,N) is
+// given as row-major (K,N) or, with wei_t, as row-major (N,K). One primitive per problem, kept.
+template <class T> struct OneDnnMatmul {
     dnnl::engine engine{dnnl::engine::kind::cpu, 0};
     dnnl::stream stream{engine};
-    // one primitive per problem: (M, N, K, src transposed, wei transposed, accumulate, bias, alpha bits)
+    // (M, N, K, src transposed, wei transposed, accumulate, bias, alpha bits)
     typedef std::tuple<long, long, long, bool, bool, bool, bool, uint32_t> Key;
     std::map<Key, dnnl::matmul> primitives;
-    std::vector<float> wide_a, wide_b;  // the widened operands where the CPU has no bf16 matmuls
 
-    // dst (M,N) fp32 [+]= alpha * src @ wei (+ bias (N)). src (M,K) bf16 is row-major, or with
-    // src_t its transpose (K,M) is; wei (K,N) bf16 is given as row-major (K,N) or, with wei_t, as
-    // row-major (N,K).
-    void run(float* dst, const bf16* src, bool src_t, const bf16* wei, bool wei_t, const float* bias, long M, long N,
-             long K, float alpha, bool accumulate) {
-        if (!hardware) return run_widened(dst, src, src_t, wei, wei_t, bias, M, N, K, alpha, accumulate);
+    void run(float* dst, const T* src, bool src_t, const T* wei, bool wei_t, const float* bias, long M, long N, long K,
+             float alpha, bool accumulate) {
         using dt = dnnl::memory::data_type;
         using md = dnnl::memory::desc;
-        md src_md({M, K}, dt::bf16, src_t ? dnnl::memory::dims{1, M} : dnnl::memory::dims{K, 1});
-        md wei_md({K, N}, dt::bf16, wei_t ? dnnl::memory::dims{1, K} : dnnl::memory::dims{N, 1});
+        const dt in = sizeof(T) == 2 ? dt::bf16 : dt::f32;
+        md src_md({M, K}, in, src_t ? dnnl::memory::dims{1, M} : dnnl::memory::dims{K, 1});
+        md wei_md({K, N}, in, wei_t ? dnnl::memory::dims{1, K} : dnnl::memory::dims{N, 1});
         md dst_md({M, N}, dt::f32, {N, 1});
         md bias_md({1, N}, dt::f32, {N, 1});
         uint32_t alpha_bits;
@@ -107,6 +86,57 @@ struct MatmulBf16 {
         if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(bias_md, engine, (void*)bias));
         found->second.execute(stream, args);
         stream.wait();
+    }
+};
+
+struct MatmulF32 {
+    OneDnnMatmul<float> dnn;
+    // out (N,OC) = inp (N,C) @ w (OC,C)^T + bias (OC, or null)
+    void forward(float* out, const float* inp, const float* w, const float* bias, int N, int C, int OC) {
+        dnn.run(out, inp, false, w, true, bias, N, OC, C, 1.0f, false);
+    }
+    // dinp (N,C) = alpha dout (N,OC) @ w (OC,C); dw (OC,C) += alpha dout^T @ inp (N,C)
+    void backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w, int N, int C, int OC,
+                  float alpha = 1.0f) {
+        dnn.run(dinp, dout, false, w, false, nullptr, N, C, OC, alpha, false);
+        dnn.run(dw, dout, true, inp, false, nullptr, OC, C, N, alpha, true);
+    }
+};
+
+// What the CPU offers for bf16 matmuls: the ISA oneDNN dispatches to (after ONEDNN_MAX_CPU_ISA).
+struct CpuBf16Matmul {
+    std::string onednn_isa;
+    bool hardware = false;  // oneDNN runs bf16 on AMX or AVX512-BF16
+};
+inline CpuBf16Matmul cpu_bf16_matmul() {
+    CpuBf16Matmul s;
+    dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+    switch (isa) {
+    case dnnl::cpu_isa::avx512_core_amx: s.onednn_isa = "AMX-BF16 (avx512_core_amx)"; break;
+    case dnnl::cpu_isa::avx512_core_bf16: s.onednn_isa = "AVX512-BF16 (avx512_core_bf16)"; break;
+    case dnnl::cpu_isa::avx512_core_vnni: s.onednn_isa = "avx512_core_vnni"; break;
+    case dnnl::cpu_isa::avx512_core: s.onednn_isa = "avx512_core"; break;
+    case dnnl::cpu_isa::avx2_vnni: s.onednn_isa = "avx2_vnni"; break;
+    case dnnl::cpu_isa::avx2: s.onednn_isa = "avx2"; break;
+    default: s.onednn_isa = "an ISA without bf16"; break;
+    }
+    s.hardware = (isa == dnnl::cpu_isa::avx512_core_amx || isa == dnnl::cpu_isa::avx512_core_bf16) &&
+                 fast_cpu_has_bf16_dot();
+    return s;
+}
+
+struct MatmulBf16 {
+    bool hardware = cpu_bf16_matmul().hardware;
+    OneDnnMatmul<bf16> dnn;
+    std::vector<float> wide_a, wide_b;  // the widened operands where the CPU has no bf16 matmuls
+
+    // dst (M,N) fp32 [+]= alpha * src @ wei (+ bias (N)). src (M,K) bf16 is row-major, or with
+    // src_t its transpose (K,M) is; wei (K,N) bf16 is given as row-major (K,N) or, with wei_t, as
+    // row-major (N,K).
+    void run(float* dst, const bf16* src, bool src_t, const bf16* wei, bool wei_t, const float* bias, long M, long N,
+             long K, float alpha, bool accumulate) {
+        if (!hardware) return run_widened(dst, src, src_t, wei, wei_t, bias, M, N, K, alpha, accumulate);
+        dnn.run(dst, src, src_t, wei, wei_t, bias, M, N, K, alpha, accumulate);
     }
 
     // the same products, exact, on fp32 copies of the bf16 operands

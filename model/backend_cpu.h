@@ -72,8 +72,8 @@ struct ModelCPU {
                     ")";
         } else {
             fast32.reset(new GPT2Fast<float>(gpt));
-            line += std::string("fp32 on the fast path (kernels: ") + fast_cpu_target() + "; matmuls: OpenBLAS sgemm" +
-                    (name == "auto" ? "; no bf16 matmuls on this CPU: oneDNN would use " + mm.onednn_isa : "") + ")";
+            line += std::string("fp32 on the fast path (kernels: ") + fast_cpu_target() + "; matmuls: oneDNN fp32" +
+                    (name == "auto" ? "; no bf16 matmuls on this CPU: oneDNN runs " + mm.onednn_isa : "") + ")";
         }
         return line;
     }

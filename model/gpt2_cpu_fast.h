@@ -2,7 +2,7 @@
 // (gpt2_forward, gpt2_backward, gpt2_update) on the Highway kernels of layers/fast_cpu.h and
 // attention/attention_fast_cpu.h, dispatched at run time to the best ISA target the CPU runs.
 // GPT2Fast<X> with X the matmuls' input type:
-//   float  fp32 numerics: OpenBLAS's sgemm (the OpenMP build: one thread pool with the layers),
+//   float  fp32 numerics: oneDNN's fp32 matmuls (an OpenMP runtime: one thread pool with the layers),
 //          every product and sum in fp32;
 //   bf16   bf16 numerics, the CPU twin of the CUDA back end's recipe: the matmuls take bf16
 //          operands (weights, and the activations that feed them) and accumulate in fp32 (oneDNN:
@@ -36,7 +36,7 @@ template <class X> struct GPT2Fast {
     using Float = float;
     static constexpr bool full_activation_grads = false;  // its own gradient buffers, below
     GPT2<float>& model;           // master weights, gradients, moments, fp32 activations
-    typename std::conditional<is_bf16, MatmulBf16, MatmulSgemm>::type mm;
+    typename std::conditional<is_bf16, MatmulBf16, MatmulF32>::type mm;
     AttentionFast attn;
     std::vector<bf16> params_bf;  // bf16 only: (num_parameters) bf16 weights, the layout of the master weights
     // bf16 only: the matmul inputs the forward saves for the backward's weight gradients (fp32: the

@@ -5,7 +5,7 @@
 # model, in one run, alternating all of them ROUNDS times; then per model and attention the medians,
 # the ratios, and the figures that mean the same on every machine: each path's achieved FLOP/s as a
 # share of the throughput of the step's matmuls alone measured in the same rounds (build/profile_cpu:
-# fp32 through OpenBLAS's sgemm, bf16 through oneDNN or its exact emulation), the profile (share of
+# fp32 through oneDNN, the fast path's, and OpenBLAS's sgemm; bf16 through oneDNN or its emulation), the profile (share of
 # step time per layer kind), and the trainer's tokens/s with the cores' default thread count (no
 # thread variable set) against 1 thread. Then the long-context evaluation: tokens/s of loss_vs_length
 # at EVAL_LENGTHS on the reference path and on the fast path (-pr auto), measured in the same run. It
@@ -104,6 +104,7 @@ profile() {  # $1 attn, $2 descriptor, $3 T: the matmul throughputs, FLOPs per t
     done
     awk '/^matmul_gflops_bf16/ {print $2}' "$tmp/profile.out" >>"$tmp/mm_bf16"
     awk '/^matmul_gflops_fp32/ {print $2}' "$tmp/profile.out" >>"$tmp/mm_fp32"
+    awk '/^matmul_gflops_sgemm/ {print $2}' "$tmp/profile.out" >>"$tmp/mm_sgemm"
     awk '/^flops_per_token/ {print $2}' "$tmp/profile.out" >"$tmp/flops_per_token"
     sed -n 's/^openblas_corename //p' "$tmp/profile.out" >"$tmp/ours_openblas"
     sed -n 's/^onednn_isa //p' "$tmp/profile.out" >"$tmp/ours_onednn"
@@ -122,7 +123,7 @@ for model in $MODELS; do
     parse_model "$desc"
     make_shard "$vocab" "$T"
     for attn in $ATTNS; do
-        for f in mm_bf16 mm_fp32 profiles_fp32 profiles_bf16 loads ours_fp32 ours_bf16 ours_1t torch_fp32 torch_bf16; do
+        for f in mm_bf16 mm_fp32 mm_sgemm profiles_fp32 profiles_bf16 loads ours_fp32 ours_bf16 ours_1t torch_fp32 torch_bf16; do
             : >"$tmp/${f}_$attn"
         done
     done
@@ -139,7 +140,7 @@ for model in $MODELS; do
             if [ "$hw_bf16" -gt 0 ]; then theirs "$attn" bf16 >>"$tmp/torch_bf16_$attn"; else echo 0 >>"$tmp/torch_bf16_$attn"; fi
             : >"$tmp/profiles_fp32"; : >"$tmp/profiles_bf16"
             profile "$attn" "$desc" "$T"
-            for f in mm_bf16 mm_fp32 profiles_fp32 profiles_bf16; do tail -n 1 "$tmp/$f" >>"$tmp/${f}_$attn"; done
+            for f in mm_bf16 mm_fp32 mm_sgemm profiles_fp32 profiles_bf16; do tail -n 1 "$tmp/$f" >>"$tmp/${f}_$attn"; done
             l1=$(load)
             echo "$l0" >>"$tmp/loads_$attn"; echo "$l1" >>"$tmp/loads_$attn"
             printf "  round %d %-8s (load %s -> %s): this trainer fp32 %7.1f  bf16 %7.1f  %s 1 thread %7.1f | pytorch fp32 %7.1f  bf16 autocast %7.1f tok/s | matmuls fp32 %6.1f  bf16 %6.1f GFLOP/s\n" \
@@ -156,7 +157,8 @@ for model in $MODELS; do
         of=$(printf "%.1f" "$(median <"$tmp/ours_fp32_$attn")"); ob=$(printf "%.1f" "$(median <"$tmp/ours_bf16_$attn")")
         o1=$(printf "%.1f" "$(median <"$tmp/ours_1t_$attn")")
         tf=$(median <"$tmp/torch_fp32_$attn"); tb=$(median <"$tmp/torch_bf16_$attn")
-        mmb=$(median <"$tmp/mm_bf16_$attn"); mmf=$(median <"$tmp/mm_fp32_$attn"); fpt=$(cat "$tmp/flops_per_token")
+        mmb=$(median <"$tmp/mm_bf16_$attn"); mmf=$(median <"$tmp/mm_fp32_$attn"); mms=$(median <"$tmp/mm_sgemm_$attn")
+        fpt=$(cat "$tmp/flops_per_token")
         gf() { awk -v t="$1" -v f="$fpt" 'BEGIN {printf "%.1f", t * f / 1e9}'; }
         share_f=$(awk -v a="$(gf "$of")" -v b="$mmf" 'BEGIN {printf "%.0f", 100 * a / b}')
         share_b=$(awk -v a="$(gf "$ob")" -v b="$mmb" 'BEGIN {printf "%.0f", 100 * a / b}')
@@ -170,8 +172,8 @@ for model in $MODELS; do
         echo "| this trainer, -pr $auto, 1 thread | $o1 | $(gf "$o1") | $(ratio "$o1" "$tf")x |"
         echo "| PyTorch fp32 (eager, best of two thread settings) | $tf | $(gf "$tf") | 1.00x |"
         [ "$hw_bf16" -gt 0 ] && echo "| PyTorch bf16 autocast | $tb | $(gf "$tb") | $(ratio "$tb" "$tf")x |"
-        echo "matmuls alone, one step's shapes (median of the rounds): fp32 OpenBLAS sgemm $mmf GFLOP/s, bf16 $mmb GFLOP/s ($(cat "$tmp/ours_onednn"))"
-        echo "fp32 path: $(gf "$of") GFLOP/s = ${share_f}% of the fp32 sgemm throughput of the same rounds; bf16 path: $(gf "$ob") GFLOP/s = ${share_b}% of the bf16 matmul throughput (model FLOPs: $fpt per token)"
+        echo "matmuls alone, one step's shapes (median of the rounds): fp32 oneDNN $mmf GFLOP/s (the fast path's), fp32 OpenBLAS sgemm $mms GFLOP/s, bf16 $mmb GFLOP/s ($(cat "$tmp/ours_onednn"))"
+        echo "fp32 path: $(gf "$of") GFLOP/s = ${share_f}% of the fp32 matmul throughput (oneDNN) of the same rounds, $(awk -v a="$(gf "$of")" -v b="$mms" 'BEGIN {printf "%.0f", 100 * a / b}')% of OpenBLAS sgemm's; bf16 path: $(gf "$ob") GFLOP/s = ${share_b}% of the bf16 matmul throughput (model FLOPs: $fpt per token)"
         echo "threads: -pr $auto with the default $CORES threads $(ratio "$oa" "$o1")x 1 thread"
         echo "profile of the fp32 path (last round): $(tail -n 1 "$tmp/profiles_fp32_$attn")"
         echo "profile of the bf16 path (last round): $(tail -n 1 "$tmp/profiles_bf16_$attn")"
@@ -207,7 +209,7 @@ echo
 echo "== targets (ratios of one run)"
 while read -r desc T attn of ob tf tb share_f share_b threads loads; do
     best=$([ "$auto" = bf16 ] && echo "$ob" || echo "$of")
-    printf "  %-14s T %-4s %-8s -pr %s %sx PyTorch eager fp32 (target >= 2 on AVX2); fp32 path at %s%% of the fp32 sgemm throughput (target >= 60%% on AVX2); bf16 path at %s%% of the bf16 matmul throughput; %s threads %sx 1 thread (target >= 1.7) | load %s\n" \
+    printf "  %-14s T %-4s %-8s -pr %s %sx PyTorch eager fp32 (target >= 2 on AVX2); fp32 path at %s%% of the fp32 matmul throughput (target >= 60%% on AVX2); bf16 path at %s%% of the bf16 matmul throughput; %s threads %sx 1 thread (target >= 1.7) | load %s\n" \
         "$desc" "$T" "$attn" "$auto" "$(ratio "$best" "$tf")" "$share_f" "$share_b" "$CORES" "$threads" "$loads"
 done <"$tmp/summary"
 while read -r desc T med rounds; do

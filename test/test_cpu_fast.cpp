@@ -291,13 +291,15 @@ template <class X, class MM> static void check_matmul(MM& mm, const std::vector<
         }
 }
 
-TEST_CASE("matmuls: sgemm (fp32) and the exact emulation of bf16 matmuls: forward with bias, dinp with alpha, dW accumulated") {
+TEST_CASE("matmuls: oneDNN's fp32, sgemm and the exact emulation of bf16 matmuls: forward with bias, dinp with alpha, dW accumulated") {
     const int N = 45, C = 40, OC = 56;
     auto rounded = [](std::vector<float> x) {
         for (float& v : x) v = bf16_to_float(float_to_bf16(v));
         return x;
     };
     std::vector<float> inp = randn(N * C, 11), w = randn(OC * C, 12), dout = randn(N * OC, 13);
+    MatmulF32 onednn;
+    check_matmul<float>(onednn, inp, w, dout, N, C, OC);
     MatmulSgemm sgemm;
     check_matmul<float>(sgemm, inp, w, dout, N, C, OC);
     std::vector<float> inp16 = rounded(inp), w16 = rounded(w), dout16 = rounded(dout);
@@ -699,7 +701,7 @@ TEST_CASE("trainer: -pr fp32 and bf16 train and resume bit for bit (-xi, -y 1); 
     REQUIRE(rno.code == 0);
     CHECK(rno.output.find("bf16 products computed exactly through sgemm, this CPU has no bf16 matmuls") != std::string::npos);
     CHECK(rno32.output.find("precision: auto picked fp32 on the fast path") != std::string::npos);
-    CHECK(rno32.output.find("no bf16 matmuls on this CPU: oneDNN would use avx2") != std::string::npos);
+    CHECK(rno32.output.find("no bf16 matmuls on this CPU: oneDNN runs avx2") != std::string::npos);
     std::vector<std::string> lno = loss_records(nohw.path + "/log.jsonl");
     CHECK(lno.size() == 8);
     Result bad = run(tiny_run(data.path, hw32.path, "-pr fp16"));

@@ -3,7 +3,8 @@
 //   2. the kernels: the fast path's ISA target, OpenBLAS's core (openblas_get_corename), oneDNN's ISA,
 //   3. the throughput of the matmuls alone: every matmul of one training step (forward, dinp, dW;
 //      the model's shapes) in bf16 (oneDNN, or its exact emulation where the CPU has no bf16
-//      matmuls) and in fp32 through OpenBLAS's sgemm, as total FLOPs over total time (best of REPS),
+//      matmuls) and in fp32 through oneDNN (the fast path's) and OpenBLAS's sgemm, as total FLOPs
+//      over total time (best of REPS),
 //   4. the step time of the fast path in the numerics -pr names (fp32, bf16, auto: as the trainer's)
 //      and its share per layer kind, over STEPS training steps,
 //   5. with -el, the long-context evaluation: tokens/s of eval/loss_vs_length.h's loss_vs_length at
@@ -42,7 +43,8 @@ static std::vector<Shape> step_matmuls(const GPT2Config& c, int BT) {
 }
 
 // seconds of one step's matmuls (forward, dinp, dW of every shape), best of reps
-static double time_matmuls(const std::vector<Shape>& shapes, bool bf16_path, int reps) {
+enum MatmulKind { MM_BF16, MM_F32_ONEDNN, MM_F32_SGEMM };
+static double time_matmuls(const std::vector<Shape>& shapes, MatmulKind kind, int reps) {
     size_t acts = 0, weights = 0;  // inp, dinp (N,C), out, dout (N,OC); w, dw (OC,C)
     for (const Shape& s : shapes) {
         acts = std::max(acts, (size_t)s.N * std::max(s.C, s.OC));
@@ -52,13 +54,17 @@ static double time_matmuls(const std::vector<Shape>& shapes, bool bf16_path, int
     std::vector<bf16> ab(acts, float_to_bf16(0.01f)), bb(weights, float_to_bf16(0.02f));
     MatmulBf16 mm;
     MatmulSgemm sgemm;
+    MatmulF32 f32;
     double best = 1e30;
     for (int r = 0; r < reps + 1; r++) {  // the first pass creates oneDNN's primitives
         double t0 = StepProfile::now();
         for (const Shape& s : shapes) {
-            if (bf16_path) {
+            if (kind == MM_BF16) {
                 mm.forward(out.data(), ab.data(), bb.data(), nullptr, s.N, s.C, s.OC);
                 mm.backward(out.data(), dw.data(), ab.data(), ab.data(), bb.data(), s.N, s.C, s.OC);
+            } else if (kind == MM_F32_ONEDNN) {
+                f32.forward(out.data(), a.data(), b.data(), nullptr, s.N, s.C, s.OC);
+                f32.backward(out.data(), dw.data(), a.data(), a.data(), b.data(), s.N, s.C, s.OC);
             } else {
                 sgemm.forward(out.data(), a.data(), b.data(), nullptr, s.N, s.C, s.OC);
                 sgemm.backward(out.data(), dw.data(), a.data(), a.data(), b.data(), s.N, s.C, s.OC);
@@ -114,7 +120,7 @@ int main(int argc, char** argv) {
                             "          [-pr auto|fp32|bf16] [-el 1024,2048] [-en tokens] [-ef tokens per forward]\n"
                             "prints the model's FLOPs per token, the fast path's ISA target, the kernels of OpenBLAS and\n"
                             "oneDNN, the matmul throughput of one step's matmuls (bf16 oneDNN or its emulation, fp32\n"
-                            "OpenBLAS), the fast path's step time in -pr's numerics (default auto) and its share per layer\n"
+                            "oneDNN and OpenBLAS), the fast path's step time in -pr's numerics (default auto) and its share per layer\n"
                             "kind, and with -el the tokens/s of loss_vs_length at those lengths on the reference and the\n"
                             "fast path (-en tokens scored per length, default 2 x the longest; -ef as loss_vs_length's -f,\n"
                             "default 4096)\n", argv[0]);
@@ -162,8 +168,10 @@ int main(int argc, char** argv) {
     printf("fast_target %s\n", fast_cpu_target().c_str());
     printf("openblas_corename %s\n", openblas_get_corename());
     printf("onednn_isa %s%s\n", cpu_bf16_matmul().onednn_isa.c_str(), cpu_bf16_matmul().hardware ? "" : " (no bf16 matmuls: emulated)");
-    double t_bf16 = time_matmuls(shapes, true, reps), t_fp32 = time_matmuls(shapes, false, reps);
-    printf("matmul_gflops_bf16 %.1f\nmatmul_gflops_fp32 %.1f\n", matmul_flops / t_bf16 / 1e9, matmul_flops / t_fp32 / 1e9);
+    double t_bf16 = time_matmuls(shapes, MM_BF16, reps), t_fp32 = time_matmuls(shapes, MM_F32_ONEDNN, reps),
+           t_sgemm = time_matmuls(shapes, MM_F32_SGEMM, reps);
+    printf("matmul_gflops_bf16 %.1f\nmatmul_gflops_fp32 %.1f\nmatmul_gflops_sgemm %.1f\n", matmul_flops / t_bf16 / 1e9,
+           matmul_flops / t_fp32 / 1e9, matmul_flops / t_sgemm / 1e9);
 
     m.init(1337);
     Rng rng(1);
