@@ -42,7 +42,7 @@ def read_model(spec):
     rows = read_csv(path, NEEDED, "loss_vs_length -o", "not a CSV of loss_vs_length -o with the statistics columns")
     out = {}
     for r in rows:
-        out[int(r["length"])] = {k: (float(v) if k not in ("interval",) else v) for k, v in r.items()}
+        out[int(r["length"])] = {k: (float(v) if k not in ("interval", "window_rule") else v) for k, v in r.items()}
     return label, out
 
 
@@ -94,6 +94,12 @@ def main():
     say("Validation loss: at 1x over every position; at 2x-16x over the positions at or beyond the training "
         f"length ({T}) only. {over_seeds} Seeds per model: "
         + ", ".join(f"{k} {v}" for k, v in seeds.items()) + ".")
+    # the windows the figures rest on (CSVs of loss_vs_length before it recorded them have no such columns)
+    spread = {label: m[lengths[0]] for label, m in models if "windows" in m[lengths[0]]}
+    if spread:
+        say("Windows scored (of the longest length; window rule): " + ", ".join(
+            f"{label} {int(r['windows'])} windows in {int(r['documents'])} distinct documents ({r['window_rule']})"
+            for label, r in spread.items()) + ".")
     say("")
     say("| model | " + " | ".join(f"{L} ({L // T}x)" for L in lengths) + " |")
     say("|---|" + "---:|" * len(lengths))

@@ -1,12 +1,14 @@
 // Loss versus length of one checkpoint or several (seeds), method and statistics in
 // eval/loss_vs_length.h:
 //   ./loss_vs_length_cpu_lssar -e out/s1/ckpt_00001200.bin,out/s2/ckpt_00001200.bin
-//       -j "data/kjv_bytes/kjv_val_*.bin" -o lvl.csv -ob buckets.csv -ot tokens.bin [-vs softmax_tokens.bin]
+//       -j "data/kjv_bytes/kjv_val_*.bin" -o lvl.csv -ob buckets.csv -ow windows.csv -ot tokens.bin
+//       [-vs softmax_tokens.bin]
 // Built per attention variant like the trainer (make loss_vs_length_cpu ATTN=...), and refuses a
 // checkpoint of another variant (but for -rw: runtime/cli.h). Prints, per checkpoint and
 // across them, the window mean at every length, the mean beyond the training length, the paired
 // difference against 1x, the loss per position bucket, and with -vs the paired difference against
-// another model's token losses; writes them as CSV (-o, -ob) and the token losses (-ot).
+// another model's token losses (paired with it by seed); writes them as CSV (-o, -ob), the windows
+// scored (-ow) and the token losses (-ot).
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -25,17 +27,18 @@
 // The command line: one line per flag (runtime/cli.h's CliTable makes the parser and -h from it).
 struct LvlOptions {
     std::string ckpt_paths, val_pattern = "data/kjv/kjv_val_*.bin", csv_path, buckets_path, tokens_path, vs_path,
-        p_text, rw_text;
+        windows_path, p_text, rw_text, window_rule = "stride";
     std::string precision = CLI_DEFAULT_PRECISION;
     std::vector<long long> multiples = {1, 2, 4, 8, 16};
     int T_train = 0, tokens_per_forward = 4096;
-    long long max_tokens = 0, bootstrap_seed = 1337;
+    long long max_tokens = 0, bootstrap_seed = 1337, window_seed = 1;
 };
 
 static CliTable lvl_flags(LvlOptions& o) {
     CliTable t("-e CHECKPOINT[,CHECKPOINT...] [options]",
                std::string("Validation loss of a checkpoint at several sequence lengths, the same tokens scored at every\n"
-                           "length (each length cuts one span of N tokens into windows and scores every position): the\n"
+                           "length (W windows of the longest length spread over the whole validation split, each cut into\n"
+                           "the windows of every shorter length, every position scored): the\n"
                            "window mean, the mean over the positions at or beyond the training length, their paired\n"
                            "difference against 1x (95% block-bootstrap interval over windows), the loss per position\n"
                            "bucket. Several checkpoints (one per seed): each, and their mean with a 95% t-interval.\n"
@@ -50,15 +53,22 @@ static CliTable lvl_flags(LvlOptions& o) {
      .int_list("-l", &o.multiples, 1, 1 << 24, 32, "1,2,4,8,16", "lengths as multiples of -t, comma separated")
      .integer("-n", &o.max_tokens, 1, 1000000000, "most tokens to score (default 16 x the longest length; fewer if "
               "the shards hold fewer)")
+     .choice("-w", &o.window_rule, {"stride", "sample", "first"}, "where the windows start: a fixed stride over "
+             "the whole validation split, a seeded sample of non-overlapping starts over it (-ws), or the split's "
+             "first N tokens")
+     .integer("-ws", &o.window_seed, 0, (1LL << 62), "seed of -w sample's window starts")
      .integer("-f", &o.tokens_per_forward, 1, 1000000000, "tokens per forward pass: windows are batched up to this")
      .integer("-bs", &o.bootstrap_seed, 0, (1LL << 62), "seed of the block bootstrap's resampling")
      .text("-o", &o.csv_path, "<path>", "CSV, a row per length: length,loss,tokens and the statistics (default: none)")
      .text("-ob", &o.buckets_path, "<path>", "CSV of the loss per position bucket, a row per checkpoint, length and "
            "bucket (default: none)")
+     .text("-ow", &o.windows_path, "<path>", "CSV of the windows scored, a row per window: its start token in the "
+           "split and the document it starts in (default: none)")
      .text("-ot", &o.tokens_path, "<path>", "every token's loss at every length, for -vs of another model's run "
            "(default: none)")
-     .text("-vs", &o.vs_path, "<path>", "another model's -ot file (same tokens and lengths): the paired difference, "
-           "this model minus that one (default: none)");
+     .text("-vs", &o.vs_path, "<path>", "another model's -ot file (the same windows, tokens, -t and lengths, or refused): "
+           "the paired difference, this model minus that one; several checkpoints on both sides pair by their seed "
+           "(default: none)");
     return t;
 }
 
@@ -165,33 +175,58 @@ int main(int argc, char** argv) {
         int longest = *std::max_element(lengths.begin(), lengths.end());
         if (max_tokens == 0) max_tokens = 16LL * longest;
         std::vector<TokenLosses> other;
-        int other_T = 0;
+        ScoredSpan other_span;
         if (!o.vs_path.empty()) {
-            other = read_token_losses(o.vs_path, &other_T);
-            if (other[0].lengths != lengths || other_T != T_train)
-                cli_fail("-vs " + o.vs_path + ": scored at other lengths or another training length than these (" +
-                         std::to_string(other_T) + "); score both models with the same -t and -l");
+            other = read_token_losses(o.vs_path, &other_span);
+            if (other_span.lengths != lengths || other_span.T_train != T_train)
+                cli_fail("-vs " + o.vs_path + ": scored at lengths " + join_ints(other_span.lengths) + " for training "
+                         "length " + std::to_string(other_span.T_train) + ", this run" +
+                         (o.tokens_path.empty() ? "" : " (-ot " + o.tokens_path + ")") + " at " + join_ints(lengths) + " for " +
+                         std::to_string(T_train) + "; score both models with the same -t and -l");
         }
         // opened before scoring, so that an unwritable output fails at once
         FILE* csv = open_output(csv_path, "-o");
         FILE* buckets_csv = open_output(o.buckets_path, "-ob");
-        std::vector<int> span = read_token_span(val_pattern, (size_t)max_tokens + 1, cks[0].config.vocab_size);
-        int64_t N = scored_token_count(lengths, (int64_t)span.size(), max_tokens);
+        FILE* windows_csv = open_output(o.windows_path, "-ow");
+        std::vector<int> split = read_token_span(val_pattern, SIZE_MAX, cks[0].config.vocab_size);
+        int64_t Lb = window_length(lengths);
+        int64_t N = scored_token_count(lengths, (int64_t)split.size(), max_tokens);
         if (N == 0) {
             if (csv) fclose(csv), remove((csv_path + ".tmp").c_str());
             if (buckets_csv) fclose(buckets_csv), remove((o.buckets_path + ".tmp").c_str());
-            if ((long long)span.size() == max_tokens + 1)  // -n, not the shards, is the limit
+            if (windows_csv) fclose(windows_csv), remove((o.windows_path + ".tmp").c_str());
+            if ((long long)split.size() > max_tokens)  // -n, not the shards, is the limit
                 cli_fail("-n " + std::to_string(max_tokens) + ": fewer tokens than the " + std::to_string(lcm) +
                          " the lengths need (a multiple of every length); raise -n to at least " + std::to_string(lcm));
-            cli_fail("the shards '" + val_pattern + "' hold " + std::to_string(span.size()) + " tokens, fewer than the " +
+            cli_fail("the shards '" + val_pattern + "' hold " + std::to_string(split.size()) + " tokens, fewer than the " +
                      std::to_string(lcm + 1) + " the lengths need (a multiple of every length, + 1)");
         }
-        if (!other.empty() && other[0].N != N)
-            cli_fail("-vs " + o.vs_path + ": " + std::to_string(other[0].N) + " tokens scored there, " +
-                     std::to_string(N) + " here; score both models on the same shards with the same -n");
+        WindowRule rule = o.window_rule == "first" ? WindowRule::First
+                          : o.window_rule == "sample" ? WindowRule::Sample : WindowRule::Stride;
+        EvalWindows windows = make_windows(
+            split, Lb, window_starts(rule, N / Lb, Lb, (int64_t)split.size(), (uint64_t)o.window_seed),
+            document_start_token(cks[0].config.vocab_size));
+        split = {};
+        ScoredSpan here = scored_span(windows, T_train, lengths, val_pattern);
+        if (!other.empty()) {
+            std::string mismatch = span_mismatch(other_span, here);
+            if (!mismatch.empty())
+                cli_fail("-vs " + o.vs_path + " scored other tokens than this run" +
+                         (o.tokens_path.empty() ? "" : " (-ot " + o.tokens_path + ")") + " on " + val_pattern + ": " +
+                         mismatch + "; score both models with the same -j, -t, -l, -n, -w and -ws");
+        }
 
-        printf("scoring the same %lld tokens of %s at every length (training length %d)\n", (long long)N,
-               val_pattern.c_str(), T_train);
+        std::string rule_text = rule == WindowRule::Sample ? "sampled with seed " + std::to_string(o.window_seed)
+                                : rule == WindowRule::Stride
+                                    ? "a stride of " + std::to_string((windows.split_tokens - 1) / (int64_t)windows.starts.size()) +
+                                          " tokens"
+                                    : "the split's first " + std::to_string(N + 1) + " tokens";
+        printf("scoring the same %lld tokens of %s at every length (training length %d): %zu window%s of %lld tokens "
+               "(%s), starting in %lld distinct document%s of the split's %lld (%lld tokens)\n",
+               (long long)N, val_pattern.c_str(), T_train, windows.starts.size(), windows.starts.size() == 1 ? "" : "s", (long long)Lb, rule_text.c_str(),
+               (long long)windows.distinct_documents(), windows.distinct_documents() == 1 ? "" : "s",
+               (long long)windows.split_documents,
+               (long long)windows.split_tokens);
         std::vector<TokenLosses> runs;
         std::vector<std::vector<LengthStats>> stats;
         for (size_t c = 0; c < cks.size(); c++) {
@@ -203,7 +238,9 @@ int main(int argc, char** argv) {
             printf("checkpoint %s: %s, p %g, step %lld, %d layers, %d heads, %d channels, vocabulary %d\n",
                    ckpt_paths[c].c_str(), attn_kind_name(config.attn), config.p, (long long)cks[c].train.step,
                    config.num_layers, config.num_heads, config.channels, config.vocab_size);
-            runs.push_back(score_tokens(model, span, N, lengths, o.tokens_per_forward));
+            runs.push_back(score_tokens(model, windows, lengths, o.tokens_per_forward));
+            runs.back().seed = cks[c].run.seed;
+            runs.back().checkpoint = ckpt_paths[c];
             stats.push_back(length_stats(runs.back(), T_train, seed));
             print_stats(stats.back(), T_train);
         }
@@ -232,10 +269,22 @@ int main(int argc, char** argv) {
         if (!other.empty()) {
             vs = paired_difference(runs, other, T_train, seed);
             bool seed_pairs = other.size() == runs.size() && runs.size() > 1;
+            std::vector<size_t> pair;
+            if (seed_pairs) {
+                try {
+                    pair = pair_by_seed(runs, other);
+                    for (size_t c = 0; c < runs.size(); c++)
+                        printf("pair: %s with %s (seed %llu)\n", ckpt_paths[c].c_str(), other[pair[c]].checkpoint.c_str(),
+                               (unsigned long long)runs[c].seed);
+                } catch (const std::invalid_argument& e) {
+                    printf("no interval over checkpoint pairs: %s\n", e.what());
+                    seed_pairs = false;
+                }
+            }
             for (size_t k = 0; seed_pairs && k < lengths.size(); k++) {
                 std::vector<double> d, db;
                 for (size_t c = 0; c < runs.size(); c++) {
-                    std::vector<PairedLength> one = paired_difference({runs[c]}, {other[c]}, T_train, seed);
+                    std::vector<PairedLength> one = paired_difference({runs[c]}, {other[pair[c]]}, T_train, seed);
                     d.push_back(one[k].all.mean);
                     db.push_back(one[k].beyond.mean);
                 }
@@ -260,18 +309,19 @@ int main(int argc, char** argv) {
         if (csv) {
             fprintf(csv, "length,loss,tokens,checkpoints,loss_lo,loss_hi,beyond_loss,beyond_lo,beyond_hi,beyond_tokens,"
                          "paired_1x,paired_1x_lo,paired_1x_hi,interval,vs_all,vs_all_lo,vs_all_hi,vs_beyond,vs_beyond_lo,"
-                         "vs_beyond_hi,vs_pairs_lo,vs_pairs_hi,vs_beyond_pairs_lo,vs_beyond_pairs_hi\n");
+                         "vs_beyond_hi,vs_pairs_lo,vs_pairs_hi,vs_beyond_pairs_lo,vs_beyond_pairs_hi,windows,documents,window_rule\n");
             bool one = cks.size() == 1;
             for (size_t k = 0; k < lengths.size(); k++) {
                 const LengthStats& s0 = stats[0][k];
                 Interval b = one ? s0.beyond : beyond_s[k], d = one ? s0.paired : paired_s[k];
                 PairedLength v = vs.empty() ? PairedLength{lengths[k], {}, {}} : vs[k];
                 fprintf(csv, "%d,%.6f,%lld,%zu,%.6f,%.6f,%.6f,%.6f,%.6f,%lld,%.6f,%.6f,%.6f,%s,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,"
-                             "%.6f,%.6f,%.6f,%.6f\n",
+                             "%.6f,%.6f,%.6f,%.6f,%zu,%lld,%s\n",
                         lengths[k], loss_s[k].mean, (long long)N, cks.size(), loss_s[k].lo, loss_s[k].hi, b.mean, b.lo,
                         b.hi, (long long)s0.beyond_tokens, d.mean, d.lo, d.hi, one ? "bootstrap" : "seeds", v.all.mean,
                         v.all.lo, v.all.hi, v.beyond.mean, v.beyond.lo, v.beyond.hi, vs_seeds[k].lo, vs_seeds[k].hi,
-                        vs_seeds_beyond[k].lo, vs_seeds_beyond[k].hi);
+                        vs_seeds_beyond[k].lo, vs_seeds_beyond[k].hi, windows.starts.size(),
+                        (long long)windows.distinct_documents(), o.window_rule.c_str());
             }
             close_output(csv, csv_path);
         }
@@ -283,8 +333,14 @@ int main(int argc, char** argv) {
                         fprintf(buckets_csv, "%zu,%d,%d,%d,%.6f,%lld\n", c, s.length, b.lo, b.hi, b.loss, (long long)b.tokens);
             close_output(buckets_csv, o.buckets_path);
         }
+        if (windows_csv) {
+            fprintf(windows_csv, "window,start,document\n");
+            for (size_t w = 0; w < windows.starts.size(); w++)
+                fprintf(windows_csv, "%zu,%lld,%lld\n", w, (long long)windows.starts[w], (long long)windows.documents[w]);
+            close_output(windows_csv, o.windows_path);
+        }
         if (!o.tokens_path.empty()) {
-            write_token_losses(o.tokens_path, runs, T_train);
+            write_token_losses(o.tokens_path, runs, here);
             printf("wrote %s\n", o.tokens_path.c_str());
         }
     } catch (const std::exception& e) {

@@ -155,8 +155,8 @@ TESTS += $(BUILD)/test_eval_bf16
 # The evaluation tools (eval/eval.mk)
 # the statistics of loss versus length (position buckets, beyond the training length, paired
 # differences, block bootstrap) against direct computations
-$(BUILD)/test_length_stats: test/test_length_stats.cpp $(DOCTEST_MAIN) | $(BUILD)
-	$(CXX_HOST) $< $(DOCTEST_MAIN) -o $@ $(LDLIBS)
+$(BUILD)/test_length_stats: test/test_length_stats.cpp $(DOCTEST_MAIN) $(BUILD)/dataloader/shard.o | $(BUILD)
+	$(CXX_HOST) $< $(DOCTEST_MAIN) $(BUILD)/dataloader/shard.o -o $@ $(LDLIBS)
 TESTS += $(BUILD)/test_length_stats
 
 # The tools' tests (each runs its tool built for lssar; they read the GPT-2 vocabulary,

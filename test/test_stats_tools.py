@@ -258,6 +258,18 @@ check(f"| ls | +0.0200 [+0.0100, +0.0300] seeds [{l1:+.4f}, {h1:+.4f}] p = {pd1:
       f"extrapolation_report.py: p of the paired t over seed pairs equals SciPy's ({pd1:.2g}, {pd2:.2g}), Holm over "
       "the cells, * where the bootstrap interval excludes 0 and Holm's p is below 0.05")
 check("WARNING" not in out, "extrapolation_report.py: no warning at 64 windows and more")
+
+# a CSV that records its windows (loss_vs_length's windows, documents and window_rule columns): the
+# report says what the figures rest on, the rule read as text
+with open(f"{tmp}/w.csv", "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(COLS + ["windows", "documents", "window_rule"])
+    for L in (64, 128):
+        w.writerow([dict(length=L, tokens=8192, loss=1.5, checkpoints=1, interval="bootstrap").get(c, "nan")
+                    for c in COLS] + [8, 5, "stride"])
+code, out = run(os.path.join(EVAL, "extrapolation_report.py"), "--train-len", "64", f"sm={tmp}/w.csv")
+check(code == 0 and "Windows scored (of the longest length; window rule): sm 8 windows in 5 distinct documents "
+      "(stride)." in out, "extrapolation_report.py: the windows and documents of a CSV that records them")
 check(os.path.exists(f"{tmp}/r.txt"), "extrapolation_report.py writes -o")
 write_pair(4096)  # 32 windows at 2x
 code, out = run(os.path.join(EVAL, "extrapolation_report.py"), "--train-len", "64", "--baseline", "sm",

@@ -768,13 +768,22 @@ TEST_CASE("bad flags are refused, naming the flag and the value") {
 
 // ----------------------------------------------------------------------------
 
-TEST_CASE("loss versus length scores the same tokens at every length") {
+TEST_CASE("loss versus length scores the same tokens at every length, in windows over the whole split") {
     GoodCheckpoint good;
     const std::string d = data_dir();
     std::string csv = good.dir.path + "/lvl.csv";
-    Result r = run(std::string(LVL_TOOL) + " -e " + good.path + " -j " + d + "/val_*.bin -l 1,2,4 -n 640 -f 64 -o " + csv);
+    std::string windows_csv = good.dir.path + "/windows.csv";
+    Result r = run(std::string(LVL_TOOL) + " -e " + good.path + " -j " + d + "/val_*.bin -l 1,2,4 -n 640 -f 64 -o " + csv +
+                   " -ow " + windows_csv);
     INFO(r.output);
     REQUIRE(r.code == 0);
+    // 10 windows of 64 tokens at a stride of floor(2999 / 10) = 299 over the 3000 validation tokens
+    // (one document: this vocabulary has no document-start token)
+    CHECK(r.output.find("10 windows of 64 tokens (a stride of 299 tokens), starting in 1 distinct document of the "
+                        "split's 1 (3000 tokens)") != std::string::npos);
+    std::string expect_windows = "window,start,document\n";
+    for (int b = 0; b < 10; b++) expect_windows += std::to_string(b) + "," + std::to_string(299 * b) + ",0\n";
+    CHECK(read_file(windows_csv) == expect_windows);
     std::istringstream in(read_file(csv));
     std::string line;
     std::getline(in, line);
@@ -797,9 +806,10 @@ TEST_CASE("loss versus length scores the same tokens at every length") {
         std::vector<int> x(L), y(L);
         std::vector<float> losses(L);
         for (int w = 0; w < 640 / L; w++) {
+            int start = 299 * (w * L / 64) + w * L % 64;  // sub-window w * L % 64 of window w * L / 64
             for (int i = 0; i < L; i++) {
-                x[i] = val[w * L + i];
-                y[i] = val[w * L + i + 1];
+                x[i] = val[start + i];
+                y[i] = val[start + i + 1];
             }
             model.forward(x.data(), y.data(), 1, L);
             model.losses(losses.data());
