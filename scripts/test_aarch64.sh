@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The CPU fast path on aarch64 (NEON), from an x86-64 machine: cross-compiles its Highway kernels and
+# test/test_attention_fast_cpu.cpp with g++-aarch64-linux-gnu and runs the test under qemu-user.
+# Not part of scripts/test.sh: under emulation the test's variant sweep takes longer than CI allows.
+#   bash scripts/test_aarch64.sh                    every test case (tens of minutes under qemu)
+#   bash scripts/test_aarch64.sh -tc="ln and*"      doctest's filters pass through
+# Needs g++-aarch64-linux-gnu, qemu-user and Highway for arm64 (Debian multiarch:
+# `dpkg --add-architecture arm64 && apt-get update && apt-get install libhwy-dev:arm64`); it says
+# which is missing and exits 2 without them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CXX=aarch64-linux-gnu-g++
+missing=()
+command -v $CXX >/dev/null || missing+=("g++-aarch64-linux-gnu (the cross compiler)")
+command -v qemu-aarch64 >/dev/null || missing+=("qemu-user (qemu-aarch64)")
+[ -e /usr/lib/aarch64-linux-gnu/libhwy.so ] ||
+    missing+=("libhwy-dev:arm64 (dpkg --add-architecture arm64 && apt-get update && apt-get install libhwy-dev:arm64)")
+if [ ${#missing[@]} -gt 0 ]; then
+    printf 'test_aarch64.sh: missing %s\n' "${missing[@]}" >&2
+    exit 2
+fi
+out=build/aarch64
+mkdir -p "$out"
+flags=(-O2 -march=armv8-a -std=c++17 -fopenmp -I. -Wall -Wextra -Wno-unused-parameter)
+for src in layers/fast_cpu.cpp layers/layers_fast_cpu.cpp attention/attention_fast_cpu.cpp test/doctest_main.cpp; do
+    obj=$out/$(basename "${src%.cpp}").o
+    [ "$obj" -nt "$src" ] || { echo "$CXX $src"; $CXX "${flags[@]}" -c "$src" -o "$obj"; }
+done
+echo "$CXX test/test_attention_fast_cpu.cpp"
+$CXX "${flags[@]}" test/test_attention_fast_cpu.cpp "$out"/doctest_main.o "$out"/attention_fast_cpu.o \
+    "$out"/layers_fast_cpu.o "$out"/fast_cpu.o -o "$out"/test_attention_fast_cpu -L/usr/lib/aarch64-linux-gnu -lhwy
+QEMU_LD_PREFIX=/usr/aarch64-linux-gnu LD_LIBRARY_PATH=/usr/lib/aarch64-linux-gnu:/usr/aarch64-linux-gnu/lib \
+    qemu-aarch64 "$out"/test_attention_fast_cpu "$@"
