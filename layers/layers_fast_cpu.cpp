@@ -93,25 +93,23 @@ HWY_INLINE void colsum_finish(float* out, const float* partial, int chunks, int 
 // ------------------------------------------------------------------------------------------------
 // conversions
 
-void RoundBf16(bf16* out, const float* in, size_t n) {
-    const DF d;
-    const size_t NL = hn::Lanes(d), chunk = 1 << 14, chunks = (n + chunk - 1) / chunk;
+// out[i] = convert(in[i]) over [0, n) in parallel chunks of 2^14: whole vectors by vector(out, in),
+// the tail by scalar(x)
+template <class O, class I, class Vector, class Scalar>
+HWY_INLINE void convert_in_chunks(O* out, const I* in, size_t n, Vector vector, Scalar scalar) {
+    const size_t NL = hn::Lanes(DF()), chunk = 1 << 14, chunks = (n + chunk - 1) / chunk;
 #pragma omp parallel for schedule(static)
     for (size_t c = 0; c < chunks; c++) {
         size_t i = c * chunk, end = std::min(n, i + chunk);
-        for (; i + NL <= end; i += NL) store_x(out + i, hn::LoadU(d, in + i));
-        for (; i < end; i++) out[i] = round_bf16(in[i]);
+        for (; i + NL <= end; i += NL) vector(out + i, in + i);
+        for (; i < end; i++) out[i] = scalar(in[i]);
     }
 }
+void RoundBf16(bf16* out, const float* in, size_t n) {
+    convert_in_chunks(out, in, n, [](bf16* o, const float* x) { store_x(o, hn::LoadU(DF(), x)); }, round_bf16);
+}
 void WidenBf16(float* out, const bf16* in, size_t n) {
-    const DF d;
-    const size_t NL = hn::Lanes(d), chunk = 1 << 14, chunks = (n + chunk - 1) / chunk;
-#pragma omp parallel for schedule(static)
-    for (size_t c = 0; c < chunks; c++) {
-        size_t i = c * chunk, end = std::min(n, i + chunk);
-        for (; i + NL <= end; i += NL) hn::StoreU(load_bf16(in + i), d, out + i);
-        for (; i < end; i++) out[i] = widen_bf16(in[i]);
-    }
+    convert_in_chunks(out, in, n, [](float* o, const bf16* x) { hn::StoreU(load_bf16(x), DF(), o); }, widen_bf16);
 }
 
 // ------------------------------------------------------------------------------------------------
