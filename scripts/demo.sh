@@ -3,7 +3,8 @@
 # twice, once with softmax attention and once with LSSAR (p = 15; on bytes with p warming up from 1
 # over the first quarter of the steps, -pw, which kept LSSAR consistent across the seeds of
 # scripts/extrapolation_experiment.sh), on the CPU, then score both on
-# the same validation text at 1x to 16x the training length: the loss over the positions beyond
+# the same held-out text (the test split: the books no setting was chosen on) at 1x to 16x the
+# training length: the loss over the positions beyond
 # the training length, each model's paired difference against 1x and LSSAR's against softmax token
 # by token (95% block-bootstrap intervals over windows), the loss against position in the window
 # (PNG), the training curves, and how sharp each one's attention stays at 16x.
@@ -39,7 +40,7 @@ bash scripts/install_deps.sh
 echo "== building the CPU trainer and the loss-versus-length tool for softmax and lssar"
 make -s train_gpt2cpu_softmax train_gpt2cpu_lssar build/loss_vs_length_cpu_softmax build/loss_vs_length_cpu_lssar \
     build/attention_maps_cpu_softmax build/attention_maps_cpu_lssar build/mc_eval_cpu_softmax build/mc_eval_cpu_lssar
-if [ ! -s $DATA/kjv_train_000000.bin ] || [ ! -s $DATA/kjv_val_000000.bin ]; then
+if [ ! -s $DATA/kjv_train_000000.bin ] || [ ! -s $DATA/kjv_val_000000.bin ] || [ ! -s $DATA/kjv_test_000000.bin ]; then
     echo "== the King James Bible into $DATA"
     if [ "$CORPUS" = bytes ]; then bash scripts/prepare_kjv.sh --bytes; else bash scripts/prepare_kjv.sh; fi
 fi
@@ -62,7 +63,7 @@ for attn in softmax lssar; do
     # bytes: the positions beyond the training length and the paired differences (LSSAR against
     # softmax's token losses)
     vs=(); [ "$attn" = lssar ] && vs=(-vs "$OUT/softmax_tokens.bin")
-    ./build/loss_vs_length_cpu_$attn -e "$OUT/$attn/$final" -j "$DATA/kjv_val_*.bin" -t $T -l 1,2,4,8,16 \
+    ./build/loss_vs_length_cpu_$attn -e "$OUT/$attn/$final" -j "$DATA/kjv_test_*.bin" -t $T -l 1,2,4,8,16 \
         -pr "$PRECISION" -o "$OUT/$attn.csv" -ob "$OUT/${attn}_buckets.csv" -ot "$OUT/${attn}_tokens.bin" "${vs[@]}" \
         > "$OUT/${attn}_loss_vs_length.txt"
     sed -n '/^  *length/,/^loss per position/p' "$OUT/${attn}_loss_vs_length.txt" | sed '$d'
@@ -87,7 +88,7 @@ echo "== attention at 16x the training length (T = 1024): entropy H of the rows,
 mkdir -p "$OUT/maps"
 for attn in softmax lssar; do
     echo "-- $attn"
-    ./build/attention_maps_cpu_$attn -e "$OUT/$attn/$final" -j "$DATA/kjv_val_*.bin" -T 1024 -rows 64 -pr "$PRECISION" \
+    ./build/attention_maps_cpu_$attn -e "$OUT/$attn/$final" -j "$DATA/kjv_test_*.bin" -T 1024 -rows 64 -pr "$PRECISION" \
         -o "$OUT/maps/$attn" | sed -n '/^per layer/,/^mean entropy by row/p' | sed '$d'
 done
 /usr/bin/python3 eval/plot_attention_maps.py entropy "$OUT/maps/softmax_stats.csv:softmax" \

@@ -4,22 +4,25 @@
 #   softmax, LSSA, LSSAR p = 15, LSSAR p = 15 with p warming up from 1 (-pw), and LSSA evaluated with
 #   the re-weighting at p = 15 (-rw 15: the paper's fine-tuning-free use, no training of its own),
 # trained at T = 64 on CORPUS and scored by loss_vs_length at 1x-16x the training length on the
-# same validation bytes: the loss over the positions beyond the training length, the paired
+# same bytes of the SPLIT split (test by default: settings are chosen with SPLIT=val): the loss over the positions beyond the training length, the paired
 # difference against 1x, every model against softmax token by token (block bootstrap over windows,
 # t-intervals over seeds), and the loss against position (PNG).
 #   bash scripts/extrapolation_experiment.sh              3 seeds, KJV bytes (about 25 minutes on 2 cores)
 #   QUICK=1 bash scripts/extrapolation_experiment.sh      1 seed (a third of the training)
-#   CORPUS=fortunes bash scripts/extrapolation_experiment.sh
+#   CORPUS=fortunes bash scripts/extrapolation_experiment.sh     (or CORPUS=pystdlib: Python source)
+#   SPLIT=val bash scripts/extrapolation_experiment.sh   the validation split, for choosing settings
 # Settings: SEEDS (3), STEPS (2000), MODEL (d4c128h2v256), B (32), LR (2e-3), EVAL_TOKENS (65536),
 # PRECISION (the trainer's and the tools' -pr, default auto), JOBS (2 runs at a time, 1 thread each).
 # Writes OUT (out/extrapolation_<corpus>[_quick]): <model>_s<seed>/ (log.jsonl, train.out, checkpoint),
-# <model>.csv, <model>_buckets.csv, <model>_tokens.bin, <model>.out (the tool's output), results.txt,
-# positions.png. Running it again reuses finished runs and evaluations.
+# and per split OUT/<split>/: <model>.csv, <model>_buckets.csv, <model>_tokens.bin, <model>.out (the
+# tool's output), results.txt, positions.png. Running it again reuses finished runs and evaluations.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start_s=$(date +%s)
 CORPUS=${CORPUS:-kjv}
-case $CORPUS in kjv|fortunes) ;; *) echo "extrapolation_experiment.sh: CORPUS=$CORPUS is not known; use kjv or fortunes" >&2; exit 2 ;; esac
+case $CORPUS in kjv|fortunes|pystdlib) ;; *) echo "extrapolation_experiment.sh: CORPUS=$CORPUS is not known; use kjv, fortunes or pystdlib" >&2; exit 2 ;; esac
+SPLIT=${SPLIT:-test}   # the split scored: test for the reported tables, val while choosing settings
+case $SPLIT in val|test) ;; *) echo "extrapolation_experiment.sh: SPLIT=$SPLIT is not known; use test or val" >&2; exit 2 ;; esac
 if [ "${QUICK:-0}" = 1 ]; then SEEDS=${SEEDS:-1}; OUT=${OUT:-out/extrapolation_${CORPUS}_quick}
 else SEEDS=${SEEDS:-3}; OUT=${OUT:-out/extrapolation_${CORPUS}}; fi
 STEPS=${STEPS:-2000}
@@ -38,7 +41,7 @@ DATA=data/${CORPUS}_bytes
 bash scripts/install_deps.sh >/dev/null
 make -s train_gpt2cpu_softmax train_gpt2cpu_lssa train_gpt2cpu_lssar \
     build/loss_vs_length_cpu_softmax build/loss_vs_length_cpu_lssa build/loss_vs_length_cpu_lssar
-[ -s "$DATA/${CORPUS}_val_000000.bin" ] || bash "scripts/prepare_$CORPUS.sh" --bytes
+[ -s "$DATA/${CORPUS}_val_000000.bin" ] && [ -s "$DATA/${CORPUS}_test_000000.bin" ] || bash "scripts/prepare_$CORPUS.sh" --bytes
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 mkdir -p "$OUT"
 echo "== $CORPUS bytes, $MODEL, T $T, B $B, $STEPS steps ($((STEPS * B * T)) tokens), lr $LR cosine, seeds $SEED_LIST, -pr $PRECISION"
@@ -72,35 +75,37 @@ wait
 # every model scored on the same bytes, all its seeds at once; softmax's token losses first, the
 # others paired against them
 export OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2
+EVAL="$OUT/$SPLIT"
+mkdir -p "$EVAL"
 ckpts() { for seed in $SEED_LIST; do printf "%s/%s_s%s/ckpt_%08d.bin," "$OUT" "$1" "$seed" "$STEPS"; done | sed 's/,$//'; }
 evaluate() {  # label tool checkpoints-of flags...
     local label=$1 tool=$2 of=$3; shift 3
-    [ -s "$OUT/$label.csv" ] && return 0
-    "build/loss_vs_length_cpu_$tool" -e "$(ckpts "$of")" -j "$DATA/${CORPUS}_val_*.bin" -t $T -l 1,2,4,8,16 \
-        -n "$EVAL_TOKENS" -pr "$PRECISION" -o "$OUT/$label.csv" -ob "$OUT/${label}_buckets.csv" \
-        -ot "$OUT/${label}_tokens.bin" "$@" >"$OUT/$label.out" 2>&1 ||
-        { echo "evaluation failed: $OUT/$label.out" >&2; tail -3 "$OUT/$label.out" >&2; return 1; }
+    [ -s "$EVAL/$label.csv" ] && return 0
+    "build/loss_vs_length_cpu_$tool" -e "$(ckpts "$of")" -j "$DATA/${CORPUS}_${SPLIT}_*.bin" -t $T -l 1,2,4,8,16 \
+        -n "$EVAL_TOKENS" -pr "$PRECISION" -o "$EVAL/$label.csv" -ob "$EVAL/${label}_buckets.csv" \
+        -ot "$EVAL/${label}_tokens.bin" "$@" >"$EVAL/$label.out" 2>&1 ||
+        { echo "evaluation failed: $EVAL/$label.out" >&2; tail -3 "$EVAL/$label.out" >&2; return 1; }
     echo "[$label] scored"
 }
 evaluate softmax softmax softmax
-evaluate lssa lssa lssa -vs "$OUT/softmax_tokens.bin"
-evaluate lssar lssar lssar -vs "$OUT/softmax_tokens.bin"
-evaluate lssar_pw lssar lssar_pw -vs "$OUT/softmax_tokens.bin"
-evaluate lssa_rw lssar lssa -rw 15 -vs "$OUT/softmax_tokens.bin"
+evaluate lssa lssa lssa -vs "$EVAL/softmax_tokens.bin"
+evaluate lssar lssar lssar -vs "$EVAL/softmax_tokens.bin"
+evaluate lssar_pw lssar lssar_pw -vs "$EVAL/softmax_tokens.bin"
+evaluate lssa_rw lssar lssa -rw 15 -vs "$EVAL/softmax_tokens.bin"
 
 labels=(softmax lssa lssar lssar_pw lssa_rw)
 names=("softmax" "LSSA" "LSSAR p=15" "LSSAR p=15, p warmup" "LSSA, re-weighted at evaluation (p=15)")
 specs=(); buckets=()
 for i in "${!labels[@]}"; do
-    specs+=("${names[$i]}=$OUT/${labels[$i]}.csv")
-    buckets+=("${names[$i]}=$OUT/${labels[$i]}_buckets.csv")
+    specs+=("${names[$i]}=$EVAL/${labels[$i]}.csv")
+    buckets+=("${names[$i]}=$EVAL/${labels[$i]}_buckets.csv")
 done
 {
     echo "$CORPUS bytes, $MODEL, T $T, B $B, $STEPS steps ($((STEPS * B * T)) tokens per model), lr $LR cosine to 10%,"
-    echo "warmup $((STEPS / 20)), p warmup $P_WARMUP steps, seeds $SEED_LIST, -pr $PRECISION; $EVAL_TOKENS validation bytes scored at every length."
+    echo "warmup $((STEPS / 20)), p warmup $P_WARMUP steps, seeds $SEED_LIST, -pr $PRECISION; $EVAL_TOKENS bytes of the $SPLIT split scored at every length."
     echo
-} >"$OUT/results.txt"
-/usr/bin/python3 eval/extrapolation_report.py --train-len $T --baseline softmax "${specs[@]}" | tee -a "$OUT/results.txt"
-/usr/bin/python3 eval/plot_positions.py "${buckets[@]}" --train-len $T -o "$OUT/positions.png" \
+} >"$EVAL/results.txt"
+/usr/bin/python3 eval/extrapolation_report.py --train-len $T --baseline softmax "${specs[@]}" | tee -a "$EVAL/results.txt"
+/usr/bin/python3 eval/plot_positions.py "${buckets[@]}" --train-len $T -o "$EVAL/positions.png" \
     --title "$CORPUS bytes, trained at $T: loss against position (mean over $SEEDS seed(s))"
-echo "== done in $(( ($(date +%s) - start_s) / 60 )) minutes (load: $(cut -d' ' -f1-3 /proc/loadavg)); $OUT/results.txt, $OUT/positions.png"
+echo "== done in $(( ($(date +%s) - start_s) / 60 )) minutes (load: $(cut -d' ' -f1-3 /proc/loadavg)); $EVAL/results.txt, $EVAL/positions.png"

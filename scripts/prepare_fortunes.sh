@@ -2,9 +2,10 @@
 # A second English corpus: Debian's fortunes (quotations, jokes, verse, definitions), as GPT-2
 # token shards, for experiments that must not rest on the KJV alone.
 #   bash scripts/prepare_fortunes.sh [--bytes] [OUT_DIR]   default data/fortunes (--bytes: data/fortunes_bytes)
-# writes OUT_DIR/fortunes_train_000000.bin and OUT_DIR/fortunes_val_000000.bin. Each category file
-# is one document (fortunes separated by blank lines instead of "%" lines); ascii-art is left out
-# (pictures, not text); every 20th category is the validation split. --bytes: byte-level shards
+# writes OUT_DIR/fortunes_{train,val,test}_000000.bin. Each category file is one document (fortunes
+# separated by blank lines instead of "%" lines); ascii-art is left out (pictures, not text); every
+# 20th category is the validation split, every 20th half a period earlier the test split (build/tokenize
+# shard --val 0.05 --test 0.05). --bytes: byte-level shards
 # (vocabulary 256, byte 0 before each document), as scripts/prepare_kjv.sh --bytes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,5 +27,5 @@ done
 count=$(ls "$docs" | wc -l)
 [ "$count" -ge 20 ] || { echo "prepare_fortunes.sh: found $count category files in $src, expected at least 20" >&2; exit 1; }
 mkdir -p "$out"
-build/tokenize shard $bytes -o "$out/fortunes" --val 0.05 "$docs"/*.txt
-build/tokenize info $bytes "$out"/fortunes_train_000000.bin "$out"/fortunes_val_000000.bin
+build/tokenize shard $bytes -o "$out/fortunes" --val 0.05 --test 0.05 "$docs"/*.txt
+build/tokenize info $bytes "$out"/fortunes_train_000000.bin "$out"/fortunes_val_000000.bin "$out"/fortunes_test_000000.bin

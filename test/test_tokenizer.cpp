@@ -530,6 +530,66 @@ TEST_CASE("build/tokenize shard: <|endoftext|> before each document, every 3rd d
         CHECK_MESSAGE(out.find("holds a 0 byte at offset 2") != std::string::npos, out);
         CHECK(out.find("rc=0") == std::string::npos);
     }
+    SUBCASE("--test: a third split half a period from val's, the three disjoint by document and covering all") {
+        // 66 byte documents, each its own index, split as the prepare scripts split (--val 0.05
+        // --test 0.05: every 20th document to each): val 19 39 59, test 9 29 49, by the rule
+        // written here independently of the tool
+        std::string cmd = tool + " shard --bytes -o " + dir + "/s --val 0.05 --test 0.05";
+        for (int d = 0; d < 66; d++) {
+            std::string f = dir + "/n" + std::to_string(d) + ".txt";
+            write_file(f, "doc " + std::to_string(d) + ";");
+            cmd += " " + f;
+        }
+        std::string out = run(cmd + " 2>&1");
+        CHECK_MESSAGE(out.find("test 3 documents") != std::string::npos, out);
+        auto doc_indices = [&](const std::string& split) {  // the documents of a split, by the index they hold
+            std::vector<int> ids = read_split(dir + "/s", split, 100000000), docs;
+            std::string text;
+            for (int id : ids) {
+                if (id == 0) continue;
+                text += (char)id;
+                if (id == ';') docs.push_back(std::stoi(text.substr(4))), text.clear();
+            }
+            return docs;
+        };
+        std::vector<int> tr = doc_indices("train"), va = doc_indices("val"), te = doc_indices("test");
+        CHECK(va == std::vector<int>{19, 39, 59});
+        CHECK(te == std::vector<int>{9, 29, 49});
+        std::vector<int> all = tr;
+        all.insert(all.end(), va.begin(), va.end());
+        all.insert(all.end(), te.begin(), te.end());
+        std::sort(all.begin(), all.end());
+        std::vector<int> expected(66);
+        for (int d = 0; d < 66; d++) expected[d] = d;
+        CHECK(all == expected);  // every document in exactly one split
+        // the same files without --test: the earlier set's test shard is removed (its documents
+        // are now train's), so no glob finds a test split that overlaps train
+        cmd.replace(cmd.find(" --test 0.05"), 12, "");
+        run(cmd + " 2>&1");
+        CHECK(access((dir + "/s_test_000000.bin").c_str(), F_OK) != 0);
+        CHECK(doc_indices("train").size() == 63);
+        // too few documents for a test split: refused, nothing written
+        out = run("(" + tool + " shard --bytes -o " + dir + "/u --val 0 --test 0.05 " + files[0] + " " + files[1] +
+                  " 2>&1; echo rc=$?)");
+        CHECK_MESSAGE(out.find("2 documents, too few for a test split of every 20th document") != std::string::npos, out);
+        CHECK(access((dir + "/u_train_000000.bin").c_str(), F_OK) != 0);
+    }
+    SUBCASE("--test with small periods: documents 0 3 6 test, 2 5 val, 1 4 train") {
+        std::string cmd = tool + " shard --bytes -o " + dir + "/v --val 0.34 --test 0.34";
+        std::vector<int> vtrain, vval, vtest;
+        for (int d = 0; d < 7; d++) {
+            std::string f = dir + "/m" + std::to_string(d) + ".txt", text = "m" + std::to_string(d);
+            write_file(f, text);
+            cmd += " " + f;
+            std::vector<int>& split = d % 3 == 2 ? vval : d % 3 == 0 ? vtest : vtrain;
+            split.push_back(0);
+            for (unsigned char c : text) split.push_back(c);
+        }
+        run(cmd + " 2>&1");
+        CHECK(read_split(dir + "/v", "train", 100000000) == vtrain);
+        CHECK(read_split(dir + "/v", "val", 100000000) == vval);
+        CHECK(read_split(dir + "/v", "test", 100000000) == vtest);
+    }
     SUBCASE("documents separated inside one file") {
         std::string all;
         for (size_t d = 0; d < docs.size(); d++) all += (d ? "\n@@@\n" : "") + docs[d];

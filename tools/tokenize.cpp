@@ -24,11 +24,16 @@
 
 static const char* usage =
     "usage: build/tokenize COMMAND [options]\n"
-    "  shard -o PREFIX FILE...   text files -> PREFIX_train_000000.bin, PREFIX_val_000000.bin, ...\n"
+    "  shard -o PREFIX FILE...   text files -> PREFIX_train_000000.bin, PREFIX_val_000000.bin,\n"
+    "                            PREFIX_test_000000.bin (--test), ...\n"
     "                            each document is <|endoftext|> followed by its tokens\n"
     "      --sep S               documents inside a file are separated by S (escapes \\n \\t \\r \\0 \\\\);\n"
     "                            default: each file is one document\n"
-    "      --val F               every round(1/F)-th document goes to val (default 0.05; 0: no val)\n"
+    "      --val F               every round(1/F)-th document goes to val (default 0.05; 0: no val):\n"
+    "                            documents n-1, 2n-1, ... (0-based) for n = round(1/F)\n"
+    "      --test F              every round(1/F)-th document goes to test, half a period from val's:\n"
+    "                            documents n/2-1, n/2-1+n, ... (integer n/2; val's take precedence)\n"
+    "                            (default 0: no test split)\n"
     "      --shard-tokens N      tokens per shard (default 100000000, as llm.c)\n"
     "      --bytes               byte-level shards (vocabulary 256): token i is byte i, and each document\n"
     "                            starts with byte 0 (a document holding a 0 byte is refused); no tokenizer\n"
@@ -87,7 +92,7 @@ static std::string unescape(const std::string& s) {
 
 struct Options {
     std::string vocab = GPT2Tokenizer::default_dir(), out_prefix, sep;
-    double val = 0.05;
+    double val = 0.05, test = 0;
     long long shard_tokens = 100000000;
     int threads = 1;
     bool special = false, bytes = false;
@@ -119,6 +124,9 @@ static Options parse(int argc, char** argv) {
         else if (a == "--val") {
             o.val = number("a fraction");
             if (!(o.val >= 0 && o.val <= 0.5)) die("--val " + std::to_string(o.val) + ": use a fraction in [0, 0.5]");
+        } else if (a == "--test") {
+            o.test = number("a fraction");
+            if (!(o.test >= 0 && o.test <= 0.5)) die("--test " + std::to_string(o.test) + ": use a fraction in [0, 0.5]");
         } else if (a == "--shard-tokens") {
             double n = number("tokens per shard");
             if (!(n >= 1 && n <= SHARD_MAX_TOKENS)) die("--shard-tokens " + std::to_string(n) + ": use 1 .. 2147483647");
@@ -207,6 +215,16 @@ static void publish_shard_set(std::vector<ShardSink*> sinks) {
             if (remove(s->name(k).c_str()) == 0) fprintf(stderr, "removed %s of an earlier set\n", s->name(k).c_str());
 }
 
+// The split of document i (0-based): val every val_every-th (i = n-1, 2n-1, ...), test every
+// test_every-th half a period away (i = n/2-1, n/2-1+n, ...), train the rest; val first where both
+// rules pick a document. The splits are disjoint by document by construction.
+enum Split { SPLIT_TRAIN, SPLIT_VAL, SPLIT_TEST };
+static Split split_of(long long i, int val_every, int test_every) {
+    if (val_every > 0 && i % val_every == val_every - 1) return SPLIT_VAL;
+    if (test_every > 0 && i % test_every == std::max(test_every / 2 - 1, 0)) return SPLIT_TEST;
+    return SPLIT_TRAIN;
+}
+
 static int cmd_shard(const Options& o) {
     if (o.out_prefix.empty()) die("shard: -o PREFIX is missing (e.g. -o data/kjv/kjv); see -h");
     if (o.args.empty()) die("shard: no input text files; see -h");
@@ -222,12 +240,14 @@ static int cmd_shard(const Options& o) {
         total_bytes += st.st_size;
     }
     int val_every = o.val > 0 ? std::max(2, (int)(1.0 / o.val + 0.5)) : 0;
-    auto too_few = [&](long long docs) {
-        die("shard: " + std::to_string(docs) + " documents, too few for a val split of every " + std::to_string(val_every) +
-            "th document; give more documents (or --sep), or --val 0");
+    int test_every = o.test > 0 ? std::max(2, (int)(1.0 / o.test + 0.5)) : 0;
+    auto too_few = [&](long long docs, const char* split, int every) {
+        die("shard: " + std::to_string(docs) + " documents, too few for a " + split + " split of every " +
+            std::to_string(every) + "th document; give more documents (or --sep), or --" + split + " 0");
     };
-    if (o.sep.empty() && val_every > 0 && (long long)o.args.size() < val_every) too_few(o.args.size());
-    ShardSink train{o.out_prefix, "train", o.shard_tokens, {}, 0, 0, 0, {}}, val{o.out_prefix, "val", o.shard_tokens, {}, 0, 0, 0, {}};
+    if (o.sep.empty() && val_every > 0 && (long long)o.args.size() < val_every) too_few(o.args.size(), "val", val_every);
+    ShardSink train{o.out_prefix, "train", o.shard_tokens, {}, 0, 0, 0, {}}, val{o.out_prefix, "val", o.shard_tokens, {}, 0, 0, 0, {}},
+        test{o.out_prefix, "test", o.shard_tokens, {}, 0, 0, 0, {}};
     std::vector<BpeCache> caches(o.threads);
     long long done_bytes = 0, doc_index = 0;
     double t0 = now_seconds();
@@ -235,7 +255,7 @@ static int cmd_shard(const Options& o) {
         double dt = std::max(now_seconds() - t0, 1e-9), mbs = done_bytes / dt / 1e6;
         double eta = done_bytes > 0 ? (total_bytes - done_bytes) / (done_bytes / dt) : 0;
         fprintf(stderr, "\r%.1f / %.1f MB  %.1f MB/s  %lld tokens  ETA %.0f s   ", done_bytes / 1e6, total_bytes / 1e6,
-                mbs, train.tokens + val.tokens, eta);
+                mbs, train.tokens + val.tokens + test.tokens, eta);
     };
     // Documents are encoded in batches of about 16 MB of text; the work items of a batch are its
     // documents, long ones cut into segments of about 1 MB (safe_cuts), encoded in parallel.
@@ -264,8 +284,8 @@ static int cmd_shard(const Options& o) {
             if (items[i].begin == 0) doc_ids.assign(1, doc_start);
             doc_ids.insert(doc_ids.end(), ids[i].begin(), ids[i].end());
             if (items[i].end != batch[items[i].doc].size()) continue;
-            bool is_val = val_every > 0 && doc_index % val_every == val_every - 1;
-            (is_val ? val : train).add(doc_ids);
+            Split split = split_of(doc_index, val_every, test_every);
+            (split == SPLIT_VAL ? val : split == SPLIT_TEST ? test : train).add(doc_ids);
             done_bytes += batch[items[i].doc].size();
             doc_index++;
         }
@@ -297,25 +317,34 @@ static int cmd_shard(const Options& o) {
         if (batch_bytes >= (16u << 20)) encode_batch();
     }
     encode_batch();
-    if (val_every > 0 && val.documents == 0) {
+    if ((val_every > 0 && val.documents == 0) || (test_every > 0 && test.documents == 0)) {
         train.discard();
-        too_few(doc_index);
+        val.discard();
+        test.discard();
+        if (val_every > 0 && val.documents == 0) too_few(doc_index, "val", val_every);
+        too_few(doc_index, "test", test_every);
     }
     train.flush();
     val.flush();
+    test.flush();
     } catch (const std::exception& e) {  // a failed write (full disk): no partial set is left
         train.discard();
         val.discard();
+        test.discard();
         die(std::string(e.what()) + "; no shard of this set was kept (it is written all or nothing)");
     }
-    publish_shard_set({&train, &val});
+    publish_shard_set({&train, &val, &test});
     double dt = now_seconds() - t0;
-    long long all = train.tokens + val.tokens;
+    long long all = train.tokens + val.tokens + test.tokens;
     fprintf(stderr, "\n");
     printf("%lld documents, %.1f MB in %.2f s (%.1f MB/s, %d threads): train %lld documents, %lld tokens in %d shards; "
-           "val %lld documents, %lld tokens (%.1f%%) in %d shards\n",
+           "val %lld documents, %lld tokens (%.1f%%) in %d shards",
            doc_index, total_bytes / 1e6, dt, total_bytes / 1e6 / std::max(dt, 1e-9), o.threads, train.documents,
            train.tokens, train.shards, val.documents, val.tokens, all ? 100.0 * val.tokens / all : 0.0, val.shards);
+    if (test_every > 0)
+        printf("; test %lld documents, %lld tokens (%.1f%%) in %d shards", test.documents, test.tokens,
+               all ? 100.0 * test.tokens / all : 0.0, test.shards);
+    printf("\n");
     return 0;
 }
 
