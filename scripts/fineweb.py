@@ -9,7 +9,9 @@ Needs: pip install datasets tiktoken numpy tqdm
 
 Output, as llm.c's dev/data/fineweb.py writes it: every document is <|endoftext|> (50256)
 followed by its GPT-2 tokens; the first shard is the validation split (fineweb_val_000000.bin),
-the rest are training shards (fineweb_train_000001.bin, ...). Each shard is a 256 int32 header
+the second the test split (fineweb_test_000001.bin: held out for the reported figures, as every
+corpus script of this project holds out one), the rest are training shards (fineweb_train_000002.bin,
+...); llm.c's own shards have no test split. Each shard is a 256 int32 header
 (20240520, 1, token count, zeros) and then uint16 tokens. Train with
     -i "data/fineweb10B/fineweb_train_*.bin" -j "data/fineweb10B/fineweb_val_*.bin"
 """
@@ -19,6 +21,11 @@ import sys
 
 MAGIC, VERSION, HEADER_INTS = 20240520, 1, 256
 EOT = 50256
+
+
+def shard_split(shard):
+    """The split of shard number `shard`: 0 val, 1 test, the rest train."""
+    return "val" if shard == 0 else "test" if shard == 1 else "train"
 
 
 def write_datafile(filename, toks):
@@ -97,11 +104,11 @@ def main():
                 bar.update(take)
                 if fill == args.shard_size:
                     bar.close()
-                    split = "val" if shard == 0 else "train"
+                    split = shard_split(shard)
                     write_datafile(os.path.join(out, f"{prefix}_{split}_{shard:06d}.bin"), buf)
                     shard, fill, bar = shard + 1, 0, None
     if fill:
-        split = "val" if shard == 0 else "train"
+        split = shard_split(shard)
         write_datafile(os.path.join(out, f"{prefix}_{split}_{shard:06d}.bin"), buf[:fill])
         shard += 1
     print(f"wrote {shard} shards to {out}")
