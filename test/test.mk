@@ -193,7 +193,7 @@ $(BUILD)/test_reweight_eval: test/test_reweight_eval.cpp $(DOCTEST_MAIN) $(TRAIN
 TESTS += $(BUILD)/test_reweight_eval
 
 # the comparisons' statistics (eval/stats_tests.py against SciPy) and the report tools using them
-$(BUILD)/test_stats_tools: test/test_stats_tools.py eval/stats_tests.py eval/compare_mc.py eval/passkey_report.py eval/gap_report.py \
+$(BUILD)/test_stats_tools: test/test_stats_tools.py eval/stats_tests.py eval/compare_mc.py eval/passkey_report.py eval/gap_report.py eval/pool_report.py \
                            eval/extrapolation_report.py eval/plot_positions.py scripts/ablation_table.py | $(BUILD)
 	printf '#!/bin/sh\nexec /usr/bin/python3 test/test_stats_tools.py\n' > $@
 	chmod +x $@

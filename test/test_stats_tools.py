@@ -369,6 +369,50 @@ check(code == 0 and "Welch's t-test" in out and f"p={pw[0]:.2g} Holm {qw[0]:.2g}
       f"ablation_table.py: Welch's p over seeds equals SciPy's ({pw[0]:.2g}, {pw[1]:.2g}), Holm over the table "
       f"({qw[0]:.2g}, {qw[1]:.2g})")
 
+# ---- pool_report.py: the paired difference pooled over corpora. Expected values from the per-seed
+# differences directly (NumPy, SciPy): the mean of the corpus means, its standard error from each corpus's
+# sample variance, sqrt(sum_c var_c / n_c) / K, Welch-Satterthwaite's df, SciPy's t quantile and p; the
+# report sees only each corpus's C++ t-interval (3-decimal quantile), so its figures agree to rounding of
+# the 4-decimal print.
+pool_d = {"a": [-0.30, -0.35, -0.28], "b": [-0.10, -0.05, -0.12], "c": [-0.20, -0.26, -0.21]}  # seed pairs, 2x
+pool_boot = {"a": (-0.40, -0.25), "b": (-0.12, -0.03), "c": (-0.30, -0.15)}  # block-bootstrap intervals
+for c, d in pool_d.items():
+    lo, hi = t_interval(d)
+    write_lvl(f"{tmp}/pool_{c}_sm.csv", [dict(length=L, tokens=8192, loss=1.5, checkpoints=3, interval="seeds")
+                                         for L in (64, 128)])
+    write_lvl(f"{tmp}/pool_{c}_ls.csv", [dict(length=64, tokens=8192, loss=1.5, checkpoints=3, interval="seeds"),
+                                         dict(length=128, tokens=8192, loss=1.5, checkpoints=3, interval="seeds",
+                                              vs_beyond=sum(d) / 3, vs_beyond_lo=pool_boot[c][0],
+                                              vs_beyond_hi=pool_boot[c][1], vs_beyond_pairs_lo=lo,
+                                              vs_beyond_pairs_hi=hi)])
+var_c = [np.var(d, ddof=1) / 3 for d in pool_d.values()]
+pool_mean = float(np.mean([np.mean(d) for d in pool_d.values()]))
+pool_se = math.sqrt(sum(var_c)) / 3
+pool_df = sum(var_c) ** 2 / sum(v * v / 2 for v in var_c)
+pool_half = student_t.ppf(0.975, pool_df) * pool_se
+pool_p = 2 * student_t.sf(abs(pool_mean) / pool_se, pool_df)
+boot_se = math.sqrt(sum(((hi - lo) / (2 * 1.959963984540054)) ** 2 for lo, hi in pool_boot.values())) / 3
+code, out = run(os.path.join(EVAL, "pool_report.py"), "--train-len", "64", "--baseline", "sm",
+                *[f"{c}:{m}={tmp}/pool_{c}_{m}.csv" for c in pool_d for m in ("sm", "ls")])
+row = [line for line in out.splitlines() if line.startswith("| ls |")]
+check(code == 0 and len(row) == 1, "pool_report.py runs and prints a row per model")
+if row:
+    cell = row[0].split("|")[3]
+    want_mean, want_lo, want_hi = pool_mean, pool_mean - pool_half, pool_mean + pool_half
+    got = [float(x) for x in cell.replace("[", " ").replace("]", " ").replace(",", " ").replace("*", " ").split()
+           if x[0] in "+-" and x[1:2].isdigit()]
+    check(len(got) >= 5 and abs(got[0] - want_mean) < 1e-4 and abs(got[3] - want_lo) < 2e-4
+          and abs(got[4] - want_hi) < 2e-4,
+          f"pool_report.py: the pooled mean and seed interval ({want_mean:+.4f} [{want_lo:+.4f}, {want_hi:+.4f}], "
+          f"df {pool_df:.2f}) equal the direct computation from the seeds: {cell.strip()}")
+    check(len(got) >= 3 and abs(got[1] - (pool_mean - 1.959963984540054 * boot_se)) < 1e-4
+          and abs(got[2] - (pool_mean + 1.959963984540054 * boot_se)) < 1e-4,
+          "pool_report.py: the window interval combines the corpora's bootstrap intervals as normal")
+    check(f"p = {pool_p:.2g}," in cell, f"pool_report.py: p of the pooled t-test equals SciPy's ({pool_p:.2g})")
+code, out = run(os.path.join(EVAL, "pool_report.py"), "--train-len", "64", "--baseline", "sm",
+                f"a:sm={tmp}/pool_a_sm.csv", f"a:ls={tmp}/pool_a_ls.csv", f"b:sm={tmp}/pool_b_sm.csv")
+check(code != 0 and "corpus b has no CSV for ls" in out, "pool_report.py refuses a model missing on a corpus")
+
 # ---- the block bootstrap's coverage: eval/loss_vs_length.h's rule (the mean over W windows; 2000 replicates
 # resampling the windows with replacement; the interval between the sorted replicates' entries
 # (size_t)(0.025 * 1999 + 0.5) = 50 and (size_t)(0.975 * 1999 + 0.5) = 1949), on R data sets of W normal window
