@@ -76,6 +76,7 @@ def main():
     ap.add_argument("--train-len", type=int, required=True)
     ap.add_argument("--baseline", help="the label whose token losses the others' -vs columns were paired against")
     ap.add_argument("-o", "--out", help="also write the tables (Markdown) to this file")
+    ap.add_argument("--split", default="val", help="the split the CSVs scored, named in the tables' text (default val)")
     ap.add_argument("--strict", action="store_true",
                     help=f"refuse block-bootstrap intervals over fewer than {MIN_WINDOWS} windows (default: a warning)")
     args = ap.parse_args()
@@ -91,7 +92,7 @@ def main():
     over_seeds = ("One seed per model: no interval over seeds (each model's block-bootstrap intervals over "
                   "windows are in loss_vs_length's output)." if one_seed else
                   "Mean over seeds [95% t-interval over seeds].")
-    say("Validation loss: at 1x over every position; at 2x-16x over the positions at or beyond the training "
+    say(f"Loss on the {args.split} split: at 1x over every position; at 2x-16x over the positions at or beyond the training "
         f"length ({T}) only. {over_seeds} Seeds per model: "
         + ", ".join(f"{k} {v}" for k, v in seeds.items()) + ".")
     # the windows the figures rest on (CSVs of loss_vs_length before it recorded them have no such columns)

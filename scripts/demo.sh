@@ -75,7 +75,7 @@ echo "== training curves"
 
 echo "== softmax and LSSAR side by side (trained at $T tokens; one seed each)"
 if [ "$CORPUS" = bytes ]; then
-    /usr/bin/python3 eval/extrapolation_report.py --train-len $T --baseline softmax softmax="$OUT/softmax.csv" \
+    /usr/bin/python3 eval/extrapolation_report.py --train-len $T --split test --baseline softmax softmax="$OUT/softmax.csv" \
         "$lssar_label"="$OUT/lssar.csv" | tee "$OUT/results.txt"
     /usr/bin/python3 eval/plot_positions.py softmax="$OUT/softmax_buckets.csv" "$lssar_label"="$OUT/lssar_buckets.csv" \
         --train-len $T --title "KJV bytes, trained at $T for $STEPS steps: loss against position" -o "$OUT/positions.png"

@@ -105,7 +105,7 @@ done
     echo "warmup $((STEPS / 20)), p warmup $P_WARMUP steps, seeds $SEED_LIST, -pr $PRECISION; $EVAL_TOKENS bytes of the $SPLIT split scored at every length."
     echo
 } >"$EVAL/results.txt"
-/usr/bin/python3 eval/extrapolation_report.py --train-len $T --baseline softmax "${specs[@]}" | tee -a "$EVAL/results.txt"
+/usr/bin/python3 eval/extrapolation_report.py --train-len $T --split "$SPLIT" --baseline softmax "${specs[@]}" | tee -a "$EVAL/results.txt"
 /usr/bin/python3 eval/plot_positions.py "${buckets[@]}" --train-len $T -o "$EVAL/positions.png" \
     --title "$CORPUS bytes, trained at $T: loss against position (mean over $SEEDS seed(s))"
 echo "== done in $(( ($(date +%s) - start_s) / 60 )) minutes (load: $(cut -d' ' -f1-3 /proc/loadavg)); $EVAL/results.txt, $EVAL/positions.png"
