@@ -34,6 +34,10 @@ struct LvlOptions {
     long long max_tokens = 0, bootstrap_seed = 1337, window_seed = 1;
 };
 
+// The fewest windows of the longest length a block-bootstrap interval rests on without a warning
+// (eval/extrapolation_report.py's MIN_WINDOWS).
+constexpr int LVL_MIN_WINDOWS = 50;
+
 static CliTable lvl_flags(LvlOptions& o) {
     CliTable t("-e CHECKPOINT[,CHECKPOINT...] [options]",
                std::string("Validation loss of a checkpoint at several sequence lengths, the same tokens scored at every\n"
@@ -51,7 +55,7 @@ static CliTable lvl_flags(LvlOptions& o) {
      .integer("-t", &o.T_train, 1, 1000000000, "training length the multiples refer to (default: the checkpoint's "
               "max length)")
      .int_list("-l", &o.multiples, 1, 1 << 24, 32, "1,2,4,8,16", "lengths as multiples of -t, comma separated")
-     .integer("-n", &o.max_tokens, 1, 1000000000, "most tokens to score (default 16 x the longest length; fewer if "
+     .integer("-n", &o.max_tokens, 1, 1000000000, "most tokens to score (default 64 x the longest length, 64 windows; fewer if "
               "the shards hold fewer)")
      .choice("-w", &o.window_rule, {"stride", "sample", "first"}, "where the windows start: a fixed stride over "
              "the whole validation split, a seeded sample of non-overlapping starts over it (-ws), or the split's "
@@ -173,7 +177,7 @@ int main(int argc, char** argv) {
             if (lcm > (1LL << 40)) cli_fail("-l: the lengths have no common multiple below 2^40 tokens; use fewer or rounder ones");
         }
         int longest = *std::max_element(lengths.begin(), lengths.end());
-        if (max_tokens == 0) max_tokens = 16LL * longest;
+        if (max_tokens == 0) max_tokens = 64LL * longest;
         std::vector<TokenLosses> other;
         ScoredSpan other_span;
         if (!o.vs_path.empty()) {
@@ -227,6 +231,16 @@ int main(int argc, char** argv) {
                (long long)windows.distinct_documents(), windows.distinct_documents() == 1 ? "" : "s",
                (long long)windows.split_documents,
                (long long)windows.split_tokens);
+        if (windows.starts.size() < (size_t)LVL_MIN_WINDOWS) {
+            // the block bootstrap's percentile interval under-covers over few windows (test_stats_tools
+            // simulates its coverage at 16, 50 and 64)
+            char warning[320];
+            snprintf(warning, sizeof warning, "WARNING: %zu windows of the longest length, fewer than %d: its "
+                     "block-bootstrap intervals cover less than 95%%; score at least %lld tokens (-n) for intervals "
+                     "to rely on", windows.starts.size(), LVL_MIN_WINDOWS, (long long)LVL_MIN_WINDOWS * Lb);
+            printf("%s\n", warning);
+            fprintf(stderr, "%s\n", warning);
+        }
         std::vector<TokenLosses> runs;
         std::vector<std::vector<LengthStats>> stats;
         for (size_t c = 0; c < cks.size(); c++) {

@@ -6,7 +6,8 @@
 #   bash scripts/ablations.sh                     12 runs x 3 seeds, ~2-3 minutes of training each on 2 cores
 #   SEEDS=1 bash scripts/ablations.sh             one seed: a look at how the rows start, no comparison
 #   STEPS=600 MODEL=d6c192h3 bash scripts/ablations.sh
-#   DATA=data/mine  (its *_train_*.bin and *_val_*.bin shards; default data/kjv, made if missing)
+#   DATA=data/mine  (its *_train_*.bin, *_val_*.bin and *_test_*.bin shards; default data/kjv, made if missing)
+#   SPLIT=val       the split scored (default test: the table's; val while choosing settings)
 #   VARIANTS="softmax lssar" P=15 THREADS=8 OUT=out/ablations EVAL_TOKENS=4096
 #   PRECISION=ref    the trainer's -pr: the reference path (default auto: the fast path's bf16 where the
 #                    CPU has bf16 matmuls, 2-3x faster; the evaluation takes the same -pr)
@@ -30,7 +31,7 @@ SEEDS=${SEEDS:-3}             # seeds 1337, 1338, ...
 SEED_LIST=$(seq 1337 $((1336 + SEEDS)))
 VARIANTS=${VARIANTS:-softmax sigmoid relu lssa lssar softmax_rw sigmoid_l1_rw relu_l1_rw}
 WARMUP=${WARMUP:-$(( STEPS / 10 ))}  # learning-rate warmup steps, then cosine decay to 0.1x
-EVAL_TOKENS=${EVAL_TOKENS:-16384}   # validation tokens scored at every length (16 x the longest)
+EVAL_TOKENS=${EVAL_TOKENS:-65536}   # tokens scored at every length (64 windows of the longest: at least 50 for the intervals)
 PRECISION=${PRECISION:-auto}  # the trainer's -pr
 T=64                          # training length; evaluated at 64 ... 1024
 
@@ -41,7 +42,10 @@ if [ -z "$train_glob" ] && [ "$DATA" = data/kjv ]; then
 fi
 train_pattern=$(ls "$DATA"/*_train_*.bin | head -1 | sed 's/_train_[0-9]*\.bin$/_train_*.bin/')
 val_pattern=${train_pattern/_train_/_val_}
+SPLIT=${SPLIT:-test}
+eval_pattern=${train_pattern/_train_/_${SPLIT}_}
 ls $val_pattern > /dev/null || { echo "error: no validation shards $val_pattern" >&2; exit 1; }
+ls $eval_pattern > /dev/null || { echo "error: no $SPLIT shards $eval_pattern (scripts/prepare_*.sh write train, val and test)" >&2; exit 1; }
 
 echo "== building the CPU trainer and the loss-versus-length tool for: $VARIANTS"
 targets=""
@@ -63,7 +67,7 @@ train_eval() {  # run-name variant extra-flags...
         ckpts="$ckpts${ckpts:+,}$OUT/${run}_s$seed/$final"
     done
     echo "== loss versus length, $run ($SEEDS seed(s))"
-    "./build/loss_vs_length_cpu_$v" -e "$ckpts" -j "$val_pattern" -t $T -l 1,2,4,8,16 -n "$EVAL_TOKENS" \
+    "./build/loss_vs_length_cpu_$v" -e "$ckpts" -j "$eval_pattern" -t $T -l 1,2,4,8,16 -n "$EVAL_TOKENS" \
         -pr "$PRECISION" -o "$OUT/$run.csv" > "$OUT/$run.out"
     runs+=("$run=$OUT/$run.csv")
 }

@@ -63,7 +63,7 @@ for attn in softmax lssar; do
     # bytes: the positions beyond the training length and the paired differences (LSSAR against
     # softmax's token losses)
     vs=(); [ "$attn" = lssar ] && vs=(-vs "$OUT/softmax_tokens.bin")
-    ./build/loss_vs_length_cpu_$attn -e "$OUT/$attn/$final" -j "$DATA/kjv_test_*.bin" -t $T -l 1,2,4,8,16 \
+    ./build/loss_vs_length_cpu_$attn -e "$OUT/$attn/$final" -j "$DATA/kjv_test_*.bin" -t $T -l 1,2,4,8,16 -n 65536 \
         -pr "$PRECISION" -o "$OUT/$attn.csv" -ob "$OUT/${attn}_buckets.csv" -ot "$OUT/${attn}_tokens.bin" "${vs[@]}" \
         > "$OUT/${attn}_loss_vs_length.txt"
     sed -n '/^  *length/,/^loss per position/p' "$OUT/${attn}_loss_vs_length.txt" | sed '$d'
