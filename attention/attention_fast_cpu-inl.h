@@ -495,7 +495,8 @@ HWY_NOINLINE double row_backward(float* g, const float* dphi, const float* a, co
         VD dsum = hn::Zero(DD());
         for (int j = 0; j < n16; j += N) {
             const auto k = lanes(d, j, n);
-            const VF ds = hn::IfThenElseZero(k, hn::Mul(hn::Mul(hn::LoadU(d, a + j), hn::Sub(load_z(d, k, g + j), D1)), inv_S1));
+            const VF dA = load_z(d, k, g + j);
+            const VF ds = hn::IfThenElseZero(k, hn::Mul(hn::Mul(hn::LoadU(d, a + j), hn::Sub(dA, D1)), inv_S1));
             if (want_dp) dsum = sum_d(dsum, hn::Mul(ds, load_z(d, k, dphi + j)));
             hn::StoreU(hn::Mul(ds, scale), d, g + j);
         }
@@ -949,7 +950,8 @@ HWY_INLINE void grad_row(float* dx, const float* dxh, const float* xh, float nor
 }
 
 // One head's backward: dqkv (its q, k, v slices, row t at t 3C) = the gradients; returns the
-// head's dL/dp (want_dp: re-weighting's p, ssmax's s). Row blocks in order; dk and dv accumulate over them.
+// head's dL/dp (want_dp: re-weighting's p, ssmax's s). Row blocks in order; dk and dv accumulate
+// over them.
 template <AttnKind K, int NM>
 HWY_NOINLINE double backward_head(Scratch& sc, float* dqkv, const float* dout, const float* qkv, const HeadShape& sh,
                                   int C, const Power& pw, bool want_dp) {

@@ -1,8 +1,9 @@
 // The fast CPU path's attention (model/gpt2_cpu_fast.h): every variant of attention/attention_kind.h,
-// forward and backward (the head parameter's dL/dp included: learned p, ssmax's s), tiled and vectorised once in Highway for every
-// ISA (attention/attention_fast_cpu-inl.h; layers/fast_cpu.h: targets and numerics). The definition
-// is the reference, attention/attention_cpu.h: this computes the same functions, formula by
-// formula, with the same stable evaluation of the re-weighting and the same degenerate rows
+// forward and backward (the head parameter's dL/dp included: learned p, ssmax's s), tiled and
+// vectorised once in Highway for every ISA (attention/attention_fast_cpu-inl.h; layers/fast_cpu.h:
+// targets and numerics). The definition is the reference, attention/attention_cpu.h: this
+// computes the same functions, formula by formula, with the same stable evaluation of the
+// re-weighting and the same degenerate rows
 // (doc/attention.md, section 'Attention on the CPU fast path').
 //
 // qkv (B, T, 3, NH, hd) fp32, RoPE applied;  out (B, T, NH, hd) fp32;  stats (B, NH, T, 3) as the

@@ -253,7 +253,9 @@ static Reference reference(const std::vector<double>& qkv, const std::vector<dou
                     ref.dp_sums[h] += (t + 1) * std::ldexp(A1 + std::fabs(D2) * A2, -24) + AdW + A2 * D2_err;
                 }
                 double c = 0;  // the row's score scale c_t
-                attn_dispatch(kind, [&](auto k) { c = std::fabs(ref::attn_score_scale<decltype(k)::value, double>(t, hd, attn_len, ph)); });
+                attn_dispatch(kind, [&](auto k) {
+                    c = std::fabs(ref::attn_score_scale<decltype(k)::value, double>(t, hd, attn_len, ph));
+                });
                 if (V.score == ATTN_SCORE_SSMAX) {
                     // the header's first-order bound of the row's fp32 terms of dL/ds
                     const double u24 = std::ldexp(1.0, -24);
@@ -532,7 +534,7 @@ TEST_CASE("every variant against the float64 reference: forward, stats, dq, dk, 
 // dot q_t.k_j of dL/ds, hd terms; dq_t's fp32 sum over t + 1 keys; c_t and c_t ds_tj in fp32, and
 // the product ds_tj (q_t.k_j), a few roundings). That is below 0.2% of dL/ds on these inputs, where
 // the bound of every variant's check (which must count ds's own errors, and sum_j ds_tj = 0 makes
-// dL/ds cancel) allows about 1%. dL/ds comes from fp32 values only, computed alike in either
+// dL/ds cancel) allows 1% to 8%. dL/ds comes from fp32 values only, computed alike in either
 // numerics: the bf16 numerics give the same bits.
 TEST_CASE("ssmax: s_h dL/ds_h = sum_t q_t . dL/dq_t on the kernel's own results; dL/ds the same bits in both numerics") {
     for (AttnShape s : {AttnShape{2, 37, 2, 36}, AttnShape{1, 70, 2, 64}}) {
@@ -561,7 +563,8 @@ TEST_CASE("ssmax: s_h dL/ds_h = sum_t q_t . dL/dq_t on the kernel's own results;
                 }
         std::map<int64_t, std::vector<double>> fp32_dp;  // per target
         for (const Config& c : configs()) {
-            INFO("target and numerics: " << c.name << ", (B, T, NH, hd) = (" << s.B << ", " << s.T << ", " << s.NH << ", " << s.hd << ")");
+            INFO("target and numerics: " << c.name << ", (B, T, NH, hd) = (" << s.B << ", " << s.T << ", " << s.NH << ", "
+                                         << s.hd << ")");
             UseConfig use(c);
             Run got = kernel(c.num, qkv, dout, s, ATTN_SSMAX, 0.0, s_head.data());
             if (c.num != FastNumerics::fp32) {
