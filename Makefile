@@ -119,6 +119,10 @@ clean:
 $(BUILD)/fast/%.o: %.cpp
 	@mkdir -p $(@D)
 	$(CXX) $(FAST_CPU_CXXFLAGS) $(DEPFLAGS) -c $< -o $@
+# attention_fast_cpu.cpp's code comes in through hwy/foreach_target.h, a system header, and -MMD
+# leaves out what a system header includes: the object names those headers itself
+$(BUILD)/fast/attention/attention_fast_cpu.o: attention/attention_fast_cpu-inl.h attention/attention_fast_cpu.h \
+                                             attention/attention_cpu.h attention/attention_kind.h layers/fast_cpu.h
 $(FAST_CPU_LIB): $(FAST_CPU_OBJS)
 	rm -f $@ && ar rcs $@ $^
 

@@ -11,10 +11,11 @@
 //                            l1 otherwise (lssa, lssar, ...):    (S1, m, Z)   S1 = sum_j phi(s_tj)
 //                            none, mean (sigmoid, relu):         (0, 0, 0)
 //                          m, Z: the re-weighting's row maximum and sum (0 without it)
-// p: the re-weighting power, one for every head, or p_head[h] per head (learned p); the
-// backward adds dL/dp of every head to dp_head when given.
+// p: the head parameter (re-weighting's power, ssmax's s), one for every head, or p_head[h] per
+// head (learned p, ssmax's learned s); the backward adds dL/dp of every head to dp_head when given.
 // attn_len: the n of dot_logn's bias -ln(n) and mean's scale 1/n (sigmoid, relu): 0 for the row's
-// n_t = t + 1, L > 0 for the constant L (attn_len_n, attention/attention_kind.h).
+// n_t = t + 1, L > 0 for the constant L (attn_len_n, attention/attention_kind.h); for softmax and
+// softmax_rw, L > 1 is log-length scaling beyond L (attn_log_len_factor).
 // The backward recomputes what it needs from qkv (it stores two T x T buffers per head,
 // which is fine for the lengths the CPU trains at; the CUDA kernels keep O(T) memory).
 #pragma once
@@ -83,10 +84,17 @@ template <class T> inline T l2_norm_rescaled(const T* x, int n) {
 // ----------------------------------------------------------------------------
 // The parts of a variant, one function each.
 
-// s_tj = attn_score_scale * (qe_t . ke_j) + attn_score_bias (qe, ke as attention_prepare makes them)
-template <AttnKind K, class T> inline T attn_score_scale(int t, int hd) {
+// s_tj = attn_score_scale * (qe_t . ke_j) + attn_score_bias (qe, ke as attention_prepare makes them).
+// hp: the head parameter (ssmax's s). Log-length scaling (attn_len > 1, dot scores with exp) multiplies
+// by attn_log_len_factor beyond attn_len only, so within it the scale is softmax's, bit for bit.
+template <AttnKind K, class T> inline T attn_score_scale(int t, int hd, int attn_len, double hp) {
+    T unit = T(1) / std::sqrt(T(hd));
     if constexpr (attn_variant(K).score == ATTN_SCORE_COS_LEN) return lssa_scale<T>(t, hd);
-    else return T(1) / std::sqrt(T(hd));
+    else if constexpr (AttnTraits<K>::ssmax) return T(hp) * T(std::log((double)(t + 1))) * unit;
+    else if constexpr (AttnTraits<K>::log_len) {
+        double f = attn_log_len_factor(t, attn_len);
+        return f == 1.0 ? unit : T(f) * unit;
+    } else return unit;
 }
 template <AttnKind K, class T> inline T attn_score_bias(int t, int attn_len) {
     if constexpr (attn_variant(K).score == ATTN_SCORE_DOT_LOGN) return -T(std::log((double)attn_len_n(t, attn_len)));
@@ -192,7 +200,7 @@ bool attn_row_weights(T* w, T* s, T* a, T stats[3], const T* qe_t, const T* ke, 
                       int attn_len) {
     constexpr AttnVariant V = attn_variant(K);
     static_assert(V.phi != ATTN_PHI_EXP || V.norm == ATTN_NORM_L1, "exp needs l1 (the max shift cancels)");
-    T scale = attn_score_scale<K, T>(t, hd), bias = attn_score_bias<K, T>(t, attn_len);
+    T scale = attn_score_scale<K, T>(t, hd, attn_len, p), bias = attn_score_bias<K, T>(t, attn_len);
     for (int j = 0; j <= t; j++) {
         T dot = 0;
         for (int i = 0; i < hd; i++) dot += qe_t[i] * ke[(size_t)j * hd + i];
@@ -338,7 +346,17 @@ void attn_backward_row(T* W, T* dS, T* dq, double* dp, const T* dy, const T* qkv
         dW[j] = d;
     }
     *dp += attn_row_dscores<K>(dS, dA.data(), dW.data(), W, s.data(), a.data(), stats, t, p, attn_len);
-    T scale = attn_score_scale<K, T>(t, hd);
+    if constexpr (AttnTraits<K>::ssmax) {
+        // dL/ds_h of the row: sum_j ds_tj ln(n_t) (q_t . k_j) / sqrt(hd)
+        double dsum = 0;
+        for (int j = 0; j <= t; j++) {
+            T dot = 0;
+            for (int i = 0; i < hd; i++) dot += qe_h[(size_t)t * hd + i] * ke_h[(size_t)j * hd + i];
+            dsum += (double)dS[j] * (double)dot;
+        }
+        *dp += dsum * std::log((double)(t + 1)) / std::sqrt((double)hd);
+    }
+    T scale = attn_score_scale<K, T>(t, hd, attn_len, p);
     for (int j = 0; j <= t; j++) dS[j] *= scale;
     // dq_t: d(qe_t) = sum_j ds_tj ke_j, then through the normalisation
     std::fill(dqe.begin(), dqe.end(), T(0));
@@ -435,7 +453,7 @@ void attention_forward(T* out, T* stats, const T* qkv, int B, int T_, int NH, in
     });
 }
 
-// dqkv += d(loss)/d(qkv); dp_head[h] += d(loss)/d(p of head h) when given (re-weighting only).
+// dqkv += d(loss)/d(qkv); dp_head[h] += d(loss)/d(p of head h) when given (re-weighting's p, ssmax's s).
 template <class T>
 void attention_backward(T* dqkv, const T* dout, const T* qkv, int B, int T_, int NH, int hd, AttnKind kind,
                         double p, const double* p_head = nullptr, double* dp_head = nullptr, int attn_len = 0) {

@@ -18,6 +18,10 @@
 //   NUM_BF16_DOT  the same roundings, the products on bf16 pairs with AVX512-BF16's vdpbf16ps
 //                 (the AVX3 target on a CPU that has it: two products per lane and instruction).
 // Scores, dW = dy v^T, the row statistics, the re-weighting and dL/dp are fp32 in every numerics.
+//
+// A row's score scale (ssmax's s_h ln(n_t) / sqrt(hd), log-length scaling's factor) is the
+// reference's attn_score_scale in fp32: within the training length log-length scaling leaves the
+// scale softmax's, so those rows are softmax's bit for bit.
 
 // ----------------------------------------------------------------------------
 // What every target shares (compiled once)
@@ -63,7 +67,8 @@ struct HeadShape {
     int T, NH, hd;
     int Tp;        // rows (keys) padded to a multiple of 32
     int hdp;       // channels padded to a multiple of 16
-    int attn_len;  // the n of sigmoid's bias and relu's scale: 0 for n_t (attention/attention_cpu.h)
+    int attn_len;  // sigmoid's bias and relu's scale: 0 for n_t, L for the constant; softmax and
+                   // softmax_rw: L > 1 scales by max(1, ln(n_t) / ln(L)) (attention/attention_cpu.h)
     HeadShape(int T_, int NH_, int hd_, int attn_len_ = 0)
         : T(T_), NH(NH_), hd(hd_), Tp((T_ + 31) / 32 * 32), hdp((hd_ + 15) / 16 * 16), attn_len(attn_len_) {}
     size_t rows() const { return (size_t)Tp * hdp; }  // a (Tp, hdp) operand; also (hdp, Tp) transposed
@@ -330,9 +335,11 @@ HWY_INLINE VF x_v(VF a, VF S1, VF vn, VF vo, VF vn_norm) {
 }
 
 // Weights of row t from its raw dot products, as attn_row_weights of the reference.
-// s: in, the dots qe_t . ke_j; out, the scores s_tj (exp variants) or, with dphi, phi'(s_tj).
+// s: in, the dots qe_t . ke_j; out, the scores s_tj (exp variants; ssmax keeps the dots, which its
+// dL/ds takes) or, with dphi, phi'(s_tj).
 // a: out, phi(s_tj) (exp: shifted by the row's largest score). w: out, the final weights.
-// stats: the reference's three saved values. Returns false for a degenerate row.
+// stats: the reference's three saved values. pw: the head parameter (re-weighting's power; ssmax's
+// s is pw.p). Returns false for a degenerate row.
 template <AttnKind K>
 HWY_NOINLINE bool row_forward(float* s, float* a, float* w, float stats[3], Row& row, int t, int nkp, int hd,
                               const Power& pw, int attn_len, bool dphi) {
@@ -341,7 +348,7 @@ HWY_NOINLINE bool row_forward(float* s, float* a, float* w, float stats[3], Row&
     const DF d;
     const int N = (int)hn::Lanes(d);
     const int n = t + 1, n16 = (n + 15) / 16 * 16;
-    const VF scale = hn::Set(d, ref::attn_score_scale<K, float>(t, hd)),
+    const VF scale = hn::Set(d, ref::attn_score_scale<K, float>(t, hd, attn_len, pw.p)),
              bias = hn::Set(d, ref::attn_score_bias<K, float>(t, attn_len));
     VD S1_acc = hn::Zero(DD());
     VF amax = hn::Set(d, -HUGE_VALF), amin = hn::Set(d, HUGE_VALF);
@@ -351,7 +358,7 @@ HWY_NOINLINE bool row_forward(float* s, float* a, float* w, float stats[3], Row&
         for (int j = 0; j < n16; j += N) {
             const auto k = lanes(d, j, n);
             const VF sv = hn::MulAdd(scale, load_z(d, k, s + j), bias);
-            hn::StoreU(sv, d, s + j);
+            if constexpr (!Tr::ssmax) hn::StoreU(sv, d, s + j);
             vmax = hn::IfThenElse(k, hn::Max(vmax, sv), vmax);
         }
         smax = reduce_max(vmax);
@@ -359,7 +366,8 @@ HWY_NOINLINE bool row_forward(float* s, float* a, float* w, float stats[3], Row&
     for (int j = 0; j < n16; j += N) {
         const auto k = lanes(d, j, n);
         VF sv = load_z(d, k, s + j), dv;
-        if constexpr (Tr::phi == ATTN_PHI_EXP) sv = hn::Sub(sv, hn::Set(d, smax));
+        if constexpr (Tr::ssmax) sv = hn::Sub(hn::MulAdd(scale, sv, bias), hn::Set(d, smax));  // the same score again
+        else if constexpr (Tr::phi == ATTN_PHI_EXP) sv = hn::Sub(sv, hn::Set(d, smax));
         else sv = hn::MulAdd(scale, sv, bias);
         VF av = phi_v<Tr::phi>(d, sv, dphi ? &dv : nullptr);
         if constexpr (Tr::phi != ATTN_PHI_EXP) {
@@ -430,8 +438,8 @@ HWY_NOINLINE bool row_forward(float* s, float* a, float* w, float stats[3], Row&
 
 // The score gradient of row t, as attn_row_dscores of the reference (doc/attention.md, 'Backward').
 // g: in, dW_tj = dy_t . v_j; out, c_t ds_tj (c_t the score's scale), zero on [n, nkp).
-// dphi, a, w, row: what row_forward left (dphi: phi'(s), or for exp the scores, unused).
-// Returns the row's dL/dp when want_dp (re-weighting only), else 0.
+// dphi, a, w, row: what row_forward left (dphi: phi'(s); for exp the scores, unused; ssmax's dots).
+// Returns the row's dL/dp (re-weighting's p, ssmax's s) when want_dp, else 0.
 template <AttnKind K>
 HWY_NOINLINE double row_backward(float* g, const float* dphi, const float* a, const float* w, const Row& row, int t,
                                  int nkp, int hd, const Power& pw, int attn_len, bool want_dp) {
@@ -476,8 +484,24 @@ HWY_NOINLINE double row_backward(float* g, const float* dphi, const float* a, co
         }
         if (want_dp) dp = (double)reduce_add(swdwl) - (double)d2 * reduce_add(swl);
     }
-    const VF scale = hn::Set(d, ref::attn_score_scale<K, float>(t, hd));
-    if constexpr (Tr::norm == ATTN_NORM_L1) {
+    const VF scale = hn::Set(d, ref::attn_score_scale<K, float>(t, hd, attn_len, pw.p));
+    if constexpr (Tr::ssmax) {
+        // ds = phi'(s) (dA - D1) / S1 in the reference's order, then dL/ds_h of the row:
+        // ln(n_t) / sqrt(hd) sum_j ds_tj (qe_t . ke_j), summed in double as S1; then c_t ds
+        VF acc = zero;
+        for (int j = 0; j < n16; j += N)
+            acc = hn::MulAdd(hn::Mul(hn::LoadU(d, a + j), inv_S1), load_z(d, lanes(d, j, n), g + j), acc);
+        const VF D1 = hn::Set(d, reduce_add(acc));
+        VD dsum = hn::Zero(DD());
+        for (int j = 0; j < n16; j += N) {
+            const auto k = lanes(d, j, n);
+            const VF dA = load_z(d, k, g + j);
+            const VF ds = hn::IfThenElseZero(k, hn::Mul(hn::Mul(hn::LoadU(d, a + j), hn::Sub(dA, D1)), inv_S1));
+            if (want_dp) dsum = sum_d(dsum, hn::Mul(ds, load_z(d, k, dphi + j)));
+            hn::StoreU(hn::Mul(ds, scale), d, g + j);
+        }
+        if (want_dp) dp = reduce_d(dsum) * std::log((double)n) / std::sqrt((double)hd);
+    } else if constexpr (Tr::norm == ATTN_NORM_L1) {
         // D1 = sum_j A_j dA_j; ds = phi'(s) (dA - D1) / S1
         VF acc = zero;
         for (int j = 0; j < n16; j += N)
@@ -926,7 +950,8 @@ HWY_INLINE void grad_row(float* dx, const float* dxh, const float* xh, float nor
 }
 
 // One head's backward: dqkv (its q, k, v slices, row t at t 3C) = the gradients; returns the
-// head's dL/dp (want_dp, re-weighting only). Row blocks in order; dk and dv accumulate over them.
+// head's dL/dp (want_dp: re-weighting's p, ssmax's s). Row blocks in order; dk and dv accumulate
+// over them.
 template <AttnKind K, int NM>
 HWY_NOINLINE double backward_head(Scratch& sc, float* dqkv, const float* dout, const float* qkv, const HeadShape& sh,
                                   int C, const Power& pw, bool want_dp) {
@@ -1008,7 +1033,7 @@ void backward_k(AttentionFast::Impl& ws, float* dqkv, const float* dout, const f
                 double p, const double* p_head, double* dp_head, int attn_len) {
     const HeadShape sh(T, NH, hd, attn_len);
     const int C = NH * hd, BH = B * NH;
-    const bool want_dp = AttnTraits<K>::reweight && dp_head != nullptr;
+    const bool want_dp = attn_head_param(K) != ATTN_HEAD_NONE && dp_head != nullptr;
     std::vector<double> dp(BH, 0.0);
     ws.size_threads();
 #pragma omp parallel for schedule(dynamic, 1)

@@ -1,8 +1,9 @@
 // The fast CPU path's attention (model/gpt2_cpu_fast.h): every variant of attention/attention_kind.h,
-// forward and backward (learned p's dL/dp included), tiled and vectorised once in Highway for every
-// ISA (attention/attention_fast_cpu-inl.h; layers/fast_cpu.h: targets and numerics). The definition
-// is the reference, attention/attention_cpu.h: this computes the same functions, formula by
-// formula, with the same stable evaluation of the re-weighting and the same degenerate rows
+// forward and backward (the head parameter's dL/dp included: learned p, ssmax's s), tiled and
+// vectorised once in Highway for every ISA (attention/attention_fast_cpu-inl.h; layers/fast_cpu.h:
+// targets and numerics). The definition is the reference, attention/attention_cpu.h: this
+// computes the same functions, formula by formula, with the same stable evaluation of the
+// re-weighting and the same degenerate rows
 // (doc/attention.md, section 'Attention on the CPU fast path').
 //
 // qkv (B, T, 3, NH, hd) fp32, RoPE applied;  out (B, T, NH, hd) fp32;  stats (B, NH, T, 3) as the
@@ -31,7 +32,7 @@ public:
     void forward(FastNumerics num, float* out, float* stats, const float* qkv, int B, int T, int NH, int hd,
                  AttnKind kind, double p, const double* p_head = nullptr, int attn_len = 0);
     // dqkv = d(loss)/d(qkv) (written, not accumulated: unlike the reference's attention_backward);
-    // dp_head[h] += d(loss)/d(p of head h) when given (re-weighting only)
+    // dp_head[h] += d(loss)/d(p of head h) when given (re-weighting's p, ssmax's s)
     void backward(FastNumerics num, float* dqkv, const float* dout, const float* qkv, int B, int T, int NH, int hd,
                   AttnKind kind, double p, const double* p_head = nullptr, double* dp_head = nullptr,
                   int attn_len = 0);

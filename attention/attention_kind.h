@@ -5,6 +5,7 @@
 //   score   dot       s = q.k / sqrt(hd)
 //           dot_logn  s = q.k / sqrt(hd) - ln(n_t)            (the sigmoid attention's bias)
 //           cos_len   s = ln(hd) ln(n_t) q/|q| . k/|k|        (LSSA's length-scaled cosine)
+//           ssmax     s = s_h ln(n_t) q.k / sqrt(hd)          (scalable softmax; s_h learned per layer, head)
 //   phi     exp, softplus, sigmoid, relu
 //   norm    l1        A = phi / sum_j phi (exp: max-shifted, the usual softmax)
 //           none      A = phi
@@ -12,9 +13,14 @@
 //   rw(p)   x = n_t A - o_t, W = relu(x)^p / sum_j relu(x)^p (max-normalised), o_t = [t >= 3]
 // n_t = t + 1 is the number of keys row t sees. The length of dot_logn's bias and of mean's scale
 // is n_t, or with attn_len = L > 0 (the trainer's -tl 1: the training length) the constant L
-// (attn_len_n below; doc/attention.md, section 'Choices the cited papers leave open').
+// (attn_len_n below; doc/attention.md, section 'Choices the cited papers leave open'). For dot
+// scores with exp (softmax, softmax_rw) attn_len = L > 1 is log-length scaling: the scores of row t
+// are multiplied by max(1, ln(n_t) / ln(L)) (attn_log_len_factor), 1 within the training length.
+// A variant's head parameter (attn_head_param) is one scalar per layer and head: re-weighting's p,
+// ssmax's s; the attention functions take it as p (one for every head) or p_head[h].
 #pragma once
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,7 +28,7 @@
 #include <type_traits>
 #include <utility>
 
-enum AttnScore { ATTN_SCORE_DOT, ATTN_SCORE_DOT_LOGN, ATTN_SCORE_COS_LEN };
+enum AttnScore { ATTN_SCORE_DOT, ATTN_SCORE_DOT_LOGN, ATTN_SCORE_COS_LEN, ATTN_SCORE_SSMAX };
 enum AttnPhi { ATTN_PHI_EXP, ATTN_PHI_SOFTPLUS, ATTN_PHI_SIGMOID, ATTN_PHI_RELU };
 enum AttnNorm { ATTN_NORM_L1, ATTN_NORM_NONE, ATTN_NORM_MEAN };
 
@@ -36,6 +42,7 @@ enum AttnKind {
     ATTN_SOFTMAX_RW = 5,
     ATTN_SIGMOID_L1_RW = 6,
     ATTN_RELU_L1_RW = 7,
+    ATTN_SSMAX = 8,
     ATTN_NUM_KINDS
 };
 
@@ -57,6 +64,7 @@ constexpr AttnVariant ATTN_VARIANT_TABLE[ATTN_NUM_KINDS] = {
     {ATTN_SOFTMAX_RW, "softmax_rw", ATTN_SCORE_DOT, ATTN_PHI_EXP, ATTN_NORM_L1, true},
     {ATTN_SIGMOID_L1_RW, "sigmoid_l1_rw", ATTN_SCORE_COS_LEN, ATTN_PHI_SIGMOID, ATTN_NORM_L1, true},
     {ATTN_RELU_L1_RW, "relu_l1_rw", ATTN_SCORE_COS_LEN, ATTN_PHI_RELU, ATTN_NORM_L1, true},
+    {ATTN_SSMAX, "ssmax", ATTN_SCORE_SSMAX, ATTN_PHI_EXP, ATTN_NORM_L1, false},
 };
 
 constexpr bool attn_table_in_order(int i = 0) {
@@ -73,18 +81,45 @@ template <AttnKind K> struct AttnTraits {
     static constexpr AttnNorm norm = ATTN_VARIANT_TABLE[K].norm;
     static constexpr bool reweight = ATTN_VARIANT_TABLE[K].reweight;
     static constexpr bool cos_len = score == ATTN_SCORE_COS_LEN;
+    static constexpr bool ssmax = score == ATTN_SCORE_SSMAX;
+    static constexpr bool log_len = score == ATTN_SCORE_DOT && phi == ATTN_PHI_EXP;  // attn_log_scales
 };
 
 constexpr bool attn_valid(int kind) { return kind >= 0 && kind < ATTN_NUM_KINDS; }
 constexpr bool attn_reweights(AttnKind kind) { return attn_variant(kind).reweight; }
 
-// The variants whose definition holds a length, where attn_len applies: dot_logn's bias -ln(n)
-// and mean's scale 1/n.
-constexpr bool attn_has_len(AttnKind kind) {
-    return attn_variant(kind).score == ATTN_SCORE_DOT_LOGN || attn_variant(kind).norm == ATTN_NORM_MEAN;
+// Log-length scaling (attn_len = L > 1 on dot scores with exp): row t's scores times
+// max(1, ln(n_t) / ln(L)).
+constexpr bool attn_log_scales(AttnKind kind) {
+    return attn_variant(kind).score == ATTN_SCORE_DOT && attn_variant(kind).phi == ATTN_PHI_EXP;
 }
-// That n for row t: n_t = t + 1 (attn_len = 0), or the constant attn_len > 0.
+
+// The variants whose definition holds a length, where attn_len applies: dot_logn's bias -ln(n),
+// mean's scale 1/n, and log-length scaling's threshold.
+constexpr bool attn_has_len(AttnKind kind) {
+    return attn_variant(kind).score == ATTN_SCORE_DOT_LOGN || attn_variant(kind).norm == ATTN_NORM_MEAN ||
+           attn_log_scales(kind);
+}
+// That n for row t: n_t = t + 1 (attn_len = 0), or the constant attn_len > 0 (not for log-length
+// scaling, whose n is always n_t).
 constexpr int attn_len_n(int t, int attn_len) { return attn_len > 0 ? attn_len : t + 1; }
+// Log-length scaling's factor on row t's scores, in float64 (the definition; the back ends compute
+// it in their own precision): exactly 1 for n_t <= L and for attn_len = 0.
+inline double attn_log_len_factor(int t, int attn_len) {
+    int n = t + 1;
+    return attn_len > 1 && n > attn_len ? std::log((double)n) / std::log((double)attn_len) : 1.0;
+}
+
+// The head parameter: re-weighting's p, ssmax's s (learned per layer and head, starting at
+// SSMAX_S0); none for the other variants.
+enum AttnHeadParam { ATTN_HEAD_NONE, ATTN_HEAD_P, ATTN_HEAD_S };
+constexpr AttnHeadParam attn_head_param(AttnKind kind) {
+    return attn_variant(kind).reweight ? ATTN_HEAD_P
+           : attn_variant(kind).score == ATTN_SCORE_SSMAX ? ATTN_HEAD_S : ATTN_HEAD_NONE;
+}
+// ssmax's s at initialisation: 0.43, the value in Figure 1 of "Scalable-Softmax Is Superior for
+// Attention" (Nakanishi, arXiv 2501.19399v1), the only value of s that paper states.
+constexpr double SSMAX_S0 = 0.43;
 
 inline const char* attn_kind_name(AttnKind kind) { return attn_valid(kind) ? attn_variant(kind).name : "unknown"; }
 
@@ -95,7 +130,7 @@ inline std::string attn_kind_list() {
     return s;
 }
 
-// "sigmoid, relu": the variants where attn_len is defined (attn_has_len), for error messages.
+// "sigmoid, relu, ...": the variants where attn_len is defined (attn_has_len), for error messages.
 inline std::string attn_len_kind_list() {
     std::string s;
     for (const AttnVariant& v : ATTN_VARIANT_TABLE)
@@ -103,12 +138,16 @@ inline std::string attn_len_kind_list() {
     return s;
 }
 
-// "" if attn_len suits variant kind, else why not: negative, or set on a variant without a length.
+// "" if attn_len suits variant kind, else why not: negative, set on a variant without a length, or
+// 1 for log-length scaling (ln(1) = 0 divides).
 inline std::string attn_len_error(AttnKind kind, int attn_len) {
     if (attn_len < 0) return "attn_len = " + std::to_string(attn_len) + " must be >= 0 (0: the row's n_t = t + 1)";
     if (attn_len > 0 && !attn_has_len(kind))
         return "attn_len = " + std::to_string(attn_len) + " is defined for " + attn_len_kind_list() + " only (the -ln(n) "
-               "bias and the 1/n scale); " + attn_kind_name(kind) + " has no length in its definition";
+               "bias, the 1/n scale and log-length scaling of dot scores with exp); " + attn_kind_name(kind) +
+               " has no length in its definition";
+    if (attn_len == 1 && attn_log_scales(kind))
+        return "attn_len = 1: log-length scaling divides by ln(attn_len), which must be > 0 (attn_len >= 2)";
     return "";
 }
 

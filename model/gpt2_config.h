@@ -101,14 +101,15 @@ inline std::string gpt2_config_error(const GPT2Config& c) {
 enum ParamTensor {
     P_WTE, P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTPROJW, P_ATTPROJB, P_LN2W, P_LN2B,
     P_FCW, P_FCB, P_FCPROJW, P_FCPROJB, P_LNFW, P_LNFB,
-    P_PTHETA,  // learned p: theta of every (layer, head), (L, NH); empty without learn_p
+    P_PTHETA,   // learned p: theta of every (layer, head), (L, NH); empty without learn_p
+    P_SSMAX_S,  // ssmax: s of every (layer, head), (L, NH); empty for the other variants
     NUM_PARAM_TENSORS
 };
 
 inline const char* param_tensor_name(int i) {
     static const char* names[NUM_PARAM_TENSORS] = {"wte", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw",
                                                    "attprojb", "ln2w", "ln2b", "fcw", "fcb", "fcprojw",
-                                                   "fcprojb", "lnfw", "lnfb", "ptheta"};
+                                                   "fcprojb", "lnfw", "lnfb", "ptheta", "ssmax_s"};
     return names[i];
 }
 
@@ -131,6 +132,7 @@ inline void gpt2_param_sizes(size_t sizes[NUM_PARAM_TENSORS], const GPT2Config& 
     sizes[P_LNFW] = C;
     sizes[P_LNFB] = C;
     sizes[P_PTHETA] = c.learn_p ? L * c.num_heads : 0;
+    sizes[P_SSMAX_S] = attn_head_param(c.attn) == ATTN_HEAD_S ? L * c.num_heads : 0;
 }
 
 // Tensors with one slice per layer (layer l's: the l-th of num_layers equal parts); the others
@@ -164,7 +166,7 @@ inline void param_shard_range(size_t num_parameters, int shards, int rank, size_
 // GPT-2 initialisation of the whole parameter buffer (both back ends call this, so they start
 // from identical weights): N(0, 0.02) weights, residual projections (attprojw, fcprojw) with std
 // 0.02/sqrt(2L), zero biases, unit layernorm weights, zero padded vocabulary rows; learned p's
-// theta at p.
+// theta at p; ssmax's s at SSMAX_S0.
 template <class T>
 void gpt2_init_params(T* params, const GPT2Config& c, uint64_t seed) {
     size_t sizes[NUM_PARAM_TENSORS];
@@ -185,6 +187,8 @@ void gpt2_init_params(T* params, const GPT2Config& c, uint64_t seed) {
             for (size_t k = 0; k < n; k++) p[k] = T(residual_std * rng.normal());
         } else if (i == P_PTHETA) {
             for (size_t k = 0; k < n; k++) p[k] = T(learned_p_theta0(c.p));
+        } else if (i == P_SSMAX_S) {
+            for (size_t k = 0; k < n; k++) p[k] = T(SSMAX_S0);
         } else {
             for (size_t k = 0; k < n; k++) p[k] = T(0);
         }

@@ -8,8 +8,9 @@
 
 // Smallest distance from a kink over every visible (t, j): |x_tj| of the re-weighting's ReLU
 // (x = n A - o, for kinds with re-weighting; min_abs_x below uses LSSA's A), and |s_tj| of a
-// relu phi. Zero queries (degenerate rows) are skipped.
-inline double attn_kink_distance(const double* qkv, int B, int T, int NH, int hd, AttnKind kind) {
+// relu phi. Zero queries (degenerate rows) are skipped. attn_len as the attention functions take it
+// (log-length scaling changes the scores, so the x, of softmax_rw's rows beyond L).
+inline double attn_kink_distance(const double* qkv, int B, int T, int NH, int hd, AttnKind kind, int attn_len = 0) {
     const AttnVariant& v = attn_variant(kind);
     // the weights before re-weighting: the same variant without its stage 2
     AttnKind stage1 = kind;
@@ -27,9 +28,10 @@ inline double attn_kink_distance(const double* qkv, int B, int T, int NH, int hd
             double st[3];
             bool live = true;
             if (stage1 != kind || !v.reweight) {
-                live = ref::attention_row_weights(w.data(), sc.data(), a.data(), st, qe_t, ke_h, t, hd, stage1, 1.0);
+                live = ref::attention_row_weights(w.data(), sc.data(), a.data(), st, qe_t, ke_h, t, hd, stage1, 1.0,
+                                                  attn_len);
             } else {  // no variant without stage 2 shares this one's stage 1: build A from phi
-                ref::attention_row_weights(w.data(), sc.data(), a.data(), st, qe_t, ke_h, t, hd, kind, 1.0);
+                ref::attention_row_weights(w.data(), sc.data(), a.data(), st, qe_t, ke_h, t, hd, kind, 1.0, attn_len);
                 double S1 = 0;
                 for (int j = 0; j <= t; j++) S1 += a[j];
                 live = S1 > 0;

@@ -1,6 +1,7 @@
 // The CPU reference attention (float64) in every variant of the family against finite
-// differences, each variant's edge cases (doc/attention.md, section 'Edge cases'), the learned
-// p's gradient, and LSSAR's stable evaluation at long length in float32.
+// differences, each variant's edge cases (doc/attention.md, section 'Edge cases'), the head
+// parameter's gradient (learned p, ssmax's s), log-length scaling, and LSSAR's stable evaluation at
+// long length in float32.
 // Gradient tolerance: relative error < 1e-6 per element (see test_layers_cpu.cpp and gradcheck.h).
 #include <doctest/doctest.h>
 
@@ -40,13 +41,15 @@ static void check_attention_gradient(std::vector<double>& qkv, const AttnShape& 
     CHECK(r.max_rel_err < TOL);
 }
 
-static const AttnKind ALL_KINDS[] = {ATTN_SOFTMAX, ATTN_LSSA, ATTN_LSSAR, ATTN_SIGMOID,
-                                      ATTN_RELU, ATTN_SOFTMAX_RW, ATTN_SIGMOID_L1_RW, ATTN_RELU_L1_RW};
+static const AttnKind ALL_KINDS[] = {ATTN_SOFTMAX,    ATTN_LSSA,          ATTN_LSSAR,      ATTN_SIGMOID, ATTN_RELU,
+                                      ATTN_SOFTMAX_RW, ATTN_SIGMOID_L1_RW, ATTN_RELU_L1_RW, ATTN_SSMAX};
 static_assert(sizeof(ALL_KINDS) / sizeof(ALL_KINDS[0]) == ATTN_NUM_KINDS, "every variant is tested");
 
-// The powers each variant is checked at: the re-weighting at 1, 3, 15 and a non-integer p
-// (the pow() path); the others have no p.
+// The head parameters each variant is checked at: the re-weighting's p at 1, 3, 15 and a
+// non-integer p (the pow() path); ssmax's s at its initial value, a larger one, 0 (every score 0:
+// uniform rows) and a negative one; the others have none.
 static std::vector<double> test_powers(AttnKind kind) {
+    if (attn_head_param(kind) == ATTN_HEAD_S) return {SSMAX_S0, 0.9, 0.0, -0.6};
     return attn_reweights(kind) ? std::vector<double>{1.0, 3.0, 15.0, 2.5} : std::vector<double>{0.0};
 }
 
@@ -65,7 +68,7 @@ static std::vector<double> gradient(const std::vector<double>& qkv, const std::v
     return dqkv;
 }
 
-TEST_CASE("attention gradients match finite differences: every variant, p in {1, 3, 15, 2.5}") {
+TEST_CASE("attention gradients match finite differences: every variant, p in {1, 3, 15, 2.5}, ssmax's s in {0.43, 0.9, 0, -0.6}") {
     AttnShape s{2, 9, 2, 8};
     for (AttnKind kind : ALL_KINDS) {
         INFO(std::string(attn_kind_name(kind)));
@@ -504,24 +507,238 @@ TEST_CASE("attn_len: with zero scores sigmoid's row sums are n_t / (L + 1), grow
     }
 }
 
-TEST_CASE("attn_len is refused where it is not defined, and when negative") {
+// ---------------------------------------------------------------------------------------------
+// Dot scores with exp evaluated directly in float64 here, for the two variants that scale them per
+// row (ssmax, log-length scaling): s_tj = c_t q_t.k_j / sqrt(hd) with c_t = factor(t, h), the
+// max-shifted softmax A, with rw_p > 0 the re-weighting W = relu(n A - o)^p / sum_j relu(n A - o)^p
+// (o = [t >= 3]; W = 0 where every x <= 0), and y_t = sum_j W_tj v_j.
+static std::vector<double> direct_dot_exp(const std::vector<double>& qkv, const AttnShape& s,
+                                          const std::function<double(int, int)>& factor, double rw_p = 0) {
+    std::vector<double> out(s.out_size(), 0.0);
+    for (int b = 0; b < s.B; b++)
+        for (int h = 0; h < s.NH; h++)
+            for (int t = 0; t < s.T; t++) {
+                const double* q = &qkv[s.at(b, t, 0, h)];
+                std::vector<double> w(t + 1);
+                double smax = -std::numeric_limits<double>::infinity(), sum = 0;
+                for (int j = 0; j <= t; j++) {
+                    const double* k = &qkv[s.at(b, j, 1, h)];
+                    double dot = 0;
+                    for (int i = 0; i < s.hd; i++) dot += q[i] * k[i];
+                    w[j] = factor(t, h) * dot / std::sqrt((double)s.hd);
+                    smax = std::max(smax, w[j]);
+                }
+                for (int j = 0; j <= t; j++) sum += (w[j] = std::exp(w[j] - smax));
+                for (int j = 0; j <= t; j++) w[j] /= sum;
+                if (rw_p > 0) {
+                    double Z = 0;
+                    for (int j = 0; j <= t; j++) {
+                        double x = (t + 1) * w[j] - (t >= 3 ? 1.0 : 0.0);
+                        Z += (w[j] = x > 0 ? std::pow(x, rw_p) : 0.0);
+                    }
+                    for (int j = 0; j <= t; j++) w[j] = Z > 0 ? w[j] / Z : 0.0;
+                }
+                double* y = &out[((size_t)(b * s.T + t) * s.NH + h) * s.hd];
+                for (int j = 0; j <= t; j++)
+                    for (int i = 0; i < s.hd; i++) y[i] += w[j] * qkv[s.at(b, j, 2, h) + i];
+            }
+    return out;
+}
+
+// max |a - b| / max |b|, after checking that b is not all zero
+static double rel_max_err(const std::vector<double>& a, const std::vector<double>& b) {
+    double err = 0, scale = 0;
+    for (size_t i = 0; i < a.size(); i++) err = std::max(err, std::fabs(a[i] - b[i])), scale = std::max(scale, std::fabs(b[i]));
+    REQUIRE(scale > 0.1);
+    return err / scale;
+}
+
+// ssmax with s per head (p_head): the output against the definition evaluated directly; dL/ds of
+// every head and dqkv against finite differences, with s = 0.43 and 0.9, s = 0 on both heads (every
+// score 0, uniform rows: dL/ds is still defined and nonzero), and 0 beside a negative s. Both sides
+// of the output check are float64 sums of at most 12 terms of size ~1 in different orders: they
+// agree to ~1e-15, checked at 1e-13.
+TEST_CASE("ssmax: s_h ln(n_t) q.k / sqrt(hd) per head against float64 formulas; dL/ds per head and dqkv against finite differences") {
+    AttnShape s{2, 12, 2, 8};
+    Rng rng(24);
+    auto qkv = random_vector(s.qkv_size(), rng);
+    auto R = random_vector(s.out_size(), rng);
+    for (std::vector<double> s_head : {std::vector<double>{SSMAX_S0, 0.9}, {0.0, 0.0}, {0.0, -0.6}}) {
+        CAPTURE(s_head[0]);
+        CAPTURE(s_head[1]);
+        std::vector<double> out(s.out_size());
+        ref::attention_forward(out.data(), (double*)nullptr, qkv.data(), s.B, s.T, s.NH, s.hd, ATTN_SSMAX, 0.0, s_head.data());
+        auto want = direct_dot_exp(qkv, s, [&](int t, int h) { return s_head[h] * std::log(t + 1.0); });
+        CHECK(rel_max_err(out, want) < 1e-13);
+        std::vector<double> dp(2, 0.0), dqkv(s.qkv_size(), 0.0);
+        ref::attention_backward(dqkv.data(), R.data(), qkv.data(), s.B, s.T, s.NH, s.hd, ATTN_SSMAX, 0.0, s_head.data(),
+                                dp.data());
+        auto f = [&] {
+            ref::attention_forward(out.data(), (double*)nullptr, qkv.data(), s.B, s.T, s.NH, s.hd, ATTN_SSMAX, 0.0,
+                                   s_head.data());
+            return weighted_sum(out.data(), R.data(), out.size());
+        };
+        GradCheckResult r = check_gradient(f, s_head.data(), dp.data(), 2, STEP);
+        INFO("dL/ds: " << describe(r));
+        CHECK(r.max_rel_err < TOL);
+        for (int h = 0; h < 2; h++) CHECK(std::fabs(dp[h]) > 1e-3);  // the check has something to compare
+        GradCheckResult rq = check_gradient(f, qkv.data(), dqkv.data(), qkv.size(), STEP, nullptr, s.hd);
+        INFO("dqkv: " << describe(rq));
+        CHECK(rq.max_rel_err < TOL);
+    }
+    // s = 0: every score is 0, each row the mean of its v, and q, k get no gradient
+    std::vector<double> zero{0.0, 0.0}, out(s.out_size()), dqkv(s.qkv_size(), 0.0);
+    ref::attention_forward(out.data(), (double*)nullptr, qkv.data(), s.B, s.T, s.NH, s.hd, ATTN_SSMAX, 0.0, zero.data());
+    ref::attention_backward(dqkv.data(), R.data(), qkv.data(), s.B, s.T, s.NH, s.hd, ATTN_SSMAX, 0.0, zero.data());
+    for (int t = 0; t < s.T; t++) {
+        double mean = 0;
+        for (int j = 0; j <= t; j++) mean += qkv[s.at(0, j, 2, 0)];
+        CHECK(out[(size_t)t * s.NH * s.hd] == doctest::Approx(mean / (t + 1)).epsilon(1e-14));
+        for (int i = 0; i < s.hd; i++) CHECK(dqkv[s.at(0, t, 0, 0) + i] == 0.0);
+        for (int i = 0; i < s.hd; i++) CHECK(dqkv[s.at(0, t, 1, 0) + i] == 0.0);
+    }
+    // a per-head s equal to the shared s: the shared s's gradient of qkv, bit for bit
+    std::vector<double> same{0.7, 0.7}, dqkv_shared(s.qkv_size(), 0.0), dqkv_head(s.qkv_size(), 0.0);
+    ref::attention_backward(dqkv_shared.data(), R.data(), qkv.data(), s.B, s.T, s.NH, s.hd, ATTN_SSMAX, 0.7);
+    ref::attention_backward(dqkv_head.data(), R.data(), qkv.data(), s.B, s.T, s.NH, s.hd, ATTN_SSMAX, 0.0, same.data());
+    CHECK(dqkv_shared == dqkv_head);
+}
+
+// Log-length scaling (attn_len = L > 1, softmax and softmax_rw): within the training length
+// (n_t <= L) the factor is exactly 1 and the function is softmax's: the same operations, so the same
+// bits, in float64 and float32. T <= L: every output, stat and gradient; T > L: the rows with
+// n_t <= L of the output, the stats and dq (dk and dv sum over later rows too).
+template <class F>
+static void check_within_len_bitwise(AttnKind kind, double p, const AttnShape& s, int L, uint64_t seed) {
+    Rng rng(seed);
+    auto qkv64 = random_vector(s.qkv_size(), rng), dout64 = random_vector(s.out_size(), rng);
+    std::vector<F> qkv(qkv64.begin(), qkv64.end()), dout(dout64.begin(), dout64.end());
+    auto run = [&](int attn_len, std::vector<F>& out, std::vector<F>& stats, std::vector<F>& dqkv) {
+        out.assign(s.out_size(), F(0)), stats.assign((size_t)s.B * s.NH * s.T * 3, F(0)), dqkv.assign(s.qkv_size(), F(0));
+        ref::attention_forward(out.data(), stats.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, p, nullptr, attn_len);
+        ref::attention_backward(dqkv.data(), dout.data(), qkv.data(), s.B, s.T, s.NH, s.hd, kind, p, nullptr, nullptr,
+                                attn_len);
+    };
+    std::vector<F> out0, st0, d0, outL, stL, dL;
+    run(0, out0, st0, d0);
+    run(L, outL, stL, dL);
+    if (s.T <= L) {
+        CHECK(outL == out0);
+        CHECK(stL == st0);
+        CHECK(dL == d0);
+        return;
+    }
+    size_t same = 0, differ = 0;
+    for (int b = 0; b < s.B; b++)
+        for (int t = 0; t < s.T; t++)
+            for (int h = 0; h < s.NH; h++) {
+                size_t o = ((size_t)(b * s.T + t) * s.NH + h) * s.hd, q = s.at(b, t, 0, h), st = (((size_t)b * s.NH + h) * s.T + t) * 3;
+                bool eq = std::equal(&outL[o], &outL[o] + s.hd, &out0[o]) && std::equal(&dL[q], &dL[q] + s.hd, &d0[q]) &&
+                          std::equal(&stL[st], &stL[st] + 3, &st0[st]);
+                if (t + 1 <= L) CHECK(eq);
+                same += eq, differ += !eq;
+            }
+    CHECK(same == (size_t)s.B * s.NH * L);
+    CHECK(differ == (size_t)s.B * s.NH * (s.T - L));  // beyond L the scores are scaled
+}
+
+TEST_CASE("log-length scaling within the training length is softmax bit for bit (float64 and float32)") {
+    for (AttnKind kind : {ATTN_SOFTMAX, ATTN_SOFTMAX_RW}) {
+        INFO(std::string(attn_kind_name(kind)));
+        for (double p : kind == ATTN_SOFTMAX ? std::vector<double>{0.0} : std::vector<double>{3.0, 2.5}) {
+            CAPTURE(p);
+            for (int L : {9, 12, 1024}) {  // T = 9 <= L
+                CAPTURE(L);
+                check_within_len_bitwise<double>(kind, p, AttnShape{2, 9, 2, 8}, L, 25);
+                check_within_len_bitwise<float>(kind, p, AttnShape{2, 9, 2, 8}, L, 25);
+            }
+            for (int L : {2, 5}) {  // T = 12 > L
+                CAPTURE(L);
+                check_within_len_bitwise<double>(kind, p, AttnShape{2, 12, 2, 8}, L, 26);
+                check_within_len_bitwise<float>(kind, p, AttnShape{2, 12, 2, 8}, L, 26);
+            }
+        }
+    }
+}
+
+// Beyond L: the output against the definition evaluated directly in float64 (scores times
+// ln(n_t) / ln(L) for n_t > L), the re-weighting at p = 3 on top for softmax_rw; float64 sums of at
+// most 12 terms of size ~1 in different orders (the re-weighting's cube triples their relative
+// error): they agree to ~1e-15, checked at 1e-13. Gradients against finite differences at L = 5
+// and L = 2 (the smallest L), every p of softmax_rw.
+TEST_CASE("log-length scaling beyond the training length: against float64 formulas; gradients against finite differences") {
+    AttnShape s{2, 12, 2, 8};
+    // the first seed whose input keeps 1e-3 from softmax_rw's kinks (|x|) at both L
+    std::vector<double> qkv;
+    auto clear_of_kinks = [&] {
+        return attn_kink_distance(qkv.data(), s.B, s.T, s.NH, s.hd, ATTN_SOFTMAX_RW, 5) > 1e-3 &&
+               attn_kink_distance(qkv.data(), s.B, s.T, s.NH, s.hd, ATTN_SOFTMAX_RW, 2) > 1e-3;
+    };
+    for (uint64_t seed = 27; seed < 60; seed++) {
+        Rng rng(seed);
+        qkv = random_vector(s.qkv_size(), rng);
+        if (clear_of_kinks()) break;
+    }
+    REQUIRE(clear_of_kinks());
+    for (AttnKind kind : {ATTN_SOFTMAX, ATTN_SOFTMAX_RW}) {
+        INFO(std::string(attn_kind_name(kind)));
+        double rw_p = kind == ATTN_SOFTMAX_RW ? 3.0 : 0.0;
+        for (int L : {5, 2}) {
+            CAPTURE(L);
+            std::vector<double> out(s.out_size()), unscaled(s.out_size());
+            ref::attention_forward(out.data(), (double*)nullptr, qkv.data(), s.B, s.T, s.NH, s.hd, kind, rw_p, nullptr, L);
+            ref::attention_forward(unscaled.data(), (double*)nullptr, qkv.data(), s.B, s.T, s.NH, s.hd, kind, rw_p);
+            auto want = direct_dot_exp(
+                qkv, s, [&](int t, int) { return t + 1 > L ? std::log(t + 1.0) / std::log((double)L) : 1.0; }, rw_p);
+            CHECK(rel_max_err(out, want) < 1e-13);
+            CHECK(rel_max_err(unscaled, want) > 1e-3);  // the scaling is there to find
+            for (double p : test_powers(kind)) check_attention_gradient(qkv, s, kind, p, 112, nullptr, L);
+        }
+    }
+}
+
+TEST_CASE("attn_len is refused where it is not defined, and when negative; log-length scaling refuses 1") {
     CHECK(attn_len_error(ATTN_SIGMOID, 0).empty());
     CHECK(attn_len_error(ATTN_SIGMOID, 1024).empty());
     CHECK(attn_len_error(ATTN_RELU, 16).empty());
+    CHECK(attn_len_error(ATTN_SIGMOID, 1).empty());  // a constant length of 1: no bias, no scale
+    CHECK(attn_len_error(ATTN_RELU, 1).empty());
     for (AttnKind kind : ALL_KINDS) CHECK(attn_len_error(kind, 0).empty());
+    // the variants with a length: sigmoid, relu (the constant n), softmax, softmax_rw (log-length scaling)
+    CHECK(attn_len_kind_list() == "softmax, sigmoid, relu, softmax_rw");
     for (AttnKind kind : ALL_KINDS) {
+        bool has_len = kind == ATTN_SIGMOID || kind == ATTN_RELU || kind == ATTN_SOFTMAX || kind == ATTN_SOFTMAX_RW;
+        CHECK(attn_has_len(kind) == has_len);
+        CHECK(attn_log_scales(kind) == (kind == ATTN_SOFTMAX || kind == ATTN_SOFTMAX_RW));
         std::string e = attn_len_error(kind, 64);
-        CHECK(e.empty() == (kind == ATTN_SIGMOID || kind == ATTN_RELU));
+        CHECK(e.empty() == has_len);
         if (!e.empty()) {
             INFO(e);
             CHECK(e.find("attn_len = 64") != std::string::npos);
-            CHECK(e.find("sigmoid, relu") != std::string::npos);
+            CHECK(e.find("softmax, sigmoid, relu, softmax_rw") != std::string::npos);
             CHECK(e.find(attn_kind_name(kind)) != std::string::npos);
         }
+    }
+    for (AttnKind kind : {ATTN_SSMAX, ATTN_LSSAR}) {
+        for (int L : {1, 2, 64}) {
+            std::string e = attn_len_error(kind, L);
+            INFO(e);
+            CHECK(e.find("attn_len = " + std::to_string(L)) != std::string::npos);
+            CHECK(e.find("softmax, sigmoid, relu, softmax_rw") != std::string::npos);
+            CHECK(e.find(std::string(attn_kind_name(kind)) + " has no length") != std::string::npos);
+        }
+    }
+    for (AttnKind kind : {ATTN_SOFTMAX, ATTN_SOFTMAX_RW}) {
+        INFO(std::string(attn_kind_name(kind)));
+        std::string one = attn_len_error(kind, 1);  // ln(1) = 0 would divide
+        CHECK(one.find("attn_len = 1") != std::string::npos);
+        CHECK(one.find("attn_len >= 2") != std::string::npos);
+        for (int L : {2, 3, 1024}) CHECK(attn_len_error(kind, L).empty());
     }
     std::string neg = attn_len_error(ATTN_RELU, -3);
     CHECK(neg.find("attn_len = -3") != std::string::npos);
     CHECK(neg.find(">= 0") != std::string::npos);
+    CHECK(attn_len_error(ATTN_SOFTMAX, -1).find(">= 0") != std::string::npos);
 }
 
 TEST_CASE("evaluating at another p: refused below 1 and for variants without re-weighting") {

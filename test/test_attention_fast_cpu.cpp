@@ -6,9 +6,10 @@
 // numerics both with vdpbf16ps and with its exact emulation (fast_cpu_allow_bf16_dot(false)). A
 // failure names the configuration ("AVX2 fp32", "AVX3 bf16 +BF16", ...):
 // - its vector functions (ln, ln(1 + x)) against libm;
-// - forward (outputs, saved stats), backward (dq, dk, dv) and learned p's dL/dp, on shapes that are
-//   not multiples of the vectors nor of the 8-row blocks, within bounds derived from the roundings
-//   of each numerics (below);
+// - forward (outputs, saved stats), backward (dq, dk, dv) and the head parameter's dL/dp (learned p,
+//   ssmax's s), on shapes that are not multiples of the vectors nor of the 8-row blocks, within
+//   bounds derived from the roundings of each numerics (below); log-length scaling beyond the
+//   training length, and softmax's bits within it;
 // - the reference's edge cases (test_attention_cpu.cpp): row 0, one-hot rows, tied keys, degenerate
 //   zero-query rows, relu rows without a positive score, saturated sigmoids, huge and tiny norms,
 //   norms whose squares overflow float32, and LSSAR at T = 4096 with keys sharing a direction (x in
@@ -41,7 +42,15 @@
 // numerics take 8 times, still orders of magnitude below what one bf16 rounding of an operand
 // (2^-8) would add. dL/dp comes from fp32 values only, in either numerics: the fp32 part, and the
 // error of the kernel's fp32 sums of each row's sum_j W dW ln(x/m) and sum_j W ln(x/m) (the
-// reference adds them in double): at most (t+1) 2^-24 times each sum's magnitudes.
+// reference adds them in double): at most (t+1) 2^-24 times each sum's magnitudes. ssmax's dL/ds =
+// sum_t ln(n_t) / sqrt(hd) sum_j ds_tj d_tj (d_tj = qe_t . ke_j), summed in double by both: the fp32
+// part, and to first order the errors of its fp32 inputs and products, each operation rounding once:
+//   d_tj:  hd 2^-24 sum_i |qe_ti ke_ji| (e_d, the fp32 dot product, in either numerics);
+//   A_tj:  A_tj (r_j + max_k r_k + 2^-23), r_j = |c_t| e_d + 2^-24 (|s_tj| + |s_tj - max_k s_tk|) +
+//          2^-23 (the score's FMA, the shift, the exp polynomial's 2 ulp; S1 in double; 1/S1 and A);
+//   ds_tj = A_tj (dW_tj - D1): the error of A times |dW_tj - D1|, A_tj times the errors of dW_tj
+//          and of D1 = sum_k A_tk dW_tk (its t+1 fp32 terms and their inputs), and 3 2^-24 |ds_tj|;
+//   and 2^-24 |ds_tj d_tj| for each product.
 #include <doctest/doctest.h>
 #include <omp.h>
 
@@ -61,8 +70,8 @@
 // dispatched target, the kernels' own vector functions
 void attention_fast_log_for_test(float* out, const float* in, int n, bool plus1);
 
-static const AttnKind ALL_KINDS[] = {ATTN_SOFTMAX, ATTN_LSSA, ATTN_LSSAR, ATTN_SIGMOID,
-                                      ATTN_RELU, ATTN_SOFTMAX_RW, ATTN_SIGMOID_L1_RW, ATTN_RELU_L1_RW};
+static const AttnKind ALL_KINDS[] = {ATTN_SOFTMAX,    ATTN_LSSA,          ATTN_LSSAR,      ATTN_SIGMOID, ATTN_RELU,
+                                      ATTN_SOFTMAX_RW, ATTN_SIGMOID_L1_RW, ATTN_RELU_L1_RW, ATTN_SSMAX};
 static_assert(sizeof(ALL_KINDS) / sizeof(ALL_KINDS[0]) == ATTN_NUM_KINDS, "every variant is tested");
 
 // ----------------------------------------------------------------------------
@@ -243,8 +252,37 @@ static Reference reference(const std::vector<double>& qkv, const std::vector<dou
                     }
                     ref.dp_sums[h] += (t + 1) * std::ldexp(A1 + std::fabs(D2) * A2, -24) + AdW + A2 * D2_err;
                 }
-                double c = std::fabs(ref::attn_score_scale<ATTN_SOFTMAX, double>(t, hd));
-                if (V.score == ATTN_SCORE_COS_LEN) c = std::fabs(ref::lssa_scale<double>(t, hd));
+                double c = 0;  // the row's score scale c_t
+                attn_dispatch(kind, [&](auto k) {
+                    c = std::fabs(ref::attn_score_scale<decltype(k)::value, double>(t, hd, attn_len, ph));
+                });
+                if (V.score == ATTN_SCORE_SSMAX) {
+                    // the header's first-order bound of the row's fp32 terms of dL/ds
+                    const double u24 = std::ldexp(1.0, -24);
+                    double smax = *std::max_element(sc.begin(), sc.begin() + t + 1), rmax = 0, D1 = 0, D1_err = 0, e = 0;
+                    std::vector<double> d(t + 1), e_d(t + 1), r(t + 1);
+                    for (int j = 0; j <= t; j++) {
+                        double mag = 0;
+                        d[j] = 0;
+                        for (int i = 0; i < hd; i++) {
+                            d[j] += qe_h[(size_t)t * hd + i] * ke_h[(size_t)j * hd + i];
+                            mag += std::fabs(qe_h[(size_t)t * hd + i] * ke_h[(size_t)j * hd + i]);
+                        }
+                        e_d[j] = hd * mag * u24;
+                        r[j] = c * e_d[j] + u24 * (std::fabs(sc[j]) + std::fabs(sc[j] - smax)) + 2 * u24;
+                        rmax = std::max(rmax, r[j]);
+                        D1 += w[j] * dW[j];
+                    }
+                    for (int j = 0; j <= t; j++)
+                        D1_err += (t + 1) * u24 * std::fabs(w[j] * dW[j]) + w[j] * dW_err[j] +
+                                  w[j] * (r[j] + rmax + 2 * u24) * std::fabs(dW[j]);
+                    for (int j = 0; j <= t; j++) {
+                        double e_A = w[j] * (r[j] + rmax + 2 * u24);
+                        double e_ds = e_A * std::fabs(dW[j] - D1) + w[j] * (dW_err[j] + D1_err) + 3 * u24 * std::fabs(ds[j]);
+                        e += e_ds * std::fabs(d[j]) + std::fabs(ds[j]) * e_d[j] + u24 * std::fabs(ds[j] * d[j]);
+                    }
+                    ref.dp_sums[h] += e * std::log(t + 1.0) / std::sqrt((double)hd);
+                }
                 for (int j = 0; j <= t; j++) {
                     double f = c * std::fabs(ds[j]);
                     for (int i = 0; i < hd; i++) {
@@ -395,10 +433,10 @@ static void check_run(const Run& got, const Reference& ref, const Run& r32, cons
         note(c, which == 0 ? "dq" : "dk", worst);
         CHECK_MESSAGE(bad == 0, (which == 0 ? "dq" : "dk") << ": " << bad << " rows outside their bound; largest error / bound " << worst);
     }
-    if (attn_reweights(kind)) {
+    if (attn_head_param(kind) != ATTN_HEAD_NONE) {
         for (int h = 0; h < s.NH; h++) {
             double tol = ref.dp_sums[h] + 4 * std::fabs(r32.dp[h] - ref.dp[h]) + 1e-6 * std::fabs(ref.dp[h]);
-            note(c, "dL/dp", std::fabs(got.dp[h] - ref.dp[h]) / tol);
+            note(c, attn_head_param(kind) == ATTN_HEAD_S ? "dL/ds" : "dL/dp", std::fabs(got.dp[h] - ref.dp[h]) / tol);
             CHECK_MESSAGE(std::fabs(got.dp[h] - ref.dp[h]) <= tol,
                           "dL/dp head " << h << ": " << got.dp[h] << " against " << ref.dp[h] << ", bound " << tol);
         }
@@ -467,17 +505,135 @@ TEST_CASE("ln and ln(1 + x) are within 2 ulp of libm on every target (subnormal 
 // ----------------------------------------------------------------------------
 // every variant against the reference
 
-TEST_CASE("every variant against the float64 reference: forward, stats, dq, dk, dv, dL/dp; hd 36 and 64, T not a multiple of 8 or 16") {
+TEST_CASE("every variant against the float64 reference: forward, stats, dq, dk, dv, dL/dp (p, ssmax's s); hd 36 and 64, T not a multiple of 8 or 16") {
     for (AttnShape s : {AttnShape{2, 37, 2, 36}, AttnShape{1, 70, 2, 64}}) {
         std::vector<double> qkv = random_inputs(s.qkv_size(), 11), dout = random_inputs(s.out_size(), 12);
         for (AttnKind kind : ALL_KINDS) {
-            std::vector<double> powers = attn_reweights(kind) ? std::vector<double>{1.0, 3.0, 15.0, 2.5} : std::vector<double>{15.0};
+            const AttnHeadParam hp = attn_head_param(kind);
+            // the re-weighting's p at 1, 3, 15, 2.5; ssmax's s at its initial value, a larger one and 0
+            std::vector<double> powers = hp == ATTN_HEAD_P   ? std::vector<double>{1.0, 3.0, 15.0, 2.5}
+                                         : hp == ATTN_HEAD_S ? std::vector<double>{SSMAX_S0, 0.9, 0.0}
+                                                             : std::vector<double>{15.0};
             for (double p : powers) check_against_reference(qkv, dout, s, kind, p);
-            if (attn_reweights(kind)) {
-                std::vector<double> p_head{2.5, 7.0};  // learned p: a real and an integer power, one per head
-                for (const Run& r : check_against_reference(qkv, dout, s, kind, 0.0, p_head.data())) CHECK(std::fabs(r.dp[0]) > 0);
+            if (hp != ATTN_HEAD_NONE) {
+                // learned p: a real and an integer power, one per head; ssmax: two values of s
+                std::vector<double> p_head = hp == ATTN_HEAD_P ? std::vector<double>{2.5, 7.0} : std::vector<double>{SSMAX_S0, 0.9};
+                for (const Run& r : check_against_reference(qkv, dout, s, kind, 0.0, p_head.data()))
+                    for (int h = 0; h < s.NH; h++) CHECK(std::fabs(r.dp[h]) > 0);
             }
         }
+    }
+}
+
+// ssmax's scores s_h ln(n_t) q_t.k_j / sqrt(hd) are linear in s_h and in q_t, so s_h dL/ds_h =
+// sum_t q_t . dL/dq_t over head h's rows: a check of the kernel's dL/ds against its own dq, both
+// made from the same fp32 ds, which leaves out what the bound of every variant's check must allow
+// for ds itself (its inputs' and the exp's errors) and so resolves far smaller errors. In the fp32
+// numerics (bf16 rounds dq's operands by up to 2^-8) the two sides differ by fp32 dot products and
+// roundings only, to first order per (t, j): |c_t ds_tj| (hd + t + 8) 2^-24 sum_i |q_ti k_ji| (the
+// dot q_t.k_j of dL/ds, hd terms; dq_t's fp32 sum over t + 1 keys; c_t and c_t ds_tj in fp32, and
+// the product ds_tj (q_t.k_j), a few roundings). That is below 0.2% of dL/ds on these inputs, where
+// the bound of every variant's check (which must count ds's own errors, and sum_j ds_tj = 0 makes
+// dL/ds cancel) allows 1% to 8%. dL/ds comes from fp32 values only, computed alike in either
+// numerics: the bf16 numerics give the same bits.
+TEST_CASE("ssmax: s_h dL/ds_h = sum_t q_t . dL/dq_t on the kernel's own results; dL/ds the same bits in both numerics") {
+    for (AttnShape s : {AttnShape{2, 37, 2, 36}, AttnShape{1, 70, 2, 64}}) {
+        std::vector<float> qkv = to_float(random_inputs(s.qkv_size(), 35)), dout = to_float(random_inputs(s.out_size(), 36));
+        std::vector<double> q64 = to_double(qkv), d64 = to_double(dout), s_head{SSMAX_S0, 0.9}, bound(s.NH, 0.0);
+        std::vector<double> w(s.T), sc(s.T), a(s.T), dW(s.T), ds(s.T), dA(s.T);
+        for (int b = 0; b < s.B; b++)
+            for (int h = 0; h < s.NH; h++)
+                for (int t = 0; t < s.T; t++) {
+                    double st[3], c = s_head[h] * std::log(t + 1.0) / std::sqrt((double)s.hd);
+                    std::vector<double> q(&q64[s.at(b, t, 0, h)], &q64[s.at(b, t, 0, h)] + s.hd), k((size_t)(t + 1) * s.hd);
+                    for (int j = 0; j <= t; j++) {
+                        std::copy(&q64[s.at(b, j, 1, h)], &q64[s.at(b, j, 1, h)] + s.hd, &k[(size_t)j * s.hd]);
+                        dW[j] = 0;
+                        for (int i = 0; i < s.hd; i++) dW[j] += d64[s.out_at(b, t, h) + i] * q64[s.at(b, j, 2, h) + i];
+                    }
+                    ref::attn_row_weights<ATTN_SSMAX>(w.data(), sc.data(), a.data(), st, q.data(), k.data(), t, s.hd,
+                                                      s_head[h], 0);
+                    ref::attn_row_dscores<ATTN_SSMAX>(ds.data(), dA.data(), dW.data(), w.data(), sc.data(), a.data(), st, t,
+                                                      s_head[h], 0);
+                    for (int j = 0; j <= t; j++) {
+                        double mag = 0;
+                        for (int i = 0; i < s.hd; i++) mag += std::fabs(q[i] * k[(size_t)j * s.hd + i]);
+                        bound[h] += std::fabs(c * ds[j]) * (s.hd + t + 8) * std::ldexp(mag, -24);
+                    }
+                }
+        std::map<int64_t, std::vector<double>> fp32_dp;  // per target
+        for (const Config& c : configs()) {
+            INFO("target and numerics: " << c.name << ", (B, T, NH, hd) = (" << s.B << ", " << s.T << ", " << s.NH << ", "
+                                         << s.hd << ")");
+            UseConfig use(c);
+            Run got = kernel(c.num, qkv, dout, s, ATTN_SSMAX, 0.0, s_head.data());
+            if (c.num != FastNumerics::fp32) {
+                REQUIRE(fp32_dp.count(c.target));
+                CHECK(got.dp == fp32_dp[c.target]);
+                continue;
+            }
+            fp32_dp[c.target] = got.dp;
+            for (int h = 0; h < s.NH; h++) {
+                double q_dq = 0;
+                for (int b = 0; b < s.B; b++)
+                    for (int t = 0; t < s.T; t++)
+                        for (int i = 0; i < s.hd; i++) q_dq += q64[s.at(b, t, 0, h) + i] * got.dqkv[s.at(b, t, 0, h) + i];
+                double err = std::fabs(s_head[h] * got.dp[h] - q_dq);
+                note(c, "s dL/ds = q . dq", err / bound[h]);
+                CHECK_MESSAGE(err <= bound[h], "head " << h << ": s dL/ds = " << s_head[h] * got.dp[h] << ", q . dq = " << q_dq
+                                                       << ", bound " << bound[h]);
+                CHECK(bound[h] < 2e-3 * std::fabs(q_dq));  // the check resolves an error of 0.2% of dL/ds
+            }
+        }
+    }
+}
+
+// Log-length scaling (attn_len = L > 1: softmax and softmax_rw's scores times max(1, ln(n_t) / ln(L))),
+// L = 16 and the smallest, 2, inside T = 37 and T = 70, against the float64 reference within the
+// same bounds as every variant (the factor changes the row's scale c_t, which the bounds take, not
+// the roundings they count); learned p with it. Within L the kernel computes softmax's scale and
+// then the same operations: the rows with n_t <= L of the output, the stats and dq equal the
+// kernel's own results without attn_len bit for bit (dk and dv sum over later rows too), and every
+// result of T <= L does, on every target and numerics.
+TEST_CASE("log-length scaling: softmax and softmax_rw beyond L against the float64 reference; softmax's bits within L") {
+    for (AttnShape s : {AttnShape{2, 37, 2, 36}, AttnShape{1, 70, 2, 64}}) {
+        std::vector<double> qkv = random_inputs(s.qkv_size(), 33), dout = random_inputs(s.out_size(), 34);
+        std::vector<float> q32 = to_float(qkv), d32 = to_float(dout);
+        std::vector<Config> cs = configs();
+        for (AttnKind kind : {ATTN_SOFTMAX, ATTN_SOFTMAX_RW}) {
+            for (double p : kind == ATTN_SOFTMAX ? std::vector<double>{0.0} : std::vector<double>{3.0, 2.5}) {
+                for (int L : {16, 2}) {
+                    std::vector<Run> with = check_against_reference(qkv, dout, s, kind, p, nullptr, true, L);
+                    for (size_t i = 0; i < cs.size(); i++) {
+                        INFO("target and numerics: " << cs[i].name << ", " << attn_kind_name(kind) << " p=" << p << " L=" << L);
+                        UseConfig use(cs[i]);
+                        Run per_row = kernel(cs[i].num, q32, d32, s, kind, p, nullptr, true, 0);
+                        size_t same = 0, differ = 0;
+                        for (int b = 0; b < s.B; b++)
+                            for (int t = 0; t < s.T; t++)
+                                for (int h = 0; h < s.NH; h++) {
+                                    size_t o = s.out_at(b, t, h), q = s.at(b, t, 0, h), st = (((size_t)b * s.NH + h) * s.T + t) * 3;
+                                    bool eq = std::equal(&with[i].y[o], &with[i].y[o] + s.hd, &per_row.y[o]) &&
+                                              std::equal(&with[i].dqkv[q], &with[i].dqkv[q] + s.hd, &per_row.dqkv[q]) &&
+                                              std::equal(&with[i].stats[st], &with[i].stats[st] + 3, &per_row.stats[st]);
+                                    if (t + 1 <= L) CHECK(eq);
+                                    same += eq, differ += !eq;
+                                }
+                        CHECK(same == (size_t)s.B * s.NH * L);
+                        CHECK(differ == (size_t)s.B * s.NH * (s.T - L));  // beyond L the scores are scaled
+                        for (int within : {s.T, 1024}) {  // T <= L: softmax's results, all of them
+                            Run r = kernel(cs[i].num, q32, d32, s, kind, p, nullptr, true, within);
+                            CHECK(r.y == per_row.y);
+                            CHECK(r.stats == per_row.stats);
+                            CHECK(r.dqkv == per_row.dqkv);
+                        }
+                    }
+                }
+            }
+        }
+        std::vector<double> p_head{2.5, 7.0};
+        for (const Run& r : check_against_reference(qkv, dout, s, ATTN_SOFTMAX_RW, 0.0, p_head.data(), true, 16))
+            CHECK(std::fabs(r.dp[0]) > 0);
     }
 }
 
@@ -767,13 +923,13 @@ TEST_CASE("LSSAR at long length: keys sharing a direction (forward T = 4096), ne
 TEST_CASE("the same bits for 1 and 2 threads (rows, heads and dL/dp sums have one order), on every target and numerics") {
     AttnShape s{3, 45, 2, 36};
     std::vector<float> qkv = to_float(random_inputs(s.qkv_size(), 41)), dout = to_float(random_inputs(s.out_size(), 42));
-    std::vector<double> p_head{2.5, 9.0};
     int threads = omp_get_max_threads();
     for (const Config& c : configs()) {
         INFO("target and numerics: " << c.name);
         UseConfig use(c);
-        for (AttnKind kind : {ATTN_LSSAR, ATTN_SOFTMAX}) {
+        for (AttnKind kind : {ATTN_LSSAR, ATTN_SOFTMAX, ATTN_SSMAX}) {
             INFO(std::string(attn_kind_name(kind)));
+            std::vector<double> p_head = kind == ATTN_SSMAX ? std::vector<double>{SSMAX_S0, 0.9} : std::vector<double>{2.5, 9.0};
             omp_set_num_threads(1);
             Run one = kernel(c.num, qkv, dout, s, kind, 0.0, p_head.data());
             omp_set_num_threads(2);
