@@ -409,18 +409,23 @@ inline void cli_override_p(Checkpoint& ck, const std::string& path, const std::s
     ck.config.p = (float)p;
 }
 
-// The learned p values of a checkpoint, one line per layer (nothing without learn_p).
-inline void cli_print_learned_p(const Checkpoint& ck) {
-    std::vector<double> p = learned_p_values(ck.config, ck.params.data());
-    if (p.empty()) return;
-    printf("learned p (%s), per layer, heads 0..%d:\n", learned_p_summary(p).c_str(), ck.config.num_heads - 1);
+// Head parameter values (L, NH), one line per layer, under "<title> (<summary of name>)".
+inline void cli_print_head_params(const Checkpoint& ck, const std::vector<double>& v, const char* title,
+                                  const char* name) {
+    if (v.empty()) return;
+    printf("%s (%s), per layer, heads 0..%d:\n", title, head_param_summary(name, v).c_str(), ck.config.num_heads - 1);
     for (int l = 0; l < ck.config.num_layers; l++) {
         printf("  layer %2d:", l);
-        for (int h = 0; h < ck.config.num_heads; h++) printf(" %.4g", p[(size_t)l * ck.config.num_heads + h]);
+        for (int h = 0; h < ck.config.num_heads; h++) printf(" %.4g", v[(size_t)l * ck.config.num_heads + h]);
         printf("\n");
     }
 }
 
+// The learned p values of a checkpoint, or ssmax's s, one line per layer (nothing for the others).
+inline void cli_print_learned_p(const Checkpoint& ck) {
+    cli_print_head_params(ck, learned_p_values(ck.config, ck.params.data()), "learned p", "p");
+    cli_print_head_params(ck, ssmax_s_values(ck.config, ck.params.data()), "ssmax's s", "s");
+}
 
 // ----------------------------------------------------------------------------
 // Re-weighting at evaluation (doc/attention.md, section 'Re-weighting at evaluation'): a checkpoint
