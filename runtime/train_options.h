@@ -193,7 +193,8 @@ inline TrainOptions train_parse_args(int argc, char** argv) {
         cli_fail("-cd " + cli_number(o.schedule.cooldown_frac) + ": the cooldown fraction is -k wsd's; -k " +
                  o.schedule.kind + " decays over every step after the warmup");
     if (o.learn_p && !attn_reweights(ATTN_BUILT))
-        cli_fail(std::string("-pl 1: ") + ATTN_NAME + " attention has no re-weighting, so there is no p to learn");
+        cli_fail(std::string("-pl 1: ") + ATTN_NAME + " attention has no re-weighting, so there is no p to learn" +
+                 (attn_head_param(ATTN_BUILT) == ATTN_HEAD_S ? " (ssmax learns its s per layer and head without a flag)" : ""));
     if (!plr_text.empty() && !o.learn_p)
         cli_fail("-plr " + plr_text + ": the learning-rate multiplier of learned p needs -pl 1");
 #ifndef TRAIN_BACKEND_CPU
