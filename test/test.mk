@@ -193,6 +193,13 @@ $(BUILD)/test_reweight_eval: test/test_reweight_eval.cpp $(DOCTEST_MAIN) $(TRAIN
 	$(CXX_HOST) $< $(DOCTEST_MAIN) $(TRAINER_OBJS) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
 TESTS += $(BUILD)/test_reweight_eval
 
+# log-length scaling at evaluation (-ls 1): a softmax checkpoint through loss_vs_length and passkey,
+# unchanged within the training length bit for bit, changed beyond it; the refusals
+$(BUILD)/test_log_len_eval: test/test_log_len_eval.cpp $(DOCTEST_MAIN) $(TRAINER_OBJS) $(BUILD)/loss_vs_length_cpu_softmax \
+                            $(BUILD)/loss_vs_length_cpu_lssar $(BUILD)/passkey_cpu_softmax | $(BUILD)
+	$(CXX_HOST) $< $(DOCTEST_MAIN) $(TRAINER_OBJS) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
+TESTS += $(BUILD)/test_log_len_eval
+
 # the comparisons' statistics (eval/stats_tests.py against SciPy) and the report tools using them
 $(BUILD)/test_stats_tools: test/test_stats_tools.py eval/stats_tests.py eval/compare_mc.py eval/passkey_report.py eval/gap_report.py \
                            eval/extrapolation_report.py eval/plot_positions.py scripts/ablation_table.py | $(BUILD)
