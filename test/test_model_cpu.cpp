@@ -148,6 +148,37 @@ TEST_CASE("ssmax's s starts at SSMAX_S0, one per layer and head, and moves the l
     CHECK(ssmax_s_summary({0.5, 0.25, 1.0}) == "s mean 0.5833 min 0.25 max 1");
 }
 
+// Log-length scaling's factor is exactly 1 within attn_len, so a model at T <= attn_len is the plain
+// model bit for bit (loss and every gradient); at T > attn_len the rows beyond it change the loss.
+TEST_CASE("log-length scaling: within attn_len softmax and softmax_rw are bit for bit unchanged, beyond it not") {
+    for (AttnKind kind : {ATTN_SOFTMAX, ATTN_SOFTMAX_RW}) {
+        CAPTURE(attn_kind_name(kind));
+        GPT2<float> plain(tiny_config(kind, 3)), scaled(tiny_config(kind, 3, 0, 8));
+        plain.init(5);
+        Rng rng(9);  // larger qkv weights: attention far from uniform, so that scaling its scores shows
+        for (size_t k = 0; k < plain.param_sizes[P_QKVW]; k++) plain.param(P_QKVW)[k] += (float)(0.3 * rng.normal());
+        scaled.params = plain.params;
+        for (int T : {8, 16}) {
+            CAPTURE(T);
+            int B = 2;
+            std::vector<int> inputs(B * T), targets(B * T);
+            for (int i = 0; i < B * T; i++) inputs[i] = (7 * i + 3) % 37, targets[i] = (11 * i + 1) % 37;
+            float a = plain.forward(inputs.data(), targets.data(), B, T);
+            float b = scaled.forward(inputs.data(), targets.data(), B, T);
+            if (T <= 8) {
+                CHECK(a == b);
+                plain.zero_grad();
+                plain.backward();
+                scaled.zero_grad();
+                scaled.backward();
+                CHECK(plain.grads == scaled.grads);
+            } else {
+                CHECK(a != b);
+            }
+        }
+    }
+}
+
 TEST_CASE("initialisation follows GPT-2") {
     GPT2Config c = tiny_config(ATTN_LSSAR, 15);
     c.num_layers = 4;
