@@ -193,10 +193,11 @@ $(BUILD)/test_reweight_eval: test/test_reweight_eval.cpp $(DOCTEST_MAIN) $(TRAIN
 	$(CXX_HOST) $< $(DOCTEST_MAIN) $(TRAINER_OBJS) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
 TESTS += $(BUILD)/test_reweight_eval
 
-# log-length scaling at evaluation (-ls 1): a softmax checkpoint through loss_vs_length and passkey,
-# unchanged within the training length bit for bit, changed beyond it; the refusals
+# log-length scaling at evaluation (-ls 1): a softmax checkpoint through loss_vs_length, passkey,
+# attention_maps and sample, unchanged within the training length bit for bit, changed beyond it; the refusals
 $(BUILD)/test_log_len_eval: test/test_log_len_eval.cpp $(DOCTEST_MAIN) $(TRAINER_OBJS) $(BUILD)/loss_vs_length_cpu_softmax \
-                            $(BUILD)/loss_vs_length_cpu_lssar $(BUILD)/passkey_cpu_softmax | $(BUILD)
+                            $(BUILD)/loss_vs_length_cpu_lssar $(BUILD)/passkey_cpu_softmax $(BUILD)/attention_maps_cpu_softmax \
+                            $(BUILD)/attention_maps_cpu_lssar $(BUILD)/sample_cpu_softmax | $(BUILD)
 	$(CXX_HOST) $< $(DOCTEST_MAIN) $(TRAINER_OBJS) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
 TESTS += $(BUILD)/test_log_len_eval
 

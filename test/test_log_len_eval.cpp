@@ -1,5 +1,6 @@
 // Log-length scaling at evaluation (-ls 1, runtime/cli.h): a softmax checkpoint trained without it
-// (attn_len 0) scored by loss_vs_length and passkey with attn_len set to its training length L:
+// (attn_len 0) run by loss_vs_length, passkey, attention_maps and sample with attn_len set to its
+// training length L:
 // - within L nothing changes: every token loss at length L is the plain run's, bit for bit (row t's
 //   factor max(1, ln(t + 1) / ln(L)) is exactly 1 there, and the CPU back end is deterministic);
 // - beyond L the token losses differ from the plain run's;
@@ -26,6 +27,9 @@
 static const char* LVL_SOFTMAX = "./build/loss_vs_length_cpu_softmax";
 static const char* LVL_LSSAR = "./build/loss_vs_length_cpu_lssar";
 static const char* PASSKEY_SOFTMAX = "./build/passkey_cpu_softmax";
+static const char* MAPS_SOFTMAX = "./build/attention_maps_cpu_softmax";
+static const char* MAPS_LSSAR = "./build/attention_maps_cpu_lssar";
+static const char* SAMPLE_SOFTMAX = "./build/sample_cpu_softmax";
 static const int T_TRAIN = 64;
 
 static bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
@@ -215,5 +219,61 @@ TEST_CASE("passkey -ls 1: the header and the CSV say it is on, with the training
     check_refused(run(std::string(PASSKEY_SOFTMAX) + " -pr ref -e " + f.softmax_tl + " -l 256 -n 2 -ls 1"),
                   {"-ls 1", "already on"});
     Result help = run(std::string(PASSKEY_SOFTMAX) + " -h");
+    CHECK(contains(help.output, "-ls <0|1>"));
+}
+
+// the lines of a text file
+static std::vector<std::string> lines_of(const std::string& path) {
+    std::vector<std::string> lines;
+    std::string text = read_file(path);
+    size_t pos = 0;
+    while (pos < text.size()) {
+        size_t nl = text.find('\n', pos);
+        lines.push_back(text.substr(pos, nl - pos));
+        pos = nl == std::string::npos ? text.size() : nl + 1;
+    }
+    return lines;
+}
+
+TEST_CASE("attention_maps -ls 1: the rows within the training length are the plain maps' to the bit, the rows beyond differ") {
+    Fixture& f = fixture();
+    std::string plain = f.dir.path + "/maps_plain", scaled = f.dir.path + "/maps_ls";
+    std::string common = std::string(MAPS_SOFTMAX) + " -pr ref -e " + f.softmax + " -j " + f.shard +
+                         " -T 128 -layer 1 -head 0 -o ";
+    Result a = run(common + plain);
+    INFO(a.output);
+    REQUIRE(a.code == 0);
+    Result b = run(common + scaled + " -ls 1");
+    INFO(b.output);
+    REQUIRE(b.code == 0);
+    CHECK(contains(b.output, "trained at length 64, log-length scaling beyond 64"));
+    std::vector<std::string> la = lines_of(plain + "_L1_H0.csv"), lb = lines_of(scaled + "_L1_H0.csv");
+    REQUIRE(la.size() == 129);  // the header, then rows 0..127
+    REQUIRE(lb.size() == la.size());
+    int within_equal = 0, beyond_differ = 0;
+    for (int t = 0; t < 128; t++) {
+        if (t < 64) within_equal += la[1 + t] == lb[1 + t];
+        else beyond_differ += la[1 + t] != lb[1 + t];
+    }
+    CHECK(within_equal == 64);
+    CHECK(beyond_differ == 64);
+    check_refused(run(std::string(MAPS_LSSAR) + " -pr ref -e " + f.lssar + " -j " + f.shard + " -ls 1"),
+                  {"-ls 1: checkpoint " + f.lssar + " is lssar", "defined for softmax, softmax_rw only"});
+}
+
+TEST_CASE("sample -ls 1 within the training length: the same greedy tokens as without it") {
+    Fixture& f = fixture();
+    std::string common = std::string(SAMPLE_SOFTMAX) + " -pr ref -e " + f.softmax + " -gi 73,110,32,116,104,101 -gk 1 -g 40 -o ";
+    Result a = run(common + f.dir.path + "/sample_plain.txt");
+    INFO(a.output);
+    REQUIRE(a.code == 0);
+    Result b = run(common + f.dir.path + "/sample_ls.txt -ls 1");
+    INFO(b.output);
+    REQUIRE(b.code == 0);
+    CHECK(contains(b.output, "log-length scaling beyond 64"));
+    std::string ids = read_file(f.dir.path + "/sample_plain.txt");
+    CHECK(ids.size() > 40);
+    CHECK(ids == read_file(f.dir.path + "/sample_ls.txt"));
+    Result help = run(std::string(SAMPLE_SOFTMAX) + " -h");
     CHECK(contains(help.output, "-ls <0|1>"));
 }
