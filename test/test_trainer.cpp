@@ -737,9 +737,12 @@ TEST_CASE("attn_len: a checkpoint keeps it, older files read 0, bad values are r
     std::string neg = with_slot(ATTN_SIGMOID, -1);
     CHECK(neg.find("corrupt header") != std::string::npos);
     CHECK(neg.find("attn_len = -1") != std::string::npos);
-    std::string other = with_slot(ATTN_SOFTMAX, 16);
+    std::string other = with_slot(ATTN_LSSA, 16);
     CHECK(other.find("attn_len = 16") != std::string::npos);
-    CHECK(other.find("sigmoid, relu") != std::string::npos);
+    CHECK(other.find("softmax, sigmoid, relu, softmax_rw") != std::string::npos);
+    // softmax's log-length scaling: any L >= 2 (ln(L) divides), not 1
+    CHECK(with_slot(ATTN_SOFTMAX, 16).empty());
+    CHECK(with_slot(ATTN_SOFTMAX, 1).find("attn_len = 1: log-length scaling") != std::string::npos);
     // writing one is refused too
     ck.config.attn = ATTN_LSSAR;
     ck.config.attn_len = 16;
