@@ -122,10 +122,10 @@ CUDA_BINS += $(BUILD)/test_model_cuda_gpu
 
 # ----------------------------------------------------------------------------
 # test_trainer runs ./train_gpt2cpu_lssar (CLI, resume, guards, checkpoint refusal), ./train_gpt2cpu_ssmax
-# (its s logged, saved, resumed), the loss-versus-length tool and the emulated CUDA trainer (resume,
+# (its s logged, saved, resumed), ./train_gpt2cpu_softmax (-tl 1), the loss-versus-length tool and the emulated CUDA trainer (resume,
 # processes under scripts/launch.sh)
 $(BUILD)/test_trainer: test/test_trainer.cpp $(DOCTEST_MAIN) $(TRAINER_OBJS) train_gpt2cpu_lssar train_gpt2cpu_ssmax \
-                       $(BUILD)/loss_vs_length_cpu_lssar $(BUILD)/train_gpt2cu_emu_lssar | $(BUILD)
+                       train_gpt2cpu_softmax $(BUILD)/loss_vs_length_cpu_lssar $(BUILD)/train_gpt2cu_emu_lssar | $(BUILD)
 	$(CXX_HOST) $< $(DOCTEST_MAIN) $(TRAINER_OBJS) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
 
 TESTS += $(BUILD)/test_trainer

@@ -46,6 +46,7 @@
 
 static const char* TRAINER = "./train_gpt2cpu_lssar";
 static const char* SSMAX_TRAINER = "./train_gpt2cpu_ssmax";  // ssmax: s learned per layer and head
+static const char* SOFTMAX_TRAINER = "./train_gpt2cpu_softmax";
 static const char* EMU_TRAINER = "./build/train_gpt2cu_emu_lssar";  // the CUDA back end, emulated
 static const char* LVL_TOOL = "./build/loss_vs_length_cpu_lssar -pr ref";  // the reference path, against the fp32 model
 static const int VOCAB = 512;
@@ -678,6 +679,24 @@ TEST_CASE("ssmax: s logged every step, saved in the weights, moved by training, 
     CHECK(loss_records(a.path + "/log.jsonl") == loss_records(b.path + "/log.jsonl"));
     // -pl 1 is learned p, which ssmax does not have
     check_refused(run(tiny_run(a.path + "/pl", "-x 1 -pl 1 -p 3", SSMAX_TRAINER)), {"-pl 1"});
+}
+
+TEST_CASE("softmax -tl 1: log-length scaling beyond -t, so training at -t is the plain run bit for bit; attn_len saved") {
+    TempDir a, b;
+    Result ra = run(tiny_run(a.path, "-x 4 -n 4", SOFTMAX_TRAINER));
+    INFO(ra.output);
+    REQUIRE(ra.code == 0);
+    Result rb = run(tiny_run(b.path, "-x 4 -n 4 -tl 1", SOFTMAX_TRAINER));
+    INFO(rb.output);
+    REQUIRE(rb.code == 0);
+    CHECK(rb.output.find("(log-length scaling beyond attn_len 16)") != std::string::npos);
+    CHECK(loss_records(a.path + "/log.jsonl") == loss_records(b.path + "/log.jsonl"));
+    Checkpoint ca, cb;
+    checkpoint_read(a.path + "/ckpt_00000004.bin", ca);
+    checkpoint_read(b.path + "/ckpt_00000004.bin", cb);
+    CHECK(ca.config.attn_len == 0);
+    CHECK(cb.config.attn_len == 16);
+    CHECK(ca.params == cb.params);
 }
 
 // attn_len (-tl 1) in the model file's header: the int32 after learn_p, the slot older files left zero
