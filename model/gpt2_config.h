@@ -147,8 +147,9 @@ inline bool param_tensor_decays(int i) {
 // The learning rate of tensor i: lr, and for learned p's theta lr * p_lr_scale. AdamW moves every
 // element by about lr per step whatever its gradient's size, and p = 1 + softplus(theta) moves
 // with theta once p >> 1, so at lr alone p moves at most lr per step (doc/attention.md, section 'Learned p').
-// ssmax's s trains at lr: it starts at SSMAX_S0 < 1, so lr per step is a larger relative move than
-// the weights' (whose entries start near 0.02), and it needs no multiplier.
+// ssmax's s trains at lr, without a multiplier: unlike p it is its own parameter (no softplus) and
+// of order 1 (SSMAX_S0), so about lr per step moves it across its whole scale within 1/lr steps,
+// a small part of a run.
 inline double param_tensor_lr(int i, double lr, double p_lr_scale) { return i == P_PTHETA ? lr * p_lr_scale : lr; }
 
 // Data-parallel shards of the parameter buffer (ZeRO-1 and the optimizer files of a checkpoint):
