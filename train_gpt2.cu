@@ -283,11 +283,15 @@ struct Trainer {
     }
 
     void print_summary() {
-        std::string p = !attn_reweights(config.attn) ? ""
+        std::string p = attn_head_param(config.attn) == ATTN_HEAD_S ? " s learned per layer and head from " +
+                                                                         json_number(SSMAX_S0)
+                        : !attn_reweights(config.attn) ? ""
                         : config.learn_p ? " p learned per layer and head from " + json_number(config.p)
                                          : " p " + json_number(config.p);
         if (opt.p_warmup > 0) p += ", warmed up from 1 over " + std::to_string(opt.p_warmup) + " steps";
-        if (config.attn_len > 0) p += " (length terms at the constant attn_len " + std::to_string(config.attn_len) + ")";
+        if (config.attn_len > 0)
+            p += attn_log_scales(config.attn) ? " (log-length scaling beyond attn_len " + std::to_string(config.attn_len) + ")"
+                                              : " (length terms at the constant attn_len " + std::to_string(config.attn_len) + ")";
         printf("model: %s attention%s, %d layers, %d heads, %d channels, vocab %d (padded %d), %zu parameters, %s back end\n",
                attn_kind_name(config.attn), p.c_str(), config.num_layers, config.num_heads, config.channels,
                config.vocab_size, config.padded_vocab_size, model->num_parameters, BACKEND_NAME);
@@ -362,8 +366,10 @@ struct Trainer {
     void report_step(int step, const StepResult& r, double mfu, double eta_s) {
         double tok_s = opt.total_batch / (r.ms / 1000.0);
         std::vector<double> p_values = opt.p_warmup ? std::vector<double>{model->config.p} : model_learned_p(*model);
-        print_step_line(step, max_steps, r, tok_s, mfu, eta_s, p_values.empty() ? "" : learned_p_summary(p_values));
-        log.line(step_record(step, r, tok_s, p_values));
+        std::vector<double> s_values = model_ssmax_s(*model);
+        std::string head_params = !p_values.empty() ? learned_p_summary(p_values) : ssmax_s_summary(s_values);
+        print_step_line(step, max_steps, r, tok_s, mfu, eta_s, head_params);
+        log.line(step_record(step, r, tok_s, p_values, s_values));
     }
 
     // Too many skipped updates in a row: stop, naming the checkpoint to go back to.

@@ -166,7 +166,7 @@ struct MapsOptions {
     std::string ckpt_path, text, shards = "data/kjv/kjv_val_*.bin", prefix, p_text, rw_text;
     std::string precision = CLI_DEFAULT_PRECISION;
     bool have_text = false;
-    int T = 0, max_rows = 1024;
+    int T = 0, max_rows = 1024, log_len = 0;
     long long layer = -1, head = -1;  // -1: all
 };
 
@@ -179,6 +179,8 @@ static CliTable maps_flags(MapsOptions& o) {
     t.text("-e", &o.ckpt_path, "<path>", "checkpoint (required)")
      .text("-p", &o.p_text, "<float>", CLI_P_HELP)
      .text("-rw", &o.rw_text, "<p>", CLI_REWEIGHT_HELP)
+     .integer("-ls", &o.log_len, 0, 1, (std::string(CLI_LOG_LEN_HELP) + "; L: the checkpoint's training "
+              "length (default {})").c_str())
      .choice("-pr", &o.precision, CLI_PRECISIONS, CLI_PRECISION_HELP)
      .text("-text", &o.text, "<text>", "the text, as the checkpoint's tokens: GPT-2 BPE, or bytes for a byte-level model (vocabulary 256)")
      .text("-j", &o.shards, "<glob>", "or: validation shards, the first -T tokens")
@@ -212,6 +214,7 @@ int main(int argc, char** argv) {
     int T = o.T;
     try {
         Checkpoint ck = cli_read_eval_checkpoint(ckpt_path, ATTN_NAME, o.p_text, o.rw_text);
+        int log_len = cli_apply_log_len(ck, ckpt_path, o.log_len, ck.config.max_seq_len);  // 0: off
         const GPT2Config& cc = ck.config;
         if (layer >= cc.num_layers)
             cli_fail("-layer " + std::to_string(layer) + ": the checkpoint has " + std::to_string(cc.num_layers) +
@@ -229,9 +232,10 @@ int main(int argc, char** argv) {
         cli_select_precision(model, o.precision);
         model.set_params(ck.params);
         model.forward(tokens.data(), nullptr, 1, T);
-        printf("checkpoint %s: %s, p %g, step %lld, %d layers, %d heads, %d channels, trained at length %d\n",
+        printf("checkpoint %s: %s, p %g, step %lld, %d layers, %d heads, %d channels, trained at length %d%s\n",
                ckpt_path.c_str(), attn_kind_name(config.attn), config.p, (long long)ck.train.step, config.num_layers,
-               config.num_heads, config.channels, cc.max_seq_len);
+               config.num_heads, config.channels, cc.max_seq_len,
+               log_len ? (", log-length scaling beyond " + std::to_string(log_len)).c_str() : "");
         printf("attention on %d tokens of %s (%.3g x the training length)\n", T,
                have_text ? "the -text text" : shards.c_str(), (double)T / cc.max_seq_len);
 

@@ -54,7 +54,7 @@ template <class F> AttnRowStats attention_row_stats(const F* w, int t) {
 // W: (T, T) row-major, row t holds w[0..t] and zeros above the diagonal.
 // valid: (T) 1 for a row with weights, 0 for a degenerate LSSAR row.
 // The layer's slice of the saved post-RoPE qkv ((1, T, 3, NH, hd), the input of its attention) and
-// the head's p, after checking the last forward and the indices.
+// the head's parameter (p, ssmax's s), after checking the last forward and the indices.
 template <class F>
 const F* attention_map_input(const GPT2<F>& gpt, int layer, int head, double* p) {
     const GPT2Config& c = gpt.config;
@@ -66,7 +66,10 @@ const F* attention_map_input(const GPT2<F>& gpt, int layer, int head, double* p)
                                 " outside the model's " + std::to_string(c.num_layers) + " layers x " +
                                 std::to_string(c.num_heads) + " heads");
     int NH = c.num_heads;
-    *p = c.learn_p ? learned_p((double)gpt.params[gpt.param_offsets[P_PTHETA] + layer * NH + head]) : c.p;
+    size_t k = (size_t)layer * NH + head;  // the head parameter: learned p, ssmax's s, or the config's p
+    *p = c.learn_p                                     ? learned_p((double)gpt.params[gpt.param_offsets[P_PTHETA] + k])
+         : attn_head_param(c.attn) == ATTN_HEAD_S ? (double)gpt.params[gpt.param_offsets[P_SSMAX_S] + k]
+                                                  : c.p;
     return gpt.acts.qkvr + (size_t)layer * gpt.T * 3 * c.channels;  // qkvr (L, 1, T, 3C)
 }
 

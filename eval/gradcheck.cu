@@ -245,7 +245,7 @@ static int run_check(const Options& o, const GPT2Config& config) {
     }
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         size_t off = ref.param_offsets[i], n = ref.param_sizes[i];
-        if (n == 0) continue;  // a tensor this config has no elements of (ptheta unless p is learned)
+        if (n == 0) continue;  // a tensor this config has no elements of (ptheta unless p is learned, ssmax_s)
         double err = rel_l2(grads_cuda.data() + off, ref.grads.data() + off, n, 1, 1);
         double twin_err = rel_l2(twin.grads.data() + off, ref.grads.data() + off, n, 1, 1);
         report(v, "gradient", std::string("d") + param_tensor_name(i), n, err, twin_err);
@@ -302,6 +302,8 @@ int main(int argc, char** argv) {
     char power[64] = "";
     if (attn_reweights(config.attn))
         snprintf(power, sizeof power, config.learn_p ? " p learned per layer and head from %g" : " p %g", o.p);
+    else if (attn_head_param(config.attn) == ATTN_HEAD_S)
+        snprintf(power, sizeof power, " s learned per layer and head from %g", SSMAX_S0);
     printf("gradcheck: %s attention%s, %d layers, %d heads, %d channels, vocab %d, B %d x T %d; CPU in float%d "
            "(two float64 models need %.1f GiB, %.1f GiB available)\n",
            ATTN_NAME, power, config.num_layers,

@@ -30,7 +30,7 @@ struct LvlOptions {
         windows_path, p_text, rw_text, window_rule = "stride";
     std::string precision = CLI_DEFAULT_PRECISION;
     std::vector<long long> multiples = {1, 2, 4, 8, 16};
-    int T_train = 0, tokens_per_forward = 4096;
+    int T_train = 0, tokens_per_forward = 4096, log_len = 0;
     long long max_tokens = 0, bootstrap_seed = 1337, window_seed = 1;
 };
 
@@ -50,6 +50,7 @@ static CliTable lvl_flags(LvlOptions& o) {
     t.text("-e", &o.ckpt_paths, "<paths>", "checkpoints, comma separated (required; several: one per seed)")
      .text("-p", &o.p_text, "<float>", CLI_P_HELP)
      .text("-rw", &o.rw_text, "<p>", CLI_REWEIGHT_HELP)
+     .integer("-ls", &o.log_len, 0, 1, (std::string(CLI_LOG_LEN_HELP) + "; L: -t (default {})").c_str())
      .choice("-pr", &o.precision, CLI_PRECISIONS, CLI_PRECISION_HELP)
      .text("-j", &o.val_pattern, "<glob>", "validation shards")
      .integer("-t", &o.T_train, 1, 1000000000, "training length the multiples refer to (default: the checkpoint's "
@@ -166,6 +167,8 @@ int main(int argc, char** argv) {
             if (!mismatch.empty()) cli_fail("-e: the checkpoints are of different models: " + mismatch);
         }
         if (T_train == 0) T_train = cks[0].config.max_seq_len;
+        int log_len = 0;  // the L of log-length scaling (-ls 1, or trained with -tl 1), 0: off
+        for (size_t c = 0; c < cks.size(); c++) log_len = cli_apply_log_len(cks[c], ckpt_paths[c], o.log_len, T_train);
         std::vector<int> lengths;
         int64_t lcm = 1;  // N is a multiple of every length
         for (long long m : o.multiples) {
@@ -249,9 +252,10 @@ int main(int argc, char** argv) {
             Model model(config);
             cli_select_precision(model, o.precision);
             model.set_params(cks[c].params);
-            printf("checkpoint %s: %s, p %g, step %lld, %d layers, %d heads, %d channels, vocabulary %d\n",
+            printf("checkpoint %s: %s, p %g, step %lld, %d layers, %d heads, %d channels, vocabulary %d%s\n",
                    ckpt_paths[c].c_str(), attn_kind_name(config.attn), config.p, (long long)cks[c].train.step,
-                   config.num_layers, config.num_heads, config.channels, config.vocab_size);
+                   config.num_layers, config.num_heads, config.channels, config.vocab_size,
+                   log_len ? (", log-length scaling beyond " + std::to_string(log_len)).c_str() : "");
             runs.push_back(score_tokens(model, windows, lengths, o.tokens_per_forward));
             runs.back().seed = cks[c].run.seed;
             runs.back().checkpoint = ckpt_paths[c];
@@ -323,19 +327,20 @@ int main(int argc, char** argv) {
         if (csv) {
             fprintf(csv, "length,loss,tokens,checkpoints,loss_lo,loss_hi,beyond_loss,beyond_lo,beyond_hi,beyond_tokens,"
                          "paired_1x,paired_1x_lo,paired_1x_hi,interval,vs_all,vs_all_lo,vs_all_hi,vs_beyond,vs_beyond_lo,"
-                         "vs_beyond_hi,vs_pairs_lo,vs_pairs_hi,vs_beyond_pairs_lo,vs_beyond_pairs_hi,windows,documents,window_rule\n");
+                         "vs_beyond_hi,vs_pairs_lo,vs_pairs_hi,vs_beyond_pairs_lo,vs_beyond_pairs_hi,windows,documents,window_rule,"
+                         "log_len_scaling\n");
             bool one = cks.size() == 1;
             for (size_t k = 0; k < lengths.size(); k++) {
                 const LengthStats& s0 = stats[0][k];
                 Interval b = one ? s0.beyond : beyond_s[k], d = one ? s0.paired : paired_s[k];
                 PairedLength v = vs.empty() ? PairedLength{lengths[k], {}, {}} : vs[k];
                 fprintf(csv, "%d,%.6f,%lld,%zu,%.6f,%.6f,%.6f,%.6f,%.6f,%lld,%.6f,%.6f,%.6f,%s,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,"
-                             "%.6f,%.6f,%.6f,%.6f,%zu,%lld,%s\n",
+                             "%.6f,%.6f,%.6f,%.6f,%zu,%lld,%s,%d\n",
                         lengths[k], loss_s[k].mean, (long long)N, cks.size(), loss_s[k].lo, loss_s[k].hi, b.mean, b.lo,
                         b.hi, (long long)s0.beyond_tokens, d.mean, d.lo, d.hi, one ? "bootstrap" : "seeds", v.all.mean,
                         v.all.lo, v.all.hi, v.beyond.mean, v.beyond.lo, v.beyond.hi, vs_seeds[k].lo, vs_seeds[k].hi,
                         vs_seeds_beyond[k].lo, vs_seeds_beyond[k].hi, windows.starts.size(),
-                        (long long)windows.distinct_documents(), o.window_rule.c_str());
+                        (long long)windows.distinct_documents(), o.window_rule.c_str(), log_len);
             }
             close_output(csv, csv_path);
         }

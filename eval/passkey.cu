@@ -1,7 +1,8 @@
 // Passkey retrieval accuracy of a checkpoint at several lengths (method: eval/passkey.h).
 //   build/passkey_cpu_lssar -e out/ckpt_00001000.bin -l 1024,2048,4096 -n 100 -o passkey.csv
 // Built per attention variant like the trainer (make passkey_cpu ATTN=..., make passkey_cu ATTN=...),
-// and refuses a checkpoint of another variant. Prints a table and writes a CSV: length,accuracy,trials.
+// and refuses a checkpoint of another variant. Prints a table and writes a CSV:
+// length,accuracy,trials,log_len_scaling (the L of log-length scaling, -ls 1; 0 off).
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -21,7 +22,7 @@ struct PasskeyOptions {
     std::string ckpt_path, csv_path, trials_path, p_text, rw_text;
     std::string precision = CLI_DEFAULT_PRECISION;
     std::vector<long long> lengths = {1024, 1536, 2048, 4096, 8192};
-    int trials = 100;
+    int trials = 100, log_len = 0;
     uint64_t seed = 1337;
 };
 
@@ -34,22 +35,25 @@ static CliTable passkey_flags(PasskeyOptions& o) {
     t.text("-e", &o.ckpt_path, "<path>", "checkpoint (required)")
      .text("-p", &o.p_text, "<float>", CLI_P_HELP)
      .text("-rw", &o.rw_text, "<p>", CLI_REWEIGHT_HELP)
+     .integer("-ls", &o.log_len, 0, 1, (std::string(CLI_LOG_LEN_HELP) + "; L: the checkpoint's training "
+              "length (default {})").c_str())
      .choice("-pr", &o.precision, CLI_PRECISIONS, CLI_PRECISION_HELP)
      .int_list("-l", &o.lengths, 1, 1 << 24, 64, "1024,2048,4096", "prompt lengths in tokens, comma separated")
      .integer("-n", &o.trials, 1, 1000000, "trials per length")
      .integer("-rs", &o.seed, 0, 1LL << 62, "seed of the keys and depths")
-     .text("-o", &o.csv_path, "<path>", "CSV output (columns length,accuracy,trials; default: none)")
+     .text("-o", &o.csv_path, "<path>", "CSV output (columns length,accuracy,trials,log_len_scaling; default: none)")
      .text("-ot", &o.trials_path, "<path>", "CSV of every trial (columns length,trial,key,depth,distance,correct; "
            "distance: tokens from the needle's first token to the question; default: none)");
     t.epilogue = "Needs the GPT-2 vocabulary (bash scripts/install_gpt2_vocab.sh, or GPT2_VOCAB_DIR=DIR).";
     return t;
 }
 
-static void write_csv(const std::string& path, const std::vector<PasskeyResult>& results) {
+// log_len: the L of log-length scaling, 0 off (a column of every row)
+static void write_csv(const std::string& path, const std::vector<PasskeyResult>& results, int log_len) {
     FILE* f = fopen(path.c_str(), "w");
     if (!f) cli_fail("cannot write " + path + " (" + strerror(errno) + ")");
-    fprintf(f, "length,accuracy,trials\n");
-    for (const PasskeyResult& r : results) fprintf(f, "%d,%.6f,%d\n", r.length, r.accuracy, r.trials);
+    fprintf(f, "length,accuracy,trials,log_len_scaling\n");
+    for (const PasskeyResult& r : results) fprintf(f, "%d,%.6f,%d,%d\n", r.length, r.accuracy, r.trials, log_len);
     if (fclose(f) != 0) cli_fail("writing " + path + " failed (" + strerror(errno) + ")");
     printf("wrote %s\n", path.c_str());
 }
@@ -91,6 +95,7 @@ int main(int argc, char** argv) {
     std::vector<int> lengths(o.lengths.begin(), o.lengths.end());
     try {
         Checkpoint ck = cli_read_eval_checkpoint(ckpt_path, ATTN_NAME, o.p_text, o.rw_text);
+        int log_len = cli_apply_log_len(ck, ckpt_path, o.log_len, ck.config.max_seq_len);  // 0: off
         // the prompt's text in the model's tokens: GPT-2 BPE (the tokenizer's own message names a missing
         // file and scripts/install_gpt2_vocab.sh) or bytes; another vocabulary is refused
         TextCodec codec;
@@ -113,9 +118,10 @@ int main(int argc, char** argv) {
         Model model(config);
         cli_select_precision(model, o.precision);
         model.set_params(ck.params);
-        printf("checkpoint %s: %s, p %g, step %lld, %d layers, %d heads, %d channels, trained at length %d\n",
+        printf("checkpoint %s: %s, p %g, step %lld, %d layers, %d heads, %d channels, trained at length %d%s\n",
                ckpt_path.c_str(), attn_kind_name(config.attn), config.p, (long long)ck.train.step, config.num_layers,
-               config.num_heads, config.channels, ck.config.max_seq_len);
+               config.num_heads, config.channels, ck.config.max_seq_len,
+               log_len ? (", log-length scaling beyond " + std::to_string(log_len)).c_str() : "");
         printf("passkey retrieval: %d trials per length, seed %llu, one filler = %zu tokens\n", trials,
                (unsigned long long)seed, parts.filler.size());
 
@@ -128,7 +134,7 @@ int main(int argc, char** argv) {
                    results.back().correct, trials, trials / s);
         }
         print_table(results);
-        if (!csv_path.empty()) write_csv(csv_path, results);
+        if (!csv_path.empty()) write_csv(csv_path, results, log_len);
         if (!trials_path.empty()) write_trials_csv(trials_path, results);
     } catch (const std::exception& e) {
         cli_fail(e.what());

@@ -1,6 +1,6 @@
 """
 Plots passkey retrieval accuracy versus prompt length for one or more runs (CSV files of
-eval/passkey.cu: columns length,accuracy,trials) to a PNG, and prints them side by side as a table.
+eval/passkey.cu: columns length,accuracy,trials,...) to a PNG, and prints them side by side as a table.
 
     /usr/bin/python3 eval/plot_passkey.py softmax=out/passkey_softmax.csv lssar=out/passkey_lssar.csv \
         --train-len 1024 -o out/passkey.png

@@ -41,7 +41,7 @@ struct SampleOptions {
     std::string precision = CLI_DEFAULT_PRECISION;
     std::vector<long long> prompt_ids;
     bool have_prompt_ids = false;
-    int gen_tokens = 256, top_k = 40, samples = 1, context = 0;
+    int gen_tokens = 256, top_k = 40, samples = 1, context = 0, log_len = 0;
     float temperature = 1.0f;
     long long seed = 1337;
 };
@@ -65,6 +65,8 @@ static CliTable sample_flags(SampleOptions& o) {
               "checkpoint's training length); a longer prompt is refused")
      .text("-p", &o.p_text, "<float>", "re-weighting power to run at instead of the checkpoint's (>= 1; variants "
            "with re-weighting only)")
+     .integer("-ls", &o.log_len, 0, 1, (std::string(CLI_LOG_LEN_HELP) + "; L: the checkpoint's training "
+              "length (default {})").c_str())
      .choice("-pr", &o.precision, CLI_PRECISIONS, CLI_PRECISION_HELP)
      .text("-o", &o.ids_path, "<path>", "token ids of every sample, one line each: the context's ids, \"|\", the "
            "generated ids (default: none)");
@@ -154,6 +156,7 @@ int main(int argc, char** argv) {
         Checkpoint ck = cli_read_checkpoint(o.ckpt_path, ATTN_NAME);
         cli_print_learned_p(ck);
         cli_override_p(ck, o.ckpt_path, o.p_text);
+        int log_len = cli_apply_log_len(ck, o.ckpt_path, o.log_len, ck.config.max_seq_len);  // 0: off
         GPT2Config config = ck.config;
         int context = o.context > 0 ? o.context : config.max_seq_len;
         TokenText text;
@@ -173,9 +176,10 @@ int main(int argc, char** argv) {
         cli_select_precision(model, o.precision);
         model.set_params(ck.params);
         bool greedy = o.top_k <= 1 || o.temperature <= 0;
-        printf("checkpoint %s: %s, p %g, step %lld, %d layers, %d heads, %d channels, vocab %d, %s back end\n",
+        printf("checkpoint %s: %s, p %g, step %lld, %d layers, %d heads, %d channels, vocab %d, %s back end%s\n",
                o.ckpt_path.c_str(), attn_kind_name(config.attn), config.p, (long long)ck.train.step,
-               config.num_layers, config.num_heads, config.channels, config.vocab_size, BACKEND_NAME);
+               config.num_layers, config.num_heads, config.channels, config.vocab_size, BACKEND_NAME,
+               log_len ? (", log-length scaling beyond " + std::to_string(log_len)).c_str() : "");
         printf("sampling: %s, context %d tokens (prompt %zu), %d tokens per sample, seed %lld; no KV cache: each "
                "token is one forward over its context (at most %d tokens)\n",
                greedy ? "greedy" : ("top-k " + std::to_string(o.top_k) + ", temperature " + cli_number(o.temperature)).c_str(),

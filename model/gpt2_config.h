@@ -147,6 +147,9 @@ inline bool param_tensor_decays(int i) {
 // The learning rate of tensor i: lr, and for learned p's theta lr * p_lr_scale. AdamW moves every
 // element by about lr per step whatever its gradient's size, and p = 1 + softplus(theta) moves
 // with theta once p >> 1, so at lr alone p moves at most lr per step (doc/attention.md, section 'Learned p').
+// ssmax's s trains at lr, without a multiplier: unlike p it is its own parameter (no softplus) and
+// of order 1 (SSMAX_S0), so about lr per step moves it across its whole scale within 1/lr steps,
+// a small part of a run.
 inline double param_tensor_lr(int i, double lr, double p_lr_scale) { return i == P_PTHETA ? lr * p_lr_scale : lr; }
 
 // Data-parallel shards of the parameter buffer (ZeRO-1 and the optimizer files of a checkpoint):
@@ -207,6 +210,15 @@ inline std::vector<double> learned_p_values(const GPT2Config& c, const float* pa
     return p;
 }
 
+// ssmax's s of every (layer, head), (L, NH) row-major, from a whole parameter buffer (empty for
+// the other variants).
+inline std::vector<double> ssmax_s_values(const GPT2Config& c, const float* params) {
+    size_t sizes[NUM_PARAM_TENSORS], offset = 0;
+    gpt2_param_sizes(sizes, c);
+    for (int i = 0; i < P_SSMAX_S; i++) offset += sizes[i];
+    return std::vector<double>(params + offset, params + offset + sizes[P_SSMAX_S]);
+}
+
 // The learned p of a model (the fp32 weights), empty unless it learns p. The CUDA back end has
 // its own, which copies theta only (model/gpt2_cuda.cuh).
 template <class Model> std::vector<double> model_learned_p(Model& model) {
@@ -216,17 +228,30 @@ template <class Model> std::vector<double> model_learned_p(Model& model) {
     return learned_p_values(model.config, params.data());
 }
 
-// "p mean 14.9 min 14.2 max 15.3" of learned p values; "p 7.5" of one (-pw's schedule).
-inline std::string learned_p_summary(const std::vector<double>& p) {
-    if (p.empty()) return "";
+// ssmax's s of a model (the fp32 weights), empty for the other variants.
+template <class Model> std::vector<double> model_ssmax_s(Model& model) {
+    if (attn_head_param(model.config.attn) != ATTN_HEAD_S) return {};
+    std::vector<float> params;
+    model.get_params(params);
+    return ssmax_s_values(model.config, params.data());
+}
+
+// "p mean 14.9 min 14.2 max 15.3" of head parameter values named `name`; "p 7.5" of one.
+inline std::string head_param_summary(const char* name, const std::vector<double>& v) {
+    if (v.empty()) return "";
     char text[96];
-    if (p.size() == 1) {
-        snprintf(text, sizeof text, "p %.4g", p[0]);
+    if (v.size() == 1) {
+        snprintf(text, sizeof text, "%s %.4g", name, v[0]);
         return text;
     }
-    double sum = 0, lo = p[0], hi = p[0];
-    for (double v : p) { sum += v; lo = std::min(lo, v); hi = std::max(hi, v); }
-    snprintf(text, sizeof text, "p mean %.4g min %.4g max %.4g", sum / p.size(), lo, hi);
+    double sum = 0, lo = v[0], hi = v[0];
+    for (double x : v) { sum += x; lo = std::min(lo, x); hi = std::max(hi, x); }
+    snprintf(text, sizeof text, "%s mean %.4g min %.4g max %.4g", name, sum / v.size(), lo, hi);
     return text;
 }
+
+// "p mean 14.9 min 14.2 max 15.3" of learned p values; "p 7.5" of one (-pw's schedule).
+inline std::string learned_p_summary(const std::vector<double>& p) { return head_param_summary("p", p); }
+// "s mean 0.43 min 0.41 max 0.47" of ssmax's s values.
+inline std::string ssmax_s_summary(const std::vector<double>& s) { return head_param_summary("s", s); }
 

@@ -90,13 +90,18 @@ template <class F> struct GPT2 : GPT2ParamLayout {
     F* param(int i, int l = 0) { return params.data() + param_offset(i, l); }
     F* grad(int i, int l = 0) { return grads.data() + param_offset(i, l); }
 
-    // Learned p of layer l's heads, p = 1 + softplus(theta) (empty without learn_p: the config's p).
+    // The learned head parameter of layer l's heads, as the attention takes it (p_head): learned p,
+    // p = 1 + softplus(theta), or ssmax's s itself; empty for the others (re-weighting's p: the config's).
     std::vector<double> layer_p(int l) {
         std::vector<double> p;
-        for (int h = 0; config.learn_p && h < config.num_heads; h++)
-            p.push_back(learned_p((double)param(P_PTHETA)[l * config.num_heads + h]));
+        int NH = config.num_heads;
+        for (int h = 0; config.learn_p && h < NH; h++) p.push_back(learned_p((double)param(P_PTHETA)[l * NH + h]));
+        for (int h = 0; learns_s() && h < NH; h++) p.push_back((double)param(P_SSMAX_S)[l * NH + h]);
         return p;
     }
+    bool learns_s() const { return attn_head_param(config.attn) == ATTN_HEAD_S; }
+    // whether the attention's backward gives dL/dp_head (learned p, ssmax's s)
+    bool learns_head_param() const { return config.learn_p || learns_s(); }
 
     // GPT-2 initialisation (gpt2_init_params in model/gpt2_config.h)
     void init(uint64_t seed) { gpt2_init_params(params.data(), config, seed); }
@@ -223,7 +228,7 @@ typename Path::Float gpt2_forward(Path& P, const int* inputs, const int* targets
         P.lap(PROF_MATMUL);
         P.rope_forward(a.qkvr + o3, a.qkv + o3, B, T, NH, hd, (double)c.rope_base);
         P.lap(PROF_ROPE);
-        std::vector<double> p_head = m.layer_p(l);  // learned p (empty: c.p)
+        std::vector<double> p_head = m.layer_p(l);  // learned p, ssmax's s (empty: c.p)
         P.attention_forward(a.atty + o1, a.attstats + ol * NH * 3, a.qkvr + o3, B, T, NH, hd, c.attn, (double)c.p,
                             p_head.empty() ? nullptr : p_head.data(), c.attn_len);
         P.to_matmul_input(x.atty, a.atty + o1, BT * C);
@@ -309,11 +314,13 @@ template <class Path> void gpt2_backward(Path& P, typename Path::Float loss_scal
         P.lap(PROF_MATMUL);
         std::vector<double> p_head = m.layer_p(l), dp(NH, 0.0);
         P.attention_backward(d.qkvr, d.atty, a.qkvr + o3, B, T, NH, hd, c.attn, (double)c.p,
-                             p_head.empty() ? nullptr : p_head.data(), c.learn_p ? dp.data() : nullptr, c.attn_len);
+                             p_head.empty() ? nullptr : p_head.data(), m.learns_head_param() ? dp.data() : nullptr,
+                             c.attn_len);
         for (int h = 0; c.learn_p && h < NH; h++) {  // dL/dtheta = dL/dp sigmoid(theta)
             F theta = m.param(P_PTHETA)[l * NH + h];
             m.grad(P_PTHETA)[l * NH + h] += F(dp[h] * learned_p_dtheta((double)theta));
         }
+        for (int h = 0; m.learns_s() && h < NH; h++) m.grad(P_SSMAX_S)[l * NH + h] += F(dp[h]);  // s is p_head
         P.lap(PROF_ATTENTION);
         P.rope_backward(d.qkv, d.qkvr, B, T, NH, hd, (double)c.rope_base);
         P.lap(PROF_ROPE);

@@ -65,7 +65,7 @@ struct CheckpointHeader {
     uint32_t version;
     // the model config
     int32_t max_seq_len, vocab_size, padded_vocab_size, num_layers, num_heads, channels;
-    int32_t attn;  // AttnKind
+    int32_t attn;  // AttnKind (ssmax: the weights end with s per (layer, head), model/gpt2_config.h)
     float p, rope_base;
     int32_t world_size;  // ranks that trained the run: one optimizer shard file each
     uint64_t num_parameters;

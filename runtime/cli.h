@@ -409,18 +409,23 @@ inline void cli_override_p(Checkpoint& ck, const std::string& path, const std::s
     ck.config.p = (float)p;
 }
 
-// The learned p values of a checkpoint, one line per layer (nothing without learn_p).
-inline void cli_print_learned_p(const Checkpoint& ck) {
-    std::vector<double> p = learned_p_values(ck.config, ck.params.data());
-    if (p.empty()) return;
-    printf("learned p (%s), per layer, heads 0..%d:\n", learned_p_summary(p).c_str(), ck.config.num_heads - 1);
+// Head parameter values (L, NH), one line per layer, under "<title> (<summary of name>)".
+inline void cli_print_head_params(const Checkpoint& ck, const std::vector<double>& v, const char* title,
+                                  const char* name) {
+    if (v.empty()) return;
+    printf("%s (%s), per layer, heads 0..%d:\n", title, head_param_summary(name, v).c_str(), ck.config.num_heads - 1);
     for (int l = 0; l < ck.config.num_layers; l++) {
         printf("  layer %2d:", l);
-        for (int h = 0; h < ck.config.num_heads; h++) printf(" %.4g", p[(size_t)l * ck.config.num_heads + h]);
+        for (int h = 0; h < ck.config.num_heads; h++) printf(" %.4g", v[(size_t)l * ck.config.num_heads + h]);
         printf("\n");
     }
 }
 
+// The learned p values of a checkpoint, or ssmax's s, one line per layer (nothing for the others).
+inline void cli_print_learned_p(const Checkpoint& ck) {
+    cli_print_head_params(ck, learned_p_values(ck.config, ck.params.data()), "learned p", "p");
+    cli_print_head_params(ck, ssmax_s_values(ck.config, ck.params.data()), "ssmax's s", "s");
+}
 
 // ----------------------------------------------------------------------------
 // Re-weighting at evaluation (doc/attention.md, section 'Re-weighting at evaluation'): a checkpoint
@@ -492,4 +497,48 @@ inline Checkpoint cli_read_eval_checkpoint(const std::string& path, const char* 
     printf("re-weighting at evaluation: checkpoint %s (%s, trained without re-weighting) evaluated as %s at p %g\n",
            path.c_str(), attn_kind_name(base), attn_name, p);
     return ck;
+}
+
+// ----------------------------------------------------------------------------
+// Log-length scaling at evaluation (attention/attention_kind.h, attn_log_len_factor): a softmax or
+// softmax_rw checkpoint trained with attn_len 0 evaluated with attn_len = its training length L, so
+// row t's dot scores are multiplied by max(1, ln(t + 1) / ln(L)): unchanged within L, sharper
+// beyond it. The evaluation tools' -ls 1.
+constexpr const char* CLI_LOG_LEN_HELP =
+    "log-length scaling: 1 multiplies row t's dot scores by max(1, ln(t + 1) / ln(L)), L the training length, "
+    "for a softmax or softmax_rw checkpoint trained without it (attn_len 0); unchanged within L";
+
+// "softmax, softmax_rw": the variants log-length scaling is defined for
+inline std::string attn_log_scale_kind_list() {
+    std::string s;
+    for (const AttnVariant& v : ATTN_VARIANT_TABLE)
+        if (attn_log_scales(v.kind)) s += (s.empty() ? "" : ", ") + std::string(v.name);
+    return s;
+}
+
+// "" if -ls 1 applies to checkpoint `path` of config c at training length L, else why not.
+inline std::string cli_log_len_error(const GPT2Config& c, const std::string& path, int L) {
+    std::string ls = "-ls 1: checkpoint " + path + " is " + attn_kind_name(c.attn);
+    if (!attn_log_scales(c.attn))
+        return ls + "; log-length scaling multiplies dot scores with exp, so it is defined for " +
+               attn_log_scale_kind_list() + " only (leave -ls out)";
+    if (c.attn_len > 0)
+        return ls + " with attn_len = " + std::to_string(c.attn_len) + " (trained with -tl 1): log-length scaling "
+               "beyond " + std::to_string(c.attn_len) + " is already on (leave -ls out)";
+    if (L < 2)
+        return ls + " at training length " + std::to_string(L) + ": log-length scaling divides by ln(L), which needs "
+               "L >= 2";
+    return "";
+}
+
+// -ls 1 (log_len = 1): sets the checkpoint's attn_len to the training length L, or ends the program
+// naming why it does not apply. Returns the L log-length scaling runs at (0: off).
+inline int cli_apply_log_len(Checkpoint& ck, const std::string& path, int log_len, int L) {
+    if (!log_len) return attn_log_scales(ck.config.attn) ? ck.config.attn_len : 0;
+    std::string err = cli_log_len_error(ck.config, path, L);
+    if (!err.empty()) cli_fail(err);
+    ck.config.attn_len = L;
+    printf("log-length scaling at evaluation: checkpoint %s (%s) with row t's scores times max(1, ln(t + 1) / ln(%d)), "
+           "%d its training length\n", path.c_str(), attn_kind_name(ck.config.attn), L, L);
+    return L;
 }

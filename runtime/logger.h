@@ -56,14 +56,18 @@ inline void print_step_line(int step, int max_steps, const StepResult& r, double
     fflush(stdout);
 }
 
-// the step's record of log.jsonl; p_values: the learned p per layer and head, if any
-inline std::string step_record(int step, const StepResult& r, double tok_s, const std::vector<double>& p_values = {}) {
+// The step's record of log.jsonl; p_values: the learned p per layer and head, if any; s_values:
+// ssmax's s per layer and head, if any.
+inline std::string step_record(int step, const StepResult& r, double tok_s, const std::vector<double>& p_values = {},
+                               const std::vector<double>& s_values = {}) {
     std::string rec = "{\"step\":" + std::to_string(step) + ",\"loss\":" + json_number(r.loss) +
                       ",\"grad_norm\":" + json_number(r.norm) + ",\"lr\":" + json_number(r.lr) +
                       ",\"ms\":" + json_number(r.ms) + ",\"tokens_per_s\":" + json_number(tok_s);
     if (!r.applied) rec += ",\"skipped\":\"" + r.skip_reason + "\"";
     for (size_t i = 0; i < p_values.size(); i++) rec += (i ? "," : ",\"p\":[") + json_number(p_values[i]);
     if (!p_values.empty()) rec += "]";
+    for (size_t i = 0; i < s_values.size(); i++) rec += (i ? "," : ",\"s\":[") + json_number(s_values[i]);
+    if (!s_values.empty()) rec += "]";
     return rec + "}";
 }
 

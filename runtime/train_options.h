@@ -73,10 +73,11 @@ inline CliTable train_flags(TrainOptions& o) {
              "step: at -l 2e-3 p moves < 0.5 in 200 steps")
      .integer("-pw", &o.p_warmup, 0, BIG, "p warmup steps: p rises linearly from 1 at step 1 to -p at step N + 1 "
               "(fixed p only; checkpoints record the final p) (default 0: -p from the start)")
-     .integer("-tl", &o.train_len, 0, 1, "training-length constant (sigmoid, relu): 1 takes the n of sigmoid's bias "
-              "-ln(n) and relu's scale 1/n to be the training length -t on every row and at every evaluation length "
-              "(the form the paper's ablation rows most likely use: row sums then grow past -t), 0 the row's visible "
-              "keys n_t = t + 1 (default {}); saved in checkpoints as attn_len")
+     .integer("-tl", &o.train_len, 0, 1, "training-length constant (sigmoid, relu, softmax, softmax_rw): 1 takes the n "
+              "of sigmoid's bias -ln(n) and relu's scale 1/n to be the training length -t on every row and at every "
+              "evaluation length (the form the paper's ablation rows most likely use: row sums then grow past -t), 0 the "
+              "row's visible keys n_t = t + 1 (default {}); for softmax and softmax_rw 1 is log-length scaling: row t's "
+              "scores times max(1, ln(t + 1) / ln(-t)), no change while training at -t; saved in checkpoints as attn_len")
      .custom("-rb", "<float>", "RoPE base", "1",
              [&o](const char* v) { o.rope_base = cli_parse_float("-rb", v, 1.0001, 1e30, "RoPE base"); o.rope_given = true; },
              cli_number(o.rope_base))
@@ -192,7 +193,8 @@ inline TrainOptions train_parse_args(int argc, char** argv) {
         cli_fail("-cd " + cli_number(o.schedule.cooldown_frac) + ": the cooldown fraction is -k wsd's; -k " +
                  o.schedule.kind + " decays over every step after the warmup");
     if (o.learn_p && !attn_reweights(ATTN_BUILT))
-        cli_fail(std::string("-pl 1: ") + ATTN_NAME + " attention has no re-weighting, so there is no p to learn");
+        cli_fail(std::string("-pl 1: ") + ATTN_NAME + " attention has no re-weighting, so there is no p to learn" +
+                 (attn_head_param(ATTN_BUILT) == ATTN_HEAD_S ? " (ssmax learns its s per layer and head without a flag)" : ""));
     if (!plr_text.empty() && !o.learn_p)
         cli_fail("-plr " + plr_text + ": the learning-rate multiplier of learned p needs -pl 1");
 #ifndef TRAIN_BACKEND_CPU
@@ -211,7 +213,8 @@ inline TrainOptions train_parse_args(int argc, char** argv) {
                  "schedule (use one of them)");
     if (o.train_len && !attn_has_len(ATTN_BUILT))
         cli_fail(std::string("-tl 1: ") + ATTN_NAME + " attention has no length in its definition; the training-length "
-                 "constant is defined for " + attn_len_kind_list() + " only (their -ln(n) bias and 1/n scale)");
+                 "constant is defined for " + attn_len_kind_list() + " only (their -ln(n) bias, 1/n scale and "
+                 "log-length scaling)");
     if (o.p_given && !attn_reweights(ATTN_BUILT))
         cli_fail(std::string("-p: ") + ATTN_NAME + " attention has no re-weighting, so p does not apply (leave -p "
                  "out, or build a variant with re-weighting: lssar, softmax_rw, sigmoid_l1_rw, relu_l1_rw)");

@@ -5,7 +5,8 @@ A checkpoint of lssar.cu as a PyTorch model, and back.
     /usr/bin/python3 scripts/export.py CKPT OUT_DIR
         writes OUT_DIR/pytorch_model.bin (a state_dict, nanoGPT's names: transformer.wte.weight,
         transformer.h.N.ln_1.weight, .attn.c_attn.weight, .attn.c_proj.bias, .mlp.c_fc.weight, ...,
-        transformer.ln_f.bias, lm_head.weight tied to wte; learned p as transformer.h.N.attn.p_theta),
+        transformer.ln_f.bias, lm_head.weight tied to wte; learned p as transformer.h.N.attn.p_theta,
+        ssmax's s as transformer.h.N.attn.ssmax_s),
         OUT_DIR/config.json (the model's shape, attention and p, the checkpoint's step),
         OUT_DIR/modeling_lssar_gpt2.py (the self-contained module that loads them: forward, generate),
         and OUT_DIR/model.safetensors where the safetensors module is importable.
@@ -36,11 +37,15 @@ HEADER_BYTES = 1024
 # what it writes with the C++ reader)
 OFF_TRAIN_STEP = 64      # TrainStateStored.step, int64
 OFF_LEARN_P = 184        # int32 (version 3)
-OFF_ATTN_LEN = 188       # int32 (version 3; 0 in older files): sigmoid's and relu's constant length
+OFF_ATTN_LEN = 188       # int32 (version 3; 0 in older files): sigmoid's and relu's constant length,
+                         # softmax's and softmax_rw's log-length scaling threshold
 OFF_HEADER_CHECKSUM = 1016
 # attention/attention_kind.h's AttnKind order
-ATTN_KINDS = ["softmax", "lssa", "lssar", "sigmoid", "relu", "softmax_rw", "sigmoid_l1_rw", "relu_l1_rw"]
+ATTN_KINDS = ["softmax", "lssa", "lssar", "sigmoid", "relu", "softmax_rw", "sigmoid_l1_rw", "relu_l1_rw", "ssmax"]
 REWEIGHTING = {"lssar", "softmax_rw", "sigmoid_l1_rw", "relu_l1_rw"}
+# attn_has_len: the constant n of sigmoid and relu, the log-length scaling of softmax and softmax_rw (>= 2)
+ATTN_LEN_KINDS = {"sigmoid", "relu", "softmax", "softmax_rw"}
+LOG_LEN_KINDS = {"softmax", "softmax_rw"}
 FORMAT = "lssar.cu export 1"
 MODULE_FILE = "modeling_lssar_gpt2.py"
 
@@ -74,6 +79,8 @@ def tensor_shapes(cfg):
               ("ln_f.weight", (C,)), ("ln_f.bias", (C,))]
     if cfg["learn_p"]:
         shapes.append(("attn.p_theta", (L, NH)))
+    if cfg["attn"] == "ssmax":
+        shapes.append(("attn.ssmax_s", (L, NH)))
     return shapes
 
 
@@ -146,6 +153,11 @@ def state_dict_of(cfg, flat):
     return sd
 
 
+def head_param_text(cfg):
+    """"learned p", "learned s" (ssmax) or "p 15" """
+    return "learned p" if cfg["learn_p"] else "learned s" if cfg["attn"] == "ssmax" else "p %g" % cfg["p"]
+
+
 def export(ckpt, out_dir):
     cfg, flat = read_checkpoint(ckpt)
     sd = state_dict_of(cfg, flat)
@@ -164,7 +176,7 @@ def export(ckpt, out_dir):
         save_file({k: v for k, v in sd.items() if k != "lm_head.weight"}, os.path.join(out_dir, "model.safetensors"))
         written.append("model.safetensors")
     print(f"{ckpt}: {cfg['attn']}, {cfg['n_layer']} layers, {cfg['n_head']} heads, {cfg['n_embd']} channels, "
-          f"vocab {cfg['vocab_size']}, {'learned p' if cfg['learn_p'] else 'p %g' % cfg['p']}, step {cfg['step']}, "
+          f"vocab {cfg['vocab_size']}, {head_param_text(cfg)}, step {cfg['step']}, "
           f"{flat.numel()} parameters")
     print(f"wrote {out_dir}/: {', '.join(written)}")
 
@@ -254,8 +266,11 @@ def import_(src, out_ckpt, config_path):
     if cfg["learn_p"] and cfg["attn"] not in REWEIGHTING:
         fail(f"{config_path}: learn_p with {cfg['attn']}, which has no re-weighting")
     attn_len = cfg.get("attn_len", 0)
-    if not isinstance(attn_len, int) or attn_len < 0 or (attn_len > 0 and cfg["attn"] not in ("sigmoid", "relu")):
-        fail(f"{config_path}: attn_len = {attn_len}: must be an integer >= 0, and is defined for sigmoid, relu only")
+    if not isinstance(attn_len, int) or attn_len < 0 or (attn_len > 0 and cfg["attn"] not in ATTN_LEN_KINDS):
+        fail(f"{config_path}: attn_len = {attn_len}: must be an integer >= 0, and is defined for "
+             f"{', '.join(sorted(ATTN_LEN_KINDS))} only")
+    if attn_len == 1 and cfg["attn"] in LOG_LEN_KINDS:
+        fail(f"{config_path}: attn_len = 1: log-length scaling divides by ln(attn_len), which must be > 0 (attn_len >= 2)")
     flat = flat_of(cfg, sd, src)
     write_checkpoint(out_ckpt, cfg, flat)
     print(f"wrote {out_ckpt}: {cfg['attn']}, {cfg['n_layer']} layers, {flat.numel()} parameters, step "

@@ -1,6 +1,6 @@
 """
 GPT-2 + RoPE with every attention variant of lssar.cu (softmax, sigmoid, relu, lssa, lssar,
-softmax_rw, sigmoid_l1_rw, relu_l1_rw; fixed or learned re-weighting power p), as a self-contained
+softmax_rw, sigmoid_l1_rw, relu_l1_rw, ssmax; fixed or learned re-weighting power p), as a self-contained
 PyTorch module: this file and torch are all it needs. scripts/export.py writes it next to a
 checkpoint's weights (pytorch_model.bin: a state_dict with nanoGPT's names) and config.json:
 
@@ -12,7 +12,9 @@ checkpoint's weights (pytorch_model.bin: a state_dict with nanoGPT's names) and 
 The definition is lssar.cu's doc/attention.md: RoPE on interleaved pairs before the attention;
 LSSA's cosine scores scaled by ln(hd) ln(n_t) (n_t = t + 1 keys seen by row t) and exact softplus;
 the sigmoid variant's bias -ln(n_t), relu's scale 1/n_t (with attn_len = L > 0, the trainer's -tl 1:
--ln(L) and 1/L on every row); the re-weighting W = relu(n_t A - o_t)^p
+-ln(L) and 1/L on every row); softmax's and softmax_rw's log-length scaling (attn_len = L > 1: row t's
+dot scores times max(1, ln(n_t) / ln(L))); ssmax's scores s_h ln(n_t) q.k / sqrt(hd) with s_h learned
+per layer and head; the re-weighting W = relu(n_t A - o_t)^p
 normalised (o_t = 0 on rows 0-2, else 1), evaluated divided by the row's largest x so that no
 power overflows, with rows where no x is positive (and uniform rows with o_t = 1) giving zero
 output; learned p = 1 + softplus(theta) per layer and head. The language-model head is the
@@ -36,7 +38,19 @@ VARIANTS = {
     "softmax_rw": ("dot", "exp", "l1", True),
     "sigmoid_l1_rw": ("cos_len", "sigmoid", "l1", True),
     "relu_l1_rw": ("cos_len", "relu", "l1", True),
+    "ssmax": ("ssmax", "exp", "l1", False),
 }
+SSMAX_S0 = 0.43  # ssmax's s at initialisation (attention/attention_kind.h)
+
+
+def log_scales(score, phi):
+    """log-length scaling applies to dot scores with exp (softmax, softmax_rw)"""
+    return score == "dot" and phi == "exp"
+
+
+def attn_has_len(score, phi, norm):
+    """the variants whose definition holds a length: dot_logn's bias, mean's scale, log-length scaling"""
+    return score == "dot_logn" or norm == "mean" or log_scales(score, phi)
 
 
 class LssarGPT2Config:
@@ -47,9 +61,12 @@ class LssarGPT2Config:
                  **extra):
         if attn not in VARIANTS:
             raise ValueError(f"attn '{attn}' is not one of {', '.join(VARIANTS)}")
-        score, _, norm, _ = VARIANTS[attn]
-        if int(attn_len) < 0 or (int(attn_len) > 0 and score != "dot_logn" and norm != "mean"):
-            raise ValueError(f"attn_len = {attn_len}: must be >= 0, and is defined for sigmoid, relu only")
+        score, phi, norm, _ = VARIANTS[attn]
+        if int(attn_len) < 0 or (int(attn_len) > 0 and not attn_has_len(score, phi, norm)):
+            raise ValueError(f"attn_len = {attn_len}: must be >= 0, and is defined for sigmoid, relu, softmax, "
+                             "softmax_rw only")
+        if int(attn_len) == 1 and log_scales(score, phi):
+            raise ValueError("attn_len = 1: log-length scaling divides by ln(attn_len), which must be > 0")
         self.attn_len = int(attn_len)
         self.attn, self.n_layer, self.n_head, self.n_embd = attn, n_layer, n_head, n_embd
         self.vocab_size, self.padded_vocab_size, self.block_size = vocab_size, padded_vocab_size, block_size
@@ -86,9 +103,10 @@ def l1_normalise(a, dim=-1):
     return torch.where(s > 0, a.double() / safe, torch.zeros_like(s)).to(a.dtype)
 
 
-def attention_weights(q, k, attn, p, attn_len=0):
+def attention_weights(q, k, attn, p, attn_len=0, s_head=None):
     """Causal attention weights (B, NH, T, T) of variant `attn`; p: a number or (NH,) per head;
-    attn_len: the n of the dot_logn bias and the mean scale, 0 for each row's n_t"""
+    attn_len: the n of the dot_logn bias and the mean scale, 0 for each row's n_t; for dot scores
+    with exp, L > 1 is log-length scaling; s_head: ssmax's s, (NH,)"""
     score, phi, norm, reweight = VARIANTS[attn]
     T, hd = q.size(-2), q.size(-1)
     mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
@@ -98,10 +116,14 @@ def attention_weights(q, k, attn, p, attn_len=0):
         qh = q / q.norm(dim=-1, keepdim=True).clamp_min(1e-12)
         kh = k / k.norm(dim=-1, keepdim=True).clamp_min(1e-12)
         s = (math.log(hd) * torch.log(n)) * (qh @ kh.transpose(-2, -1))
+    elif score == "ssmax":
+        s = (s_head.to(q.dtype).reshape(-1, 1, 1) * torch.log(n)) * ((q @ k.transpose(-2, -1)) / math.sqrt(hd))
     else:
         s = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
         if score == "dot_logn":
             s = s - torch.log(n_len)
+        if log_scales(score, phi) and attn_len > 1:  # max(1, ln(n_t) / ln(L)): 1 within L
+            s = s * torch.where(n > attn_len, torch.log(n) / math.log(attn_len), torch.ones_like(n))
     if phi == "exp":
         s_masked = s.masked_fill(~mask, float("-inf"))
         a = torch.exp(s_masked - s_masked.amax(dim=-1, keepdim=True))  # exp with the max shift; 0 above the diagonal
@@ -136,6 +158,8 @@ class CausalSelfAttention(nn.Module):
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd)
         if cfg.learn_p:  # p = 1 + softplus(theta) per head
             self.p_theta = nn.Parameter(torch.zeros(cfg.n_head))
+        if cfg.attn == "ssmax":  # s per head
+            self.ssmax_s = nn.Parameter(torch.full((cfg.n_head,), SSMAX_S0))
 
     def p(self):
         return 1.0 + exact_softplus(self.p_theta) if self.cfg.learn_p else self.cfg.p
@@ -146,7 +170,8 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self.c_attn(x).split(C, dim=2)
         q, k, v = (t.view(B, T, NH, C // NH).transpose(1, 2) for t in (q, k, v))  # (B, NH, T, hd)
         q, k = rope(q, self.cfg.rope_base), rope(k, self.cfg.rope_base)
-        y = attention_weights(q, k, self.cfg.attn, self.p(), self.cfg.attn_len) @ v
+        s_head = self.ssmax_s if self.cfg.attn == "ssmax" else None
+        y = attention_weights(q, k, self.cfg.attn, self.p(), self.cfg.attn_len, s_head) @ v
         return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
 
 

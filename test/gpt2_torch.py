@@ -5,6 +5,7 @@ against (test/test_pytorch.cpp): it builds a tiny model, runs one forward/backwa
 steps in float64 with autograd, and writes everything to a small binary debug state.
 
     /usr/bin/python3 test/gpt2_torch.py --attn lssar --p 15 --out build/torch_state_lssar.bin
+    /usr/bin/python3 test/gpt2_torch.py --attn softmax --attn-len 8 --out build/torch_state_softmax_len8.bin
 
 It also scores a multiple-choice eval file (llm.c's format) with a checkpoint's weights, one row
 per completion, in float64, for test/test_mc_eval.cpp (per-example losses as a CSV):
@@ -23,7 +24,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 STATE_MAGIC = 20241129
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: the header's 13th int is attn_len (version 1 files have 12, attn_len 0)
 
 
 def rope(x, base):
@@ -49,7 +50,9 @@ VARIANTS = {
     "softmax_rw": ("dot", "exp", "l1", True),
     "sigmoid_l1_rw": ("cos_len", "sigmoid", "l1", True),
     "relu_l1_rw": ("cos_len", "relu", "l1", True),
+    "ssmax": ("ssmax", "exp", "l1", False),
 }
+SSMAX_S0 = 0.43  # ssmax's s per head at initialisation
 ATTN_KINDS = {name: i for i, name in enumerate(VARIANTS)}  # the C++ AttnKind numbers
 
 
@@ -59,8 +62,10 @@ def safe_divide(a, b):
     return torch.where(ok, a / torch.where(ok, b, torch.ones_like(b)), torch.zeros_like(a))
 
 
-def causal_attention_weights(q, k, kind, p):
-    """Attention weights (B, NH, T, T) of a variant; zero above the diagonal."""
+def causal_attention_weights(q, k, kind, p, attn_len=0, s_head=None):
+    """Attention weights (B, NH, T, T) of a variant; zero above the diagonal. attn_len = L > 1 on
+    dot scores with exp: log-length scaling, row t's scores times max(1, log(n_t) / log(L)).
+    s_head: ssmax's s, one per head."""
     score, phi, norm, reweight = VARIANTS[kind]
     T, hd = q.size(-2), q.size(-1)
     mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
@@ -70,10 +75,14 @@ def causal_attention_weights(q, k, kind, p):
         qh = q / q.norm(dim=-1, keepdim=True).clamp_min(eps)
         kh = k / k.norm(dim=-1, keepdim=True).clamp_min(eps)
         s = math.log(hd) * torch.log(n) * (qh @ kh.transpose(-2, -1))
+    elif score == "ssmax":  # scalable softmax: s_h log(n_t) q.k / sqrt(hd)
+        s = s_head.view(-1, 1, 1) * torch.log(n) * (q @ k.transpose(-2, -1)) / math.sqrt(hd)
     else:
         s = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
         if score == "dot_logn":  # the sigmoid attention's bias -log(n_t)
             s = s - torch.log(n)
+        if score == "dot" and phi == "exp" and attn_len > 1:
+            s = s * torch.clamp(torch.log(n) / math.log(attn_len), min=1.0)
     if phi == "exp":
         a = F.softmax(s.masked_fill(~mask, float("-inf")), dim=-1)  # exp, l1 in one step
     else:
@@ -96,6 +105,8 @@ class CausalSelfAttention(nn.Module):
         super().__init__()
         self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd)
+        if cfg.attn == "ssmax":
+            self.ssmax_s = nn.Parameter(torch.full((cfg.n_head,), SSMAX_S0))
         self.cfg = cfg
 
     def forward(self, x):
@@ -106,7 +117,8 @@ class CausalSelfAttention(nn.Module):
         k = k.view(B, T, NH, C // NH).transpose(1, 2)
         v = v.view(B, T, NH, C // NH).transpose(1, 2)
         q, k = rope(q, self.cfg.rope_base), rope(k, self.cfg.rope_base)
-        y = causal_attention_weights(q, k, self.cfg.attn, self.cfg.p) @ v
+        s_head = self.ssmax_s if self.cfg.attn == "ssmax" else None
+        y = causal_attention_weights(q, k, self.cfg.attn, self.cfg.p, self.cfg.attn_len, s_head) @ v
         return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
 
 
@@ -165,7 +177,11 @@ class GPT(nn.Module):
             stack(lambda b: b.mlp.c_fc.weight), stack(lambda b: b.mlp.c_fc.bias),
             stack(lambda b: b.mlp.c_proj.weight), stack(lambda b: b.mlp.c_proj.bias),
             self.ln_f.weight, self.ln_f.bias,
-        ]
+        ] + self.head_params(lambda t: t)
+
+    def head_params(self, get):
+        """ssmax's s of every (layer, head), after ln_f (learned p's theta, absent here, comes between)"""
+        return [torch.stack([get(b.attn.ssmax_s) for b in self.h])] if self.cfg.attn == "ssmax" else []
 
     def flat_params(self):
         return torch.cat([t.detach().reshape(-1) for t in self.flat_tensors()])
@@ -183,7 +199,7 @@ class GPT(nn.Module):
             stackg(lambda b: b.mlp.c_fc.weight), stackg(lambda b: b.mlp.c_fc.bias),
             stackg(lambda b: b.mlp.c_proj.weight), stackg(lambda b: b.mlp.c_proj.bias),
             self.ln_f.weight.grad, self.ln_f.bias.grad,
-        ]
+        ] + self.head_params(lambda t: t.grad)
         return torch.cat([t.detach().reshape(-1) for t in g])
 
 
@@ -196,6 +212,7 @@ class Config:
     rope_base = 10000.0
     attn = "lssar"
     p = 15.0
+    attn_len = 0
 
 
 def init_weights(model, cfg, gen):
@@ -203,7 +220,9 @@ def init_weights(model, cfg, gen):
     so that no gradient is trivially zero."""
     with torch.no_grad():
         for name, param in model.named_parameters():
-            if name.endswith("c_proj.weight"):
+            if name.endswith("ssmax_s"):
+                param.fill_(SSMAX_S0)
+            elif name.endswith("c_proj.weight"):
                 param.normal_(0.0, 0.02 / math.sqrt(2 * cfg.n_layer), generator=gen)
             elif param.dim() == 2:
                 param.normal_(0.0, 0.02, generator=gen)
@@ -232,6 +251,7 @@ def load_checkpoint(path):
     cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.vocab_size, cfg.padded_vocab_size = L, NH, C, V, Vp
     cfg.attn = {v: k for k, v in ATTN_KINDS.items()}[attn]
     cfg.p, cfg.rope_base = float(p), float(rope_base)
+    (cfg.attn_len,) = struct.unpack_from("<i", data, 188) if version == 3 else (0,)  # CheckpointHeader.attn_len
     flat = torch.frombuffer(bytearray(data[1024:1024 + 4 * num_params]), dtype=torch.float32).to(torch.float64)
     return cfg, flat
 
@@ -253,6 +273,8 @@ def set_flat_params(model, flat):
             take(get(b))
     take(model.ln_f.weight)
     take(model.ln_f.bias)
+    for b in h if model.cfg.attn == "ssmax" else []:
+        take(b.attn.ssmax_s)
     assert at == flat.numel(), f"{flat.numel()} parameters in the checkpoint, the model takes {at}"
 
 
@@ -306,6 +328,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--attn", choices=ATTN_KINDS, default="lssar")
     ap.add_argument("--p", type=float, default=15.0)
+    ap.add_argument("--attn-len", type=int, default=0, help="attn_len (softmax, softmax_rw: log-length scaling beyond it)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--mc-eval", metavar="CKPT", help="score --mc-file with this checkpoint instead")
     ap.add_argument("--mc-file")
@@ -320,7 +343,7 @@ def main():
 
     torch.set_default_dtype(torch.float64)
     cfg = Config()
-    cfg.attn, cfg.p = args.attn, args.p
+    cfg.attn, cfg.p, cfg.attn_len = args.attn, args.p, args.attn_len
     gen = torch.Generator().manual_seed(args.seed)
     model = GPT(cfg)
     init_weights(model, cfg, gen)
@@ -346,15 +369,15 @@ def main():
 
     with open(args.out, "wb") as f:
         header = [STATE_MAGIC, STATE_VERSION, cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.vocab_size,
-                  cfg.padded_vocab_size, ATTN_KINDS[cfg.attn], args.B, args.T, args.steps, params0.numel()]
-        f.write(struct.pack("<12i", *header))
+                  cfg.padded_vocab_size, ATTN_KINDS[cfg.attn], args.B, args.T, args.steps, params0.numel(), cfg.attn_len]
+        f.write(struct.pack("<13i", *header))
         f.write(struct.pack("<7d", cfg.p, cfg.rope_base, lr, betas[0], betas[1], eps, wd))
         f.write(idx.to(torch.int32).numpy().tobytes())
         f.write(targets.to(torch.int32).numpy().tobytes())
         for t in (params0, logits0.reshape(-1), torch.tensor([loss0]), grads0, torch.tensor(step_losses),
                   params_after):
             f.write(t.to(torch.float64).numpy().tobytes())
-    print(f"wrote {args.out}: {cfg.attn} p={cfg.p} loss {loss0:.6f}, torch {torch.__version__}")
+    print(f"wrote {args.out}: {cfg.attn} p={cfg.p} attn_len={cfg.attn_len} loss {loss0:.6f}, torch {torch.__version__}")
 
 
 if __name__ == "__main__":

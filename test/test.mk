@@ -121,10 +121,11 @@ TESTS     += $(BUILD)/test_model_cuda
 CUDA_BINS += $(BUILD)/test_model_cuda_gpu
 
 # ----------------------------------------------------------------------------
-# test_trainer runs ./train_gpt2cpu_lssar (CLI, resume, guards, checkpoint refusal), the loss-versus-
-# length tool and the emulated CUDA trainer (resume, processes under scripts/launch.sh)
-$(BUILD)/test_trainer: test/test_trainer.cpp $(DOCTEST_MAIN) $(TRAINER_OBJS) train_gpt2cpu_lssar \
-                       $(BUILD)/loss_vs_length_cpu_lssar $(BUILD)/train_gpt2cu_emu_lssar | $(BUILD)
+# test_trainer runs ./train_gpt2cpu_lssar (CLI, resume, guards, checkpoint refusal), ./train_gpt2cpu_ssmax
+# (its s logged, saved, resumed), ./train_gpt2cpu_softmax (-tl 1), the loss-versus-length tool and the emulated CUDA trainer (resume,
+# processes under scripts/launch.sh)
+$(BUILD)/test_trainer: test/test_trainer.cpp $(DOCTEST_MAIN) $(TRAINER_OBJS) train_gpt2cpu_lssar train_gpt2cpu_ssmax \
+                       train_gpt2cpu_softmax $(BUILD)/loss_vs_length_cpu_lssar $(BUILD)/train_gpt2cu_emu_lssar | $(BUILD)
 	$(CXX_HOST) $< $(DOCTEST_MAIN) $(TRAINER_OBJS) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
 
 TESTS += $(BUILD)/test_trainer
@@ -191,6 +192,14 @@ $(BUILD)/test_reweight_eval: test/test_reweight_eval.cpp $(DOCTEST_MAIN) $(TRAIN
                              $(BUILD)/passkey_cpu_lssar $(BUILD)/mc_eval_cpu_lssar $(BUILD)/attention_maps_cpu_lssar | $(BUILD)
 	$(CXX_HOST) $< $(DOCTEST_MAIN) $(TRAINER_OBJS) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
 TESTS += $(BUILD)/test_reweight_eval
+
+# log-length scaling at evaluation (-ls 1): a softmax checkpoint through loss_vs_length, passkey,
+# attention_maps and sample, unchanged within the training length bit for bit, changed beyond it; the refusals
+$(BUILD)/test_log_len_eval: test/test_log_len_eval.cpp $(DOCTEST_MAIN) $(TRAINER_OBJS) $(BUILD)/loss_vs_length_cpu_softmax \
+                            $(BUILD)/loss_vs_length_cpu_lssar $(BUILD)/passkey_cpu_softmax $(BUILD)/attention_maps_cpu_softmax \
+                            $(BUILD)/attention_maps_cpu_lssar $(BUILD)/sample_cpu_softmax | $(BUILD)
+	$(CXX_HOST) $< $(DOCTEST_MAIN) $(TRAINER_OBJS) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
+TESTS += $(BUILD)/test_log_len_eval
 
 # the comparisons' statistics (eval/stats_tests.py against SciPy) and the report tools using them
 $(BUILD)/test_stats_tools: test/test_stats_tools.py eval/stats_tests.py eval/compare_mc.py eval/passkey_report.py eval/gap_report.py eval/pool_report.py \

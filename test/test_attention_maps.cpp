@@ -82,7 +82,7 @@ static std::vector<std::vector<std::string>> read_csv(const std::string& path) {
     return rows;
 }
 
-static const AttnKind VARIANTS[] = {ATTN_SOFTMAX, ATTN_LSSA, ATTN_LSSAR};
+static const AttnKind VARIANTS[] = {ATTN_SOFTMAX, ATTN_LSSA, ATTN_LSSAR, ATTN_SSMAX};
 
 // ----------------------------------------------------------------------------
 // (a), (b) the maps of a forward
@@ -95,6 +95,8 @@ TEST_CASE("maps are causal, valid rows sum to 1, and W v is the forward's attent
         c.max_seq_len = T;
         ModelCPU model(c);
         model.init(7);
+        // ssmax: another s for every (layer, head), so that a map reading another head's s fails
+        for (size_t k = 0; k < model.gpt.param_sizes[P_SSMAX_S]; k++) model.gpt.param(P_SSMAX_S)[k] = 0.3f + 0.4f * k;
         std::vector<int> tokens = random_tokens(T, c.vocab_size, 11);
         model.forward(tokens.data(), nullptr, 1, T);
         int C = c.channels, NH = c.num_heads, hd = C / NH;

@@ -1,6 +1,7 @@
 // scripts/export.py and the module it exports (scripts/modeling_lssar_gpt2.py), against the CPU
-// reference (model/gpt2_cpu.h in float64), for every attention variant, for learned p, and for
-// sigmoid and relu with their length terms at a constant (attn_len, the trainer's -tl 1):
+// reference (model/gpt2_cpu.h in float64), for every attention variant, for learned p, for ssmax's s,
+// for sigmoid and relu with their length terms at a constant and softmax and softmax_rw with
+// log-length scaling (attn_len, the trainer's -tl 1):
 // - the exported module's logits, loaded from the export directory alone (test/export_check.py), in
 //   float64 agree with the reference to 1e-9 of the logits' scale (the same formulas, another
 //   order of operations), and in float32 to 1e-5 of that scale or 4 times the C++ float32 back
@@ -31,7 +32,8 @@ struct ExportCase {
     AttnKind attn;
     float p;
     bool learn_p;
-    int attn_len = 0;  // sigmoid, relu: the constant length (-tl 1), 16 of T = 24: rows below and above it
+    int attn_len = 0;  // sigmoid, relu: the constant length (-tl 1); softmax, softmax_rw: log-length scaling
+                       // beyond it; 16 of T = 24: rows below and above it
 };
 
 static GPT2Config case_config(const ExportCase& c) {
@@ -43,7 +45,7 @@ static GPT2Config case_config(const ExportCase& c) {
 }
 
 // GPT-2's initialisation with every parameter moved (layernorms and biases too), and for learned
-// p a different p per layer and head
+// p and ssmax's s a different value per layer and head
 static std::vector<float> case_params(const GPT2Config& cfg, uint64_t seed) {
     GPT2<float> m(cfg);
     m.init(seed);
@@ -53,6 +55,11 @@ static std::vector<float> case_params(const GPT2Config& cfg, uint64_t seed) {
         const double ps[] = {1.5, 3, 7, 15};
         float* theta = m.params.data() + m.param_offsets[P_PTHETA];
         for (int i = 0; i < cfg.num_layers * cfg.num_heads; i++) theta[i] = (float)learned_p_theta0(ps[i % 4]);
+    }
+    if (attn_head_param(cfg.attn) == ATTN_HEAD_S) {
+        const float ss[] = {0.3f, 0.43f, 0.8f, 1.5f};
+        float* s = m.params.data() + m.param_offsets[P_SSMAX_S];
+        for (int i = 0; i < cfg.num_layers * cfg.num_heads; i++) s[i] = ss[i % 4];
     }
     return m.params;
 }
@@ -83,6 +90,8 @@ TEST_CASE("the exported PyTorch module matches the CPU reference for every varia
         {"lssar_pl", ATTN_LSSAR, 15, true},           {"softmax_rw_pl", ATTN_SOFTMAX_RW, 15, true},
         {"sigmoid_l1_rw_pl", ATTN_SIGMOID_L1_RW, 15, true}, {"relu_l1_rw_pl", ATTN_RELU_L1_RW, 15, true},
         {"sigmoid_tl", ATTN_SIGMOID, 15, false, 16},  {"relu_tl", ATTN_RELU, 15, false, 16},
+        {"ssmax", ATTN_SSMAX, 15, false},             {"softmax_tl", ATTN_SOFTMAX, 15, false, 16},
+        {"softmax_rw_tl", ATTN_SOFTMAX_RW, 3, false, 16},
     };
     Rng rng(11);
     std::vector<int> tokens(B * T);

@@ -1,5 +1,6 @@
 // The whole GPT-2 + RoPE model on the CPU reference (float64) against finite differences:
-// every parameter gradient of a tiny model, for every attention variant and p in {1, 3, 15}.
+// every parameter gradient of a tiny model, for every attention variant and p in {1, 3, 15}, learned
+// p, ssmax's s, and the length terms (attn_len) below, at and beyond their length.
 // Plus config validation and input checks.
 // Tolerance: relative error < 1e-6 per element (see gradcheck.h for the metric and the step).
 #include <doctest/doctest.h>
@@ -100,6 +101,11 @@ TEST_CASE("whole model gradients, relu with attn_len 5") { check_model_gradients
 TEST_CASE("whole model gradients, softmax_rw p=3") { check_model_gradients(ATTN_SOFTMAX_RW, 3); }
 TEST_CASE("whole model gradients, sigmoid_l1_rw p=15") { check_model_gradients(ATTN_SIGMOID_L1_RW, 15); }
 TEST_CASE("whole model gradients, relu_l1_rw p=3") { check_model_gradients(ATTN_RELU_L1_RW, 3); }
+// log-length scaling at attn_len 5 of T = 9: rows within it unscaled, rows beyond it scaled
+TEST_CASE("whole model gradients, softmax with attn_len 5") { check_model_gradients(ATTN_SOFTMAX, 0, 0, 5); }
+TEST_CASE("whole model gradients, softmax_rw p=3 with attn_len 5") { check_model_gradients(ATTN_SOFTMAX_RW, 3, 0, 5); }
+// ssmax: s of every (layer, head) is a parameter tensor (dssmax_s), checked with the others
+TEST_CASE("whole model gradients, ssmax") { check_model_gradients(ATTN_SSMAX, 0); }
 // learned p: theta of every (layer, head) is a parameter tensor, checked with the others
 TEST_CASE("whole model gradients, lssar with learned p from 3") { check_model_gradients(ATTN_LSSAR, 3, 1); }
 TEST_CASE("whole model gradients, softmax_rw with learned p from 15") { check_model_gradients(ATTN_SOFTMAX_RW, 15, 1); }
@@ -116,6 +122,61 @@ TEST_CASE("learned p starts at -p, one theta per layer and head") {
     GPT2<float> fixed(tiny_config(ATTN_LSSAR, 15, 0));
     CHECK(fixed.param_sizes[P_PTHETA] == 0);
     CHECK(fixed.num_parameters + 4 == model.num_parameters);
+}
+
+TEST_CASE("ssmax's s starts at SSMAX_S0, one per layer and head, and moves the loss") {
+    GPT2<double> model(tiny_config(ATTN_SSMAX, 0));
+    model.init(3);
+    REQUIRE(model.param_sizes[P_SSMAX_S] == 4);  // 2 layers x 2 heads
+    std::vector<float> params(model.params.begin(), model.params.end());
+    std::vector<double> s = ssmax_s_values(model.config, params.data());
+    REQUIRE(s.size() == 4);
+    for (double v : s) CHECK(v == (double)(float)SSMAX_S0);
+    CHECK(model.param_sizes[P_PTHETA] == 0);
+    GPT2<double> softmax(tiny_config(ATTN_SOFTMAX, 0));
+    CHECK(softmax.param_sizes[P_SSMAX_S] == 0);
+    CHECK(softmax.num_parameters + 4 == model.num_parameters);
+    // every s reaches the loss: a nonzero gradient for each (layer, head)
+    int B = 1, T = 8;
+    std::vector<int> inputs(B * T), targets(B * T);
+    for (int i = 0; i < B * T; i++) inputs[i] = (3 * i + 1) % 37, targets[i] = (5 * i + 2) % 37;
+    perturb_parameters(model, 5);
+    model.forward(inputs.data(), targets.data(), B, T);
+    model.zero_grad();
+    model.backward();
+    for (int k = 0; k < 4; k++) CHECK(model.grad(P_SSMAX_S)[k] != 0.0);
+    CHECK(ssmax_s_summary({0.5, 0.25, 1.0}) == "s mean 0.5833 min 0.25 max 1");
+}
+
+// Log-length scaling's factor is exactly 1 within attn_len, so a model at T <= attn_len is the plain
+// model bit for bit (loss and every gradient); at T > attn_len the rows beyond it change the loss.
+TEST_CASE("log-length scaling: within attn_len softmax and softmax_rw are bit for bit unchanged, beyond it not") {
+    for (AttnKind kind : {ATTN_SOFTMAX, ATTN_SOFTMAX_RW}) {
+        CAPTURE(attn_kind_name(kind));
+        GPT2<float> plain(tiny_config(kind, 3)), scaled(tiny_config(kind, 3, 0, 8));
+        plain.init(5);
+        Rng rng(9);  // larger qkv weights: attention far from uniform, so that scaling its scores shows
+        for (size_t k = 0; k < plain.param_sizes[P_QKVW]; k++) plain.param(P_QKVW)[k] += (float)(0.3 * rng.normal());
+        scaled.params = plain.params;
+        for (int T : {8, 16}) {
+            CAPTURE(T);
+            int B = 2;
+            std::vector<int> inputs(B * T), targets(B * T);
+            for (int i = 0; i < B * T; i++) inputs[i] = (7 * i + 3) % 37, targets[i] = (11 * i + 1) % 37;
+            float a = plain.forward(inputs.data(), targets.data(), B, T);
+            float b = scaled.forward(inputs.data(), targets.data(), B, T);
+            if (T <= 8) {
+                CHECK(a == b);
+                plain.zero_grad();
+                plain.backward();
+                scaled.zero_grad();
+                scaled.backward();
+                CHECK(plain.grads == scaled.grads);
+            } else {
+                CHECK(a != b);
+            }
+        }
+    }
 }
 
 TEST_CASE("initialisation follows GPT-2") {
@@ -164,8 +225,11 @@ TEST_CASE("invalid configs are rejected with a message naming the field") {
         {"learn_p", [](GPT2Config& c) { c.attn = ATTN_LSSA; c.learn_p = 1; }},
         {"learn_p", [](GPT2Config& c) { c.p = 1.0f; c.learn_p = 1; }},
         {"p", [](GPT2Config& c) { c.attn = ATTN_SIGMOID_L1_RW; c.p = 0.9f; }},
-        {"attn_len = 16 is defined for sigmoid, relu only", [](GPT2Config& c) { c.attn_len = 16; }},
-        {"attn_len = 16 is defined for sigmoid, relu only", [](GPT2Config& c) { c.attn = ATTN_SOFTMAX; c.attn_len = 16; }},
+        {"attn_len = 16 is defined for softmax, sigmoid, relu, softmax_rw only", [](GPT2Config& c) { c.attn_len = 16; }},
+        {"attn_len = 16 is defined for softmax, sigmoid, relu, softmax_rw only",
+         [](GPT2Config& c) { c.attn = ATTN_SSMAX; c.attn_len = 16; }},
+        {"attn_len = 1: log-length scaling divides by ln(attn_len)", [](GPT2Config& c) { c.attn = ATTN_SOFTMAX; c.attn_len = 1; }},
+        {"attn_len = 1: log-length scaling divides by ln(attn_len)", [](GPT2Config& c) { c.attn = ATTN_SOFTMAX_RW; c.attn_len = 1; }},
         {"attn_len = -1 must be >= 0", [](GPT2Config& c) { c.attn = ATTN_SIGMOID; c.attn_len = -1; }},
         {"attn_len = -16 must be >= 0", [](GPT2Config& c) { c.attn = ATTN_RELU; c.attn_len = -16; }},
     };
@@ -177,12 +241,14 @@ TEST_CASE("invalid configs are rejected with a message naming the field") {
         CHECK(err.find(k.field) != std::string::npos);
         CHECK_THROWS_AS(GPT2<float>{c}, std::invalid_argument);
     }
-    for (AttnKind kind : {ATTN_SOFTMAX, ATTN_LSSA, ATTN_SIGMOID, ATTN_RELU}) {
+    for (AttnKind kind : {ATTN_SOFTMAX, ATTN_LSSA, ATTN_SIGMOID, ATTN_RELU, ATTN_SSMAX}) {
         GPT2Config ok = tiny_config(kind, 0.0f);  // p is not used without re-weighting
         CHECK(gpt2_config_error(ok).empty());
     }
     for (AttnKind kind : {ATTN_SIGMOID, ATTN_RELU})
         for (int attn_len : {1, 16, 1024}) CHECK(gpt2_config_error(tiny_config(kind, 0.0f, 0, attn_len)).empty());
+    for (AttnKind kind : {ATTN_SOFTMAX, ATTN_SOFTMAX_RW})
+        for (int attn_len : {2, 16, 1024}) CHECK(gpt2_config_error(tiny_config(kind, 1.0f, 0, attn_len)).empty());
 }
 
 TEST_CASE("token ids out of range are refused") {

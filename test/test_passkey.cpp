@@ -333,14 +333,15 @@ TEST_CASE("the tool scores a checkpoint at several lengths and writes the CSV") 
     CHECK(r.output.find("length 512 trial 5/5") != std::string::npos);
     std::vector<std::vector<std::string>> rows = read_csv(csv);
     REQUIRE(rows.size() == 3);
-    CHECK(rows[0] == std::vector<std::string>{"length", "accuracy", "trials"});
+    CHECK(rows[0] == std::vector<std::string>{"length", "accuracy", "trials", "log_len_scaling"});
     // the same model and draws in this process give the same accuracies (the CPU back end is
     // deterministic for a fixed thread count: the verdicts are bitwise the same)
     RealModel model(c);
     model.init(42);
     int lengths[2] = {256, 512};
     for (int i = 0; i < 2; i++) {
-        REQUIRE(rows[i + 1].size() == 3);
+        REQUIRE(rows[i + 1].size() == 4);
+        CHECK(rows[i + 1][3] == "0");  // log-length scaling off
         CHECK(std::stoi(rows[i + 1][0]) == lengths[i]);
         CHECK(std::stoi(rows[i + 1][2]) == 5);
         PasskeyResult want = passkey_eval_length(model, parts(), lengths[i], 5, 11, nullptr);

@@ -4,7 +4,8 @@
 // float32. float64 follows PyTorch's whole run; float32 is checked step by step against the float64
 // step from its own state, each parameter within a bound derived from its gradient's float32 error
 // and AdamW's sensitivity at that gradient's size (adamw_sensitivity), so that no bound depends on
-// which BLAS kernel rounded the gradient.
+// which BLAS kernel rounded the gradient. Also ssmax (its s per layer and head) and log-length
+// scaling (softmax, softmax_rw with attn_len below T).
 // Each run regenerates the PyTorch debug states with /usr/bin/python3; where PyTorch is missing,
 // the stored copies in test/data/ are used, and the test says which.
 #include <doctest/doctest.h>
@@ -21,7 +22,7 @@
 #include "test/adamw_bound.h"
 
 constexpr int STATE_MAGIC = 20241129;
-constexpr int STATE_VERSION = 1;
+constexpr int STATE_VERSION = 2;  // 2 adds attn_len, the header's 13th int (version 1: 12, attn_len 0)
 
 struct TorchState {
     GPT2Config config;
@@ -39,12 +40,13 @@ static void read_exact(FILE* f, void* dst, size_t bytes, const std::string& path
 static TorchState load_state(const std::string& path) {
     FILE* f = fopen(path.c_str(), "rb");
     REQUIRE_MESSAGE(f != nullptr, "cannot open " << path);
-    int h[12];
+    int h[13] = {};
     double d[7];
-    read_exact(f, h, sizeof h, path);
-    read_exact(f, d, sizeof d, path);
+    read_exact(f, h, 12 * sizeof(int), path);
     REQUIRE_MESSAGE(h[0] == STATE_MAGIC, path << ": bad magic " << h[0]);
-    REQUIRE_MESSAGE(h[1] == STATE_VERSION, path << ": version " << h[1] << ", expected " << STATE_VERSION);
+    REQUIRE_MESSAGE((h[1] == 1 || h[1] == STATE_VERSION), path << ": version " << h[1] << ", expected 1 or " << STATE_VERSION);
+    if (h[1] == 2) read_exact(f, &h[12], sizeof(int), path);
+    read_exact(f, d, sizeof d, path);
     TorchState s;
     GPT2Config& c = s.config;
     c.num_layers = h[2];
@@ -57,6 +59,7 @@ static TorchState load_state(const std::string& path) {
     s.T = h[9];
     s.steps = h[10];
     c.max_seq_len = s.T;
+    c.attn_len = h[12];
     c.p = (float)d[0];
     c.rope_base = (float)d[1];
     s.lr = d[2];
@@ -85,15 +88,17 @@ static TorchState load_state(const std::string& path) {
 }
 
 // Regenerates the state with PyTorch; falls back to the stored copy. Returns the path used.
-static std::string torch_state(const char* attn, const char* p) {
-    std::string fresh = std::string("build/torch_state_") + attn + ".bin";
+// attn_len > 0: the state of that attn_len, named torch_state_<attn>_len<attn_len>.
+static std::string torch_state(const char* attn, const char* p, int attn_len = 0) {
+    std::string name = std::string("torch_state_") + attn + (attn_len ? "_len" + std::to_string(attn_len) : "");
+    std::string fresh = "build/" + name + ".bin";
     std::string cmd = std::string("/usr/bin/python3 test/gpt2_torch.py --attn ") + attn + " --p " + p +
-                      " --out " + fresh + " > build/torch_state_" + attn + ".log 2>&1";
+                      " --attn-len " + std::to_string(attn_len) + " --out " + fresh + " > build/" + name + ".log 2>&1";
     if (system(cmd.c_str()) == 0) {
         MESSAGE("PyTorch regenerated " << fresh);
         return fresh;
     }
-    std::string stored = std::string("test/data/torch_state_") + attn + ".bin";
+    std::string stored = "test/data/" + name + ".bin";
     MESSAGE("PyTorch not available (/usr/bin/python3 -c 'import torch' failed): using the stored copy " << stored);
     return stored;
 }
@@ -325,9 +330,10 @@ static Tolerances float32_tolerances(const char* attn, double p) {
 
 extern "C" char* openblas_get_corename(void);
 
-static void check_variant(const char* attn, const char* p) {
-    std::string path = torch_state(attn, p);
+static void check_variant(const char* attn, const char* p, int attn_len = 0) {
+    std::string path = torch_state(attn, p, attn_len);
     TorchState s = load_state(path);
+    REQUIRE(s.config.attn_len == attn_len);
     MESSAGE("OpenBLAS kernel: " << std::string(openblas_get_corename()));
     compare_float64(s, TOL64, std::string(attn) + " float64");
     compare_float32(s, float32_tolerances(attn, atof(p)), std::string(attn) + " float32");
@@ -341,6 +347,11 @@ TEST_CASE("CPU reference matches PyTorch: relu") { check_variant("relu", "1"); }
 TEST_CASE("CPU reference matches PyTorch: softmax_rw p=3") { check_variant("softmax_rw", "3"); }
 TEST_CASE("CPU reference matches PyTorch: sigmoid_l1_rw p=15") { check_variant("sigmoid_l1_rw", "15"); }
 TEST_CASE("CPU reference matches PyTorch: relu_l1_rw p=3") { check_variant("relu_l1_rw", "3"); }
+// ssmax: s per (layer, head) a parameter tensor, its gradient and AdamW steps with the others
+TEST_CASE("CPU reference matches PyTorch: ssmax") { check_variant("ssmax", "1"); }
+// log-length scaling at attn_len 8 of T = 16: rows 8-15 scaled, rows 0-7 as softmax's
+TEST_CASE("CPU reference matches PyTorch: softmax with attn_len 8") { check_variant("softmax", "1", 8); }
+TEST_CASE("CPU reference matches PyTorch: softmax_rw p=3 with attn_len 8") { check_variant("softmax_rw", "3", 8); }
 
 // The bound is not so loose that a wrong gradient passes: one AdamW step of the float32 softmax
 // model with its gradient altered before the update.

@@ -45,6 +45,8 @@
 #include "runtime/run_dir.h"
 
 static const char* TRAINER = "./train_gpt2cpu_lssar";
+static const char* SSMAX_TRAINER = "./train_gpt2cpu_ssmax";  // ssmax: s learned per layer and head
+static const char* SOFTMAX_TRAINER = "./train_gpt2cpu_softmax";
 static const char* EMU_TRAINER = "./build/train_gpt2cu_emu_lssar";  // the CUDA back end, emulated
 static const char* LVL_TOOL = "./build/loss_vs_length_cpu_lssar -pr ref";  // the reference path, against the fp32 model
 static const int VOCAB = 512;
@@ -72,9 +74,9 @@ static const std::string& data_dir() {
 }
 
 // the common flags of a tiny run: 2 layers, 32 channels, vocab 512, B 4, T 16
-static std::string tiny_run(const std::string& out_dir, const std::string& extra) {
+static std::string tiny_run(const std::string& out_dir, const std::string& extra, const char* trainer = TRAINER) {
     const std::string& d = data_dir();
-    return std::string(TRAINER) + " -i " + d + "/train_*.bin -j " + d + "/val_*.bin -e d2c32h2v512 -b 4 -t 16 " +
+    return std::string(trainer) + " -i " + d + "/train_*.bin -j " + d + "/val_*.bin -e d2c32h2v512 -b 4 -t 16 " +
            "-d 128 -l 3e-3 -u 3 -q 0.1 -c 0.1 -v 4 -m 2 -s 5 -g 4 -gk 8 -o " + out_dir + " " + extra;
 }
 
@@ -650,6 +652,53 @@ TEST_CASE("learned p (-pl 1): logged every step, saved, printed by the evaluatio
     }
 }
 
+TEST_CASE("ssmax: s logged every step, saved in the weights, moved by training, resumed bit for bit") {
+    TempDir a, b;
+    Result ra = run(tiny_run(a.path, "-x 8 -n 4", SSMAX_TRAINER));
+    INFO(ra.output);
+    REQUIRE(ra.code == 0);
+    CHECK(ra.output.find("ssmax attention s learned per layer and head from 0.43") != std::string::npos);
+    CHECK(ra.output.find("| s mean ") != std::string::npos);
+    CHECK(read_file(a.path + "/log.jsonl").find("\"s\":[") != std::string::npos);
+    Checkpoint ck;
+    checkpoint_read(a.path + "/ckpt_00000008.bin", ck);
+    REQUIRE(ck.config.attn == ATTN_SSMAX);
+    std::vector<double> s = ssmax_s_values(ck.config, ck.params.data());
+    REQUIRE(s.size() == 4);  // 2 layers x 2 heads
+    for (double v : s) CHECK(v != (double)(float)SSMAX_S0);  // trained: moved away from the start
+    // stopped at 3 and resumed: the same weights (s among them), AdamW moments and losses, to the bit
+    Result rb1 = run(tiny_run(b.path, "-x 8 -n 4 -xi 3", SSMAX_TRAINER));
+    INFO(rb1.output);
+    REQUIRE(rb1.code == 0);
+    Result rb2 = run(tiny_run(b.path, "-x 8 -n 4 -y 1", SSMAX_TRAINER));
+    INFO(rb2.output);
+    REQUIRE(rb2.code == 0);
+    CHECK(rb2.output.find("resumed from " + b.path + "/ckpt_00000003.bin at step 3") != std::string::npos);
+    CHECK(read_file(a.path + "/ckpt_00000008.bin") == read_file(b.path + "/ckpt_00000008.bin"));
+    CHECK(read_file(optimizer_shard_path(a.path, 8, 0, 1)) == read_file(optimizer_shard_path(b.path, 8, 0, 1)));
+    CHECK(loss_records(a.path + "/log.jsonl") == loss_records(b.path + "/log.jsonl"));
+    // -pl 1 is learned p, which ssmax does not have
+    check_refused(run(tiny_run(a.path + "/pl", "-x 1 -pl 1 -p 3", SSMAX_TRAINER)), {"-pl 1"});
+}
+
+TEST_CASE("softmax -tl 1: log-length scaling beyond -t, so training at -t is the plain run bit for bit; attn_len saved") {
+    TempDir a, b;
+    Result ra = run(tiny_run(a.path, "-x 4 -n 4", SOFTMAX_TRAINER));
+    INFO(ra.output);
+    REQUIRE(ra.code == 0);
+    Result rb = run(tiny_run(b.path, "-x 4 -n 4 -tl 1", SOFTMAX_TRAINER));
+    INFO(rb.output);
+    REQUIRE(rb.code == 0);
+    CHECK(rb.output.find("(log-length scaling beyond attn_len 16)") != std::string::npos);
+    CHECK(loss_records(a.path + "/log.jsonl") == loss_records(b.path + "/log.jsonl"));
+    Checkpoint ca, cb;
+    checkpoint_read(a.path + "/ckpt_00000004.bin", ca);
+    checkpoint_read(b.path + "/ckpt_00000004.bin", cb);
+    CHECK(ca.config.attn_len == 0);
+    CHECK(cb.config.attn_len == 16);
+    CHECK(ca.params == cb.params);
+}
+
 // attn_len (-tl 1) in the model file's header: the int32 after learn_p, the slot older files left zero
 // (scripts/export.py reads it at byte 188), so they load with attn_len = 0, the row's n_t.
 TEST_CASE("attn_len: a checkpoint keeps it, older files read 0, bad values are refused, a resume must match") {
@@ -707,9 +756,12 @@ TEST_CASE("attn_len: a checkpoint keeps it, older files read 0, bad values are r
     std::string neg = with_slot(ATTN_SIGMOID, -1);
     CHECK(neg.find("corrupt header") != std::string::npos);
     CHECK(neg.find("attn_len = -1") != std::string::npos);
-    std::string other = with_slot(ATTN_SOFTMAX, 16);
+    std::string other = with_slot(ATTN_LSSA, 16);
     CHECK(other.find("attn_len = 16") != std::string::npos);
-    CHECK(other.find("sigmoid, relu") != std::string::npos);
+    CHECK(other.find("softmax, sigmoid, relu, softmax_rw") != std::string::npos);
+    // softmax's log-length scaling: any L >= 2 (ln(L) divides), not 1
+    CHECK(with_slot(ATTN_SOFTMAX, 16).empty());
+    CHECK(with_slot(ATTN_SOFTMAX, 1).find("attn_len = 1: log-length scaling") != std::string::npos);
     // writing one is refused too
     ck.config.attn = ATTN_LSSAR;
     ck.config.attn_len = 16;
