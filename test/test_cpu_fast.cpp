@@ -594,13 +594,11 @@ TEST_CASE("fast path vs reference, 10 AdamW steps, fp32 and bf16 numerics: LSSAR
 }
 
 // ssmax: every gradient tensor (dssmax_s among them) and the losses as for the other variants.
-// Skipped: the fast path's attention (attention/attention_fast_cpu.h) does not compute ssmax's
-// scores yet; enable it with that.
-TEST_CASE("fast path vs reference, 10 AdamW steps, fp32 and bf16 numerics: ssmax (ds too)" * doctest::skip(true)) {
+TEST_CASE("fast path vs reference, 10 AdamW steps, fp32 and bf16 numerics: ssmax (ds too)") {
     compare_every_target(ATTN_SSMAX);
 }
 
-// The fast path's graph for ssmax, whatever its attention computes: the s tensor (layers x heads)
+// The fast path's graph for ssmax: the s tensor (layers x heads)
 // is in its weights, a step runs through forward, backward and update to a finite loss, gradient
 // and s, and the AdamW update moves s by at most about the learning rate (AdamW's step bound).
 TEST_CASE("fast path, fp32 and bf16: ssmax's s is one weight per layer and head, and a step keeps it finite") {
