@@ -19,10 +19,11 @@
 // What the backward knows of query row t (one per row of a query tile, in shared memory).
 // A row past T is dead: its weights and score gradients come out 0 without a mask.
 struct AttnRowInfo {
-    float score_scale;  // the factor on q~ . k~ in score units (attn_score_unit): lam fac_q (cos_len) or 1/sqrt(hd)
+    float score_scale;  // the factor on q~ . k~ in score units (attn_score_unit): lam fac_q (cos_len) or
+                        // attn_row_factor (dot scores: 1/sqrt(hd), log-length scaled, ssmax's s ln(n_t) / sqrt(hd))
     float scale;        // the same in natural units: the factor on ds for dK
-    float dq_scale;     // lam or 1/sqrt(hd): the factor on ds for dQ, times k_fac; used for cos_len only
-                        // (dot scores' dQ takes its 1/sqrt(hd) in attn_normgrad_kernel)
+    float dq_scale;     // cos_len: lam, the factor on ds for dQ, times k_fac (dot scores' dQ takes its
+                        // factor in attn_normgrad_kernel); ssmax: ln(n_t) / sqrt(hd), the factor of dL/ds
     float bias;         // the score's bias, in score units
     float norm;         // l1: lse in log2 units (exp; as saved) or 1/S1 (0 for a row with S1 = 0); mean: 1/n
                         // (n = attn_len_n: n_t, or the constant attn_len > 0)
@@ -57,9 +58,10 @@ __device__ __forceinline__ float attn_A_dev(float sv, float norm, float n, float
     }
 }
 
+// hp: the head parameter (ssmax's s; re-weighting's p is not part of the score)
 template <AttnKind K, int HD>
 __device__ __forceinline__ AttnRowInfo attn_row_info(int t, int T, const float* st, const float* rd, const float* sc,
-                                                     int attn_len) {
+                                                     int attn_len, float hp) {
     using V = AttnTraits<K>;
     AttnRowInfo ri{};
     ri.n = 1.0f;  // a dead row: A = 0 (exp: 2^(0 - inf); l1: 1/S1 = 0; mean: relu(0)/1), dA = 0 from dy = 0
@@ -67,10 +69,10 @@ __device__ __forceinline__ AttnRowInfo attn_row_info(int t, int T, const float* 
         ri.norm = V::phi == ATTN_PHI_EXP ? INFINITY : 0.0f;
         return ri;
     }
-    float factor = attn_row_factor<K, HD>(t);
+    float factor = attn_row_factor<K, HD>(t, attn_len, hp);
     ri.scale = factor * (sc ? sc[T + t] : 1.0f);
     ri.score_scale = ri.scale * attn_score_unit<K>();
-    ri.dq_scale = factor;
+    ri.dq_scale = AttnTraits<K>::ssmax ? attn_ssmax_len<HD>(t) : factor;
     ri.bias = attn_row_bias<K>(t, attn_len) * attn_score_unit<K>();
     ri.n = (float)(t + 1);
     if (V::norm == ATTN_NORM_MEAN) { ri.norm = 1.0f / (float)attn_len_n_dev(t, attn_len); }
@@ -108,7 +110,7 @@ template <int HD, AttnKind K, bool LEARN_P> constexpr int attn_rowd_min_blocks()
 template <int HD, AttnKind K, bool LEARN_P>
 __global__ void __launch_bounds__(AttnTile<HD>::THREADS, (attn_rowd_min_blocks<HD, K, LEARN_P>()))
 attention_rowd_kernel(float* rowd, float* dp_head, const floatX* dout, const floatX* qkv, const float* stats,
-                      const float* scales, int T, int NH, float p, const float* p_head) {
+                      const float* scales, int T, int NH, float p, const float* p_head, int attn_len) {
     static_assert(AttnTraits<K>::reweight, "the D1 pass is the re-weighting variants' (attention_rowdot_kernel otherwise)");
     using Tile = AttnTile<HD>;
     constexpr int ROWS = Tile::ROWS, LD = Tile::LD, RT = Tile::RTILES;
@@ -159,7 +161,7 @@ attention_rowd_kernel(float* rowd, float* dp_head, const floatX* dout, const flo
         row[r] = q0 + warp * 16 + lane / 4 + 8 * r;
         int t = min(row[r], T - 1);
         const float* st = stats + ((size_t)bh * T + t) * 3;
-        ri[r] = attn_row_info<K, HD>(row[r], T, st, zero, sc, 0);  // re-weighting variants: no attn_len
+        ri[r] = attn_row_info<K, HD>(row[r], T, st, zero, sc, attn_len, p);  // (attn_len: softmax_rw's log-length scaling)
         row_scale[r] = ri[r].score_scale;
         row_bias[r] = ri[r].bias;
     }
@@ -279,6 +281,12 @@ template <int HD, AttnKind K> __host__ __device__ constexpr size_t attn_bwd_dyna
 // 1/sqrt(hd) by attn_normgrad_kernel; keys past T occur on the diagonal tile alone, masked there)
 // grid (ceil(T/ROWS), B*NH), block THREADS, attn_bwd_dynamic_smem<HD, K>() bytes of dynamic shared
 // memory; dqh must be zero on entry. p_head: as the forward's.
+// ssmax's dL/ds (dp_head non-null: dp_head[h] += it) is summed here, where every element's fp32 ds
+// and unrounded q.k meet: dL/ds_h = sum_t ln(n_t)/sqrt(hd) sum_j ds_tj (q_t . k_j), each lane over
+// its elements, then one fp32 atomic per warp. (Learned p's dL/dp needs the re-weighting's per-row
+// sums, which only its row pass has; ssmax has no row pass over the keys, and the alternative,
+// q_t . dqh_t per row after this kernel, would take ds as rounded to bf16 for the dQ product and one
+// atomic per row.)
 // 8 warps per SM (up to 255 registers): at 12 (minBlocks 12 / WARPS: <= 168 registers) every
 // variant spills at hd 64 at sm_90 (the figures per variant and head size:
 // doc/performance.md, section 'Launch bounds and spills'). The D1 pass, attention_rowd_kernel,
@@ -287,7 +295,7 @@ template <int HD, AttnKind K>
 __global__ void __launch_bounds__(AttnTile<HD>::THREADS)
 attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* dout, const floatX* qkv,
                           const float* stats, const float* rowd, const float* scales, int T, int NH, float p,
-                          const float* p_head, int attn_len) {
+                          const float* p_head, float* dp_head, int attn_len) {
     using Tile = AttnTile<HD>;
     constexpr int ROWS = Tile::ROWS, LD = Tile::LD, LDS = Tile::LDS, RT = Tile::RTILES;
     SHARED_TILE(sK, ROWS * LD);
@@ -310,7 +318,7 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
     int kt = blockIdx.x;
     int k0 = kt * ROWS;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    if constexpr (AttnTraits<K>::reweight) { attn_head_p(p_head, hp.h, &p); }
+    if constexpr (AttnTraits<K>::reweight || AttnTraits<K>::ssmax) { attn_head_p(p_head, hp.h, &p); }
 
     // the block's keys K~ (also the B operand of dQ) and values, read as the warp's A fragments
     // on every query tile (fewer live registers than holding them), copied asynchronously with
@@ -336,7 +344,7 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
         int i = threadIdx.x, t = min(q0 + i, T - 1);
         if (i < ROWS) {
             row_info[buf * ROWS + i] = attn_row_slot<AttnTraits<K>::reweight>(attn_row_info<K, HD>(
-                q0 + i, T, stats + ((size_t)bh * T + t) * 3, rowd + ((size_t)bh * T + t) * 2, sc, attn_len));
+                q0 + i, T, stats + ((size_t)bh * T + t) * 3, rowd + ((size_t)bh * T + t) * 2, sc, attn_len, p));
         }
     };
     const int num_qt = ceil_div(T, ROWS);
@@ -348,6 +356,7 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
     }
 
     FragC dk_acc[Tile::HTILES], dv_acc[Tile::HTILES];
+    float ds_dot = 0.0f;  // ssmax: the lane's sum of ln(n_t)/sqrt(hd) ds_tj (q_t . k_j)
     ATTN_UNROLL
     for (int nt = 0; nt < Tile::HTILES; nt++) {
         frag_zero(dk_acc[nt]);
@@ -399,6 +408,7 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
                     if constexpr (AttnTraits<K>::cos_len) { sv *= kfac[r]; }
                     if constexpr (AttnTraits<K>::score == ATTN_SCORE_DOT_LOGN) { sv += ri.bias; }
                     attn_element_grad<K>(sv, dw[nt].x[i], ri, p, &P, &ds);
+                    if constexpr (AttnTraits<K>::ssmax) { ds_dot = fmaf(ds * s[nt].x[i], ri.dq_scale, ds_dot); }
                 }
                 s[nt].x[i] = P;
                 dsk[nt].x[i] = ds * ri.scale;
@@ -421,6 +431,10 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
     };
     tile(kt, std::true_type{});
     for (int qt = kt + 1; qt < num_qt; qt++) { tile(qt, std::false_type{}); }
+    if constexpr (AttnTraits<K>::ssmax) {
+        ds_dot = warp_sum(ds_dot);
+        if (dp_head != nullptr && lane == 0 && ds_dot != 0.0f) { atomicAdd(dp_head + hp.h, ds_dot); }
+    }
 
     // dv (bf16) and dk of the warp's keys: fp32 into dkh for cos_len (finished by
     // attn_normgrad_kernel), bf16 straight into dqkv for dot scores
