@@ -22,8 +22,8 @@ struct AttnRowInfo {
     float score_scale;  // the factor on q~ . k~ in score units (attn_score_unit): lam fac_q (cos_len) or
                         // attn_row_factor (dot scores: 1/sqrt(hd), log-length scaled, ssmax's s ln(n_t) / sqrt(hd))
     float scale;        // the same in natural units: the factor on ds for dK
-    float dq_scale;     // cos_len: lam, the factor on ds for dQ, times k_fac (dot scores' dQ takes its
-                        // factor in attn_normgrad_kernel); ssmax: ln(n_t) / sqrt(hd), the factor of dL/ds
+    float dq_scale;     // lam or attn_row_factor: the factor on ds for dQ, times k_fac; used for cos_len only
+                        // (dot scores' dQ takes its factor in attn_normgrad_kernel)
     float bias;         // the score's bias, in score units
     float norm;         // l1: lse in log2 units (exp; as saved) or 1/S1 (0 for a row with S1 = 0); mean: 1/n
                         // (n = attn_len_n: n_t, or the constant attn_len > 0)
@@ -72,7 +72,7 @@ __device__ __forceinline__ AttnRowInfo attn_row_info(int t, int T, const float* 
     float factor = attn_row_factor<K, HD>(t, attn_len, hp);
     ri.scale = factor * (sc ? sc[T + t] : 1.0f);
     ri.score_scale = ri.scale * attn_score_unit<K>();
-    ri.dq_scale = AttnTraits<K>::ssmax ? attn_ssmax_len<HD>(t) : factor;
+    ri.dq_scale = factor;
     ri.bias = attn_row_bias<K>(t, attn_len) * attn_score_unit<K>();
     ri.n = (float)(t + 1);
     if (V::norm == ATTN_NORM_MEAN) { ri.norm = 1.0f / (float)attn_len_n_dev(t, attn_len); }
@@ -281,12 +281,7 @@ template <int HD, AttnKind K> __host__ __device__ constexpr size_t attn_bwd_dyna
 // 1/sqrt(hd) by attn_normgrad_kernel; keys past T occur on the diagonal tile alone, masked there)
 // grid (ceil(T/ROWS), B*NH), block THREADS, attn_bwd_dynamic_smem<HD, K>() bytes of dynamic shared
 // memory; dqh must be zero on entry. p_head: as the forward's.
-// ssmax's dL/ds (dp_head non-null: dp_head[h] += it) is summed here, where every element's fp32 ds
-// and unrounded q.k meet: dL/ds_h = sum_t ln(n_t)/sqrt(hd) sum_j ds_tj (q_t . k_j), each lane over
-// its elements, then one fp32 atomic per warp. (Learned p's dL/dp needs the re-weighting's per-row
-// sums, which only its row pass has; ssmax has no row pass over the keys, and the alternative,
-// q_t . dqh_t per row after this kernel, would take ds as rounded to bf16 for the dQ product and one
-// atomic per row.)
+
 // 8 warps per SM (up to 255 registers): at 12 (minBlocks 12 / WARPS: <= 168 registers) every
 // variant spills at hd 64 at sm_90 (the figures per variant and head size:
 // doc/performance.md, section 'Launch bounds and spills'). The D1 pass, attention_rowd_kernel,
@@ -295,7 +290,7 @@ template <int HD, AttnKind K>
 __global__ void __launch_bounds__(AttnTile<HD>::THREADS)
 attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* dout, const floatX* qkv,
                           const float* stats, const float* rowd, const float* scales, int T, int NH, float p,
-                          const float* p_head, float* dp_head, int attn_len) {
+                          const float* p_head, int attn_len) {
     using Tile = AttnTile<HD>;
     constexpr int ROWS = Tile::ROWS, LD = Tile::LD, LDS = Tile::LDS, RT = Tile::RTILES;
     SHARED_TILE(sK, ROWS * LD);
@@ -318,7 +313,7 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
     int kt = blockIdx.x;
     int k0 = kt * ROWS;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    if constexpr (AttnTraits<K>::reweight || AttnTraits<K>::ssmax) { attn_head_p(p_head, hp.h, &p); }
+    if constexpr (AttnTraits<K>::reweight) { attn_head_p(p_head, hp.h, &p); }
 
     // the block's keys K~ (also the B operand of dQ) and values, read as the warp's A fragments
     // on every query tile (fewer live registers than holding them), copied asynchronously with
@@ -343,8 +338,10 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
         static_assert(Tile::THREADS >= ROWS, "one query row per thread");
         int i = threadIdx.x, t = min(q0 + i, T - 1);
         if (i < ROWS) {
+            // ssmax's s read here, at each tile, not held through the loop (a register more spills at hd 64)
+            float s_h = AttnTraits<K>::ssmax && p_head != nullptr ? p_head[hp.h] : p;
             row_info[buf * ROWS + i] = attn_row_slot<AttnTraits<K>::reweight>(attn_row_info<K, HD>(
-                q0 + i, T, stats + ((size_t)bh * T + t) * 3, rowd + ((size_t)bh * T + t) * 2, sc, attn_len, p));
+                q0 + i, T, stats + ((size_t)bh * T + t) * 3, rowd + ((size_t)bh * T + t) * 2, sc, attn_len, s_h));
         }
     };
     const int num_qt = ceil_div(T, ROWS);
@@ -356,7 +353,6 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
     }
 
     FragC dk_acc[Tile::HTILES], dv_acc[Tile::HTILES];
-    float ds_dot = 0.0f;  // ssmax: the lane's sum of ln(n_t)/sqrt(hd) ds_tj (q_t . k_j)
     ATTN_UNROLL
     for (int nt = 0; nt < Tile::HTILES; nt++) {
         frag_zero(dk_acc[nt]);
@@ -408,7 +404,6 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
                     if constexpr (AttnTraits<K>::cos_len) { sv *= kfac[r]; }
                     if constexpr (AttnTraits<K>::score == ATTN_SCORE_DOT_LOGN) { sv += ri.bias; }
                     attn_element_grad<K>(sv, dw[nt].x[i], ri, p, &P, &ds);
-                    if constexpr (AttnTraits<K>::ssmax) { ds_dot = fmaf(ds * s[nt].x[i], ri.dq_scale, ds_dot); }
                 }
                 s[nt].x[i] = P;
                 dsk[nt].x[i] = ds * ri.scale;
@@ -431,10 +426,6 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
     };
     tile(kt, std::true_type{});
     for (int qt = kt + 1; qt < num_qt; qt++) { tile(qt, std::false_type{}); }
-    if constexpr (AttnTraits<K>::ssmax) {
-        ds_dot = warp_sum(ds_dot);
-        if (dp_head != nullptr && lane == 0 && ds_dot != 0.0f) { atomicAdd(dp_head + hp.h, ds_dot); }
-    }
 
     // dv (bf16) and dk of the warp's keys: fp32 into dkh for cos_len (finished by
     // attn_normgrad_kernel), bf16 straight into dqkv for dot scores
@@ -444,5 +435,41 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
         warp_store_dk_dv<Tile::HTILES>(dkh + hp.rows_offset, C, C, dv_rows, key, T, dk_acc, dv_acc, lane);
     } else {
         warp_store_dk_dv<Tile::HTILES>(dk_rows, 3 * C, C, dv_rows, key, T, dk_acc, dv_acc, lane);
+    }
+}
+
+// ssmax's dL/ds of head h (dp_head[h] +=) from the main backward's dqh, the gradient of q before the
+// row's factor (dqh_t = sum_j ds_tj k_j):
+//   dL/ds_h = sum_t ln(n_t)/sqrt(hd) sum_j ds_tj (q_t . k_j) = sum_t ln(n_t)/sqrt(hd) (q_t . dqh_t)
+// Here and not in the main backward, where a per-lane sum over every element held through its loop
+// over the query tiles spilled at hd 64 (sm_90) and softmax's does not; dqh carries ds as rounded to
+// bf16 for the dQ product (learned p's dL/dp takes the unrounded weights of its row pass, which
+// ssmax has no need of).
+// grid (ceil(T / ATTN_SSMAX_DS_ROWS), B NH), ATTN_SSMAX_DS_WARPS warps: each warp ATTN_SSMAX_DS_ROWS /
+// ATTN_SSMAX_DS_WARPS rows, one fp32 atomic per block.
+constexpr int ATTN_SSMAX_DS_WARPS = 8, ATTN_SSMAX_DS_ROWS = 64;
+template <int HD>
+__global__ void attn_ssmax_ds_kernel(float* dp_head, const float* dqh, const floatX* qkv, int T, int NH) {
+    constexpr int PER_WARP = ATTN_SSMAX_DS_ROWS / ATTN_SSMAX_DS_WARPS;
+    SHARED_ARRAY(float, warp_sums, ATTN_SSMAX_DS_WARPS);
+    int bh = blockIdx.y, b = bh / NH, h = bh % NH, C = NH * HD;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    float sum = 0.0f;
+    for (int r = 0; r < PER_WARP; r++) {
+        int t = blockIdx.x * ATTN_SSMAX_DS_ROWS + warp * PER_WARP + r;
+        if (t >= T) { break; }
+        const floatX* q = qkv + (size_t)(b * T + t) * 3 * C + h * HD;
+        const float* g = dqh + (size_t)(b * T + t) * C + h * HD;
+        float d = 0.0f;
+        for (int i = lane; i < HD; i += 32) { d += (float)q[i] * g[i]; }
+        sum = fmaf(attn_ssmax_len<HD>(t), d, sum);
+    }
+    sum = warp_sum(sum);
+    if (lane == 0) { warp_sums[warp] = sum; }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float block_sum = 0.0f;
+        for (int w = 0; w < ATTN_SSMAX_DS_WARPS; w++) { block_sum += warp_sums[w]; }
+        if (block_sum != 0.0f) { atomicAdd(dp_head + h, block_sum); }
     }
 }

@@ -107,7 +107,10 @@ template <AttnKind K, int HD> __device__ __forceinline__ float attn_row_factor(i
     else {
         float unit = rsqrtf((float)HD);
         if (AttnTraits<K>::log_len && attn_len > 1 && t + 1 > attn_len) {
-            unit *= logf((float)(t + 1)) / logf((float)attn_len);
+            // ln(L) as ln(min(L, n_t)), the same value here: written as a function of the row, it is
+            // not hoisted out of the backward's loop over query tiles into one more live register
+            // (which made softmax's backward spill at hd 64)
+            unit *= logf((float)(t + 1)) / logf((float)min(attn_len, t + 1));
         }
         return unit;
     }

@@ -150,7 +150,7 @@ template <int HD, AttnKind K> constexpr int attn_fwd_min_blocks() {
     if (AttnTraits<K>::reweight && AttnTraits<K>::phi == ATTN_PHI_SIGMOID) { return 2; }
     if (K == ATTN_LSSAR) { return 3; }
     if (HD == 32) { return K == ATTN_RELU_L1_RW ? 3 : 4; }
-    return HD == 128 && K != ATTN_SOFTMAX && K != ATTN_SSMAX ? 6 : 3;
+    return HD == 128 && K != ATTN_SOFTMAX ? 6 : 3;
 }
 template <int HD, AttnKind K>
 __global__ void __launch_bounds__(AttnTile<HD>::THREADS, (attn_fwd_min_blocks<HD, K>()))

@@ -220,8 +220,8 @@ Reference run_reference(const Problem& pr, AttnKind kind, double p, const HeadPo
 // scores of a few hundred and more: ds ~ 1e-38, dk ~ 1e-36 from a q of 100s), whose dk the kernels
 // write as 0; a term scale below FLT_MIN is compared absolutely (compare).
 // ssmax: dL/ds of head h sums ln(n_t)/sqrt(hd) ds_tj (q_t . k_j) over rows t and keys j; its term
-// scale (dp) is the same sum with g_tj |q_t . k_j| (dp_abs 0: q . k is an fp32 sum of exact products,
-// ~hd 2^-24 relative).
+// scale (dp) is the same sum with g_tj |q_t . k_j| (dp_abs 0: the kernels' dot products are fp32 sums
+// of exact products, ~hd 2^-24 relative).
 struct TermScales {
     std::vector<double> out, dq, dk, dv, dp, dp_abs;  // (B, T, NH) each; dp, dp_abs (NH)
     std::vector<double> out_flush, dq_flush, dk_flush, dv_flush;  // (B, T, NH): the flushable terms' sums
@@ -407,9 +407,10 @@ struct Tolerances {
     double stat = 1e-4;   // fp32 sums over <= 2048 keys of fp32 scores: ~T 2^-24 relative worst case
     double dp = 1e-4;     // learned p's dL/dp, relative to its term scale: fp32 sums of terms computed
                           // in fp32 from the unrounded weights (no bf16 rounding enters it)
-    double ds = 2 * U;    // ssmax's dL/ds, relative to its term scale: fp32 ds from the unrounded weights
-                          // and fp32 q . k, but ds = A (dW - D) takes D = dy . y from the bf16 y (u of
-                          // g's |D| term); fp32 sums and exp2 (~1e-6) on top
+    double ds = 3 * U;    // ssmax's dL/ds, relative to its term scale: sum_t c_t q_t . dqh_t, dqh the fp32
+                          // sum of ds cast to bf16 (u) times k, and ds = A (dW - D) takes D = dy . y from
+                          // the bf16 y (u of g's |D| term): 2u to first order, and u more for the product
+                          // of the two and the fp32 sums and exp2 (~1e-6 relative)
 };
 
 // Checks one variant on one problem; returns the largest m (LSSAR: the largest x of any row) it saved.
