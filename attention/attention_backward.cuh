@@ -9,8 +9,9 @@
 // unrounded weights (attention_rowd_kernel); none and mean need neither. Then one block per
 // (key tile, head) walks the query tiles from the diagonal down and accumulates dV and dK in
 // registers while dQ goes to fp32 atomics; attn_normgrad_kernel maps dq-hat and dk-hat
-// through the normalisation (cos_len) or scales dq by 1/sqrt(hd) and casts it (dot scores, whose
-// dk the main pass writes).
+// through the normalisation (cos_len) or scales dq by the row's factor and casts it (dot scores,
+// whose dk the main pass writes). ssmax's dL/ds per head comes from dq-hat before that
+// (attn_ssmax_ds_kernel).
 #pragma once
 
 #include <type_traits>
@@ -277,11 +278,10 @@ template <int HD, AttnKind K> __host__ __device__ constexpr size_t attn_bwd_dyna
 //   S^T = K~ Q~^T, dW^T = V dO^T   -> P (the final weights), ds elementwise
 //   dV  += P^T dO,  dK~ += (scale ds)^T Q~   (registers)
 //   dQ~ += (dq_scale k_fac ds) K~  through shared memory and fp32 atomics into dqh
-// (dot scores: dq_scale = 1/sqrt(hd) on every row and k_fac = 1, so dQ = ds K, taken times
-// 1/sqrt(hd) by attn_normgrad_kernel; keys past T occur on the diagonal tile alone, masked there)
+// (dot scores: k_fac = 1 and dQ = ds K, taken times the row's factor (attn_row_factor) by
+// attn_normgrad_kernel; keys past T occur on the diagonal tile alone, masked there)
 // grid (ceil(T/ROWS), B*NH), block THREADS, attn_bwd_dynamic_smem<HD, K>() bytes of dynamic shared
 // memory; dqh must be zero on entry. p_head: as the forward's.
-
 // 8 warps per SM (up to 255 registers): at 12 (minBlocks 12 / WARPS: <= 168 registers) every
 // variant spills at hd 64 at sm_90 (the figures per variant and head size:
 // doc/performance.md, section 'Launch bounds and spills'). The D1 pass, attention_rowd_kernel,
@@ -407,8 +407,8 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
                 }
                 s[nt].x[i] = P;
                 dsk[nt].x[i] = ds * ri.scale;
-                // (query, key) element of dq_scale k_fac ds for dQ (dot scores: ds, the factor
-                // 1/sqrt(hd) applied by attn_normgrad_kernel)
+                // (query, key) element of dq_scale k_fac ds for dQ (dot scores: ds, the row's
+                // factor applied by attn_normgrad_kernel)
                 sdS[tl * LDS + warp * 16 + frag_row(lane, i)] =
                     (floatX)(AttnTraits<K>::cos_len ? ds * ri.dq_scale * kfac[r] : ds);
             }
