@@ -1,6 +1,7 @@
 // The attention kernels (attention/attention.cuh) against the CPU reference (attention/attention_cpu.h,
 // float64), for every variant of the family: forward output and stats, dq, dk, dv; with learned p
-// (a p per head) also dL/dp of every head.
+// (a p per head) also dL/dp of every head, with ssmax's s per head dL/ds; log-length scaling of
+// softmax and softmax_rw (attn_len).
 // Built twice from this file: with g++ on the SIMT emulator (make test) and with nvcc (make cuda,
 // run on a GPU by scripts/gpu_check_attention.sh).
 //
