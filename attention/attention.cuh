@@ -151,9 +151,11 @@ void attention_backward_hd(floatX* dqkv, const floatX* dout, const floatX* qkv, 
                                    (int)dyn_smem));
     cuda_launch((attention_backward_kernel<HD, K>), grid, Tile::THREADS, dyn_smem, stream, dqkv, s.dqh, s.dkh, dout, qkv,
                 stats, (const float*)s.rowd, (const float*)s.scales, T, NH, p, p_head, attn_len);
-    if (V::ssmax && dp_head != nullptr) {  // dL/ds from dqh, before attn_normgrad_kernel (which reads it too)
-        cuda_launch(attn_ssmax_ds_kernel<HD>, dim3(ceil_div(T, ATTN_SSMAX_DS_ROWS), B * NH), 32 * ATTN_SSMAX_DS_WARPS,
-                    0, stream, dp_head, (const float*)s.dqh, qkv, T, NH);
+    if constexpr (V::ssmax) {  // dL/ds from dqh, before attn_normgrad_kernel (which reads it too)
+        if (dp_head != nullptr) {
+            cuda_launch(attn_ssmax_ds_kernel<HD>, dim3(ceil_div(T, ATTN_SSMAX_DS_ROWS), B * NH),
+                        32 * ATTN_SSMAX_DS_WARPS, 0, stream, dp_head, (const float*)s.dqh, qkv, T, NH);
+        }
     }
     cuda_launch((attn_normgrad_kernel<HD, K>), ceil_div(rows, 8), 256, 0, stream, dqkv, (const float*)s.dqh,
                 (const float*)s.dkh, qkv, (const float*)s.scales, B, T, NH, p, p_head, attn_len);
