@@ -15,14 +15,17 @@
 //           (evaluation: attention_scratch_bytes(B, T, NH, hd, false))
 //   dqkv    (B, T, 3, NH, hd) bf16   written (=), not accumulated, like llm.c's attention
 // Memory kept between forward and backward beyond q, k, v and out: stats, 3 floats per row.
-// hd must be 32, 64 or 128. p >= 1 is the re-weighting power (ignored without re-weighting).
-// Learned p (doc/attention.md, section 'Learned p'), re-weighting variants only:
-//   p_head  (NH)                fp32   head h's p in place of p (null: p for every head)
-//   dp_head (NH)                fp32   the backward adds dL/dp of every head (summed over the batch)
-//                                      to it (null: not computed, and nothing of it is run)
+// hd must be 32, 64 or 128. p: the head parameter (attn_head_param) of every head: the re-weighting
+// power, >= 1; ssmax's s; ignored by the other variants.
+// A head parameter per head (learned p, doc/attention.md, section 'Learned p'; ssmax's learned s),
+// the re-weighting variants and ssmax only:
+//   p_head  (NH)                fp32   head h's p (or s) in place of p (null: p for every head)
+//   dp_head (NH)                fp32   the backward adds dL/dp (dL/ds) of every head (summed over the
+//                                      batch) to it (null: not computed, and nothing of it is run)
 // attn_len: the n of sigmoid's bias -ln(n) and relu's scale 1/n, 0 for the row's n_t = t + 1,
-// L > 0 for the constant L (attn_len_n, attention/attention_kind.h; a run-time argument of the
-// kernels, no instantiation of its own).
+// L > 0 for the constant L (attn_len_n, attention/attention_kind.h); for softmax and softmax_rw
+// L > 1 is log-length scaling, row t's scores times max(1, ln(n_t) / ln(L)) (attn_row_factor).
+// A run-time argument of the kernels, no instantiation of its own.
 // The kind becomes a compile-time constant through attn_dispatch: a program built for one
 // variant (make ATTN=...) holds that variant's kernels only.
 #pragma once
@@ -89,16 +92,16 @@ inline void attention_check_args(int B, int T, int NH, int hd, AttnKind kind, fl
     }
 }
 
-// Learned p exists for the re-weighting variants only: a per-head p or dp elsewhere is a
-// programming error (the model refuses such a config first).
+// A per-head parameter exists for the re-weighting variants (learned p) and ssmax (s) only: a
+// per-head p or dp elsewhere is a programming error (the model refuses such a config first).
 inline void attention_check_learned_p(AttnKind kind, const float* p_head, const float* dp_head, const char* who) {
-    if ((p_head != nullptr || dp_head != nullptr) && !attn_reweights(kind)) {
-        fprintf(stderr, "[ERROR] %s: a per-head p (learned p) was given to %s, which has no re-weighting\n", who,
-                attn_kind_name(kind));
+    if ((p_head != nullptr || dp_head != nullptr) && attn_head_param(kind) == ATTN_HEAD_NONE) {
+        fprintf(stderr, "[ERROR] %s: a per-head p (learned p, ssmax's s) was given to %s, which has no head "
+                        "parameter\n", who, attn_kind_name(kind));
         exit(EXIT_FAILURE);
     }
     if (dp_head != nullptr && p_head == nullptr) {
-        fprintf(stderr, "[ERROR] %s: dp_head without p_head: dL/dp is computed for learned p only\n", who);
+        fprintf(stderr, "[ERROR] %s: dp_head without p_head: dL/dp is computed for a learned per-head p only\n", who);
         exit(EXIT_FAILURE);
     }
 }
@@ -133,10 +136,10 @@ void attention_backward_hd(floatX* dqkv, const floatX* dout, const floatX* qkv, 
     if constexpr (V::reweight) {  // (attention_rowd_kernel exists for the re-weighting variants only)
         if (dp_head != nullptr) {  // D2, D1 and learned p's dL/dp
             cuda_launch((attention_rowd_kernel<HD, K, true>), grid, Tile::THREADS, 0, stream, s.rowd, dp_head, dout,
-                        qkv, stats, (const float*)s.scales, T, NH, p, p_head);
+                        qkv, stats, (const float*)s.scales, T, NH, p, p_head, attn_len);
         } else {  // D2 and D1 from the unrounded weights
             cuda_launch((attention_rowd_kernel<HD, K, false>), grid, Tile::THREADS, 0, stream, s.rowd,
-                        (float*)nullptr, dout, qkv, stats, (const float*)s.scales, T, NH, p, p_head);
+                        (float*)nullptr, dout, qkv, stats, (const float*)s.scales, T, NH, p, p_head, attn_len);
         }
     } else if (V::norm == ATTN_NORM_L1) {  // D2 = D1 = dy . y
         cuda_launch(attention_rowdot_kernel<HD>, ceil_div(rows, 8), 256, 0, stream, s.rowd, dout, out, B, T, NH);
@@ -148,8 +151,14 @@ void attention_backward_hd(floatX* dqkv, const floatX* dout, const floatX* qkv, 
                                    (int)dyn_smem));
     cuda_launch((attention_backward_kernel<HD, K>), grid, Tile::THREADS, dyn_smem, stream, dqkv, s.dqh, s.dkh, dout, qkv,
                 stats, (const float*)s.rowd, (const float*)s.scales, T, NH, p, p_head, attn_len);
-    cuda_launch((attn_normgrad_kernel<HD, AttnTraits<K>::cos_len>), ceil_div(rows, 8), 256, 0, stream, dqkv,
-                (const float*)s.dqh, (const float*)s.dkh, qkv, (const float*)s.scales, B, T, NH);
+    if constexpr (V::ssmax) {  // dL/ds from dqh, before attn_normgrad_kernel (which reads it too)
+        if (dp_head != nullptr) {
+            cuda_launch(attn_ssmax_ds_kernel<HD>, dim3(ceil_div(T, ATTN_SSMAX_DS_ROWS), B * NH),
+                        32 * ATTN_SSMAX_DS_WARPS, 0, stream, dp_head, (const float*)s.dqh, qkv, T, NH);
+        }
+    }
+    cuda_launch((attn_normgrad_kernel<HD, K>), ceil_div(rows, 8), 256, 0, stream, dqkv, (const float*)s.dqh,
+                (const float*)s.dkh, qkv, (const float*)s.scales, B, T, NH, p, p_head, attn_len);
 }
 
 // out, stats = attention(qkv). scratch: attention_scratch_bytes(B, T, NH, hd) bytes.
@@ -221,5 +230,33 @@ inline void learned_p_forward(float* p, const floatX* theta, int n, cudaStream_t
 
 inline void learned_p_backward(floatX* dtheta, const float* dp, const floatX* theta, int n, cudaStream_t stream = 0) {
     cuda_launch(learned_p_backward_kernel, ceil_div(n, 128), 128, 0, stream, dtheta, dp, theta, n);
+    cudaCheck(cudaGetLastError());
+}
+
+// ----------------------------------------------------------------------------
+// ssmax's parameter: s per (layer, head), a bf16 parameter tensor like learned p's theta, passed to
+// the kernels as p_head in fp32 as it is (the identity where learned p takes 1 + softplus(theta)).
+//   s  (n) bf16, the parameter;  s_heads, ds_heads (n) fp32;  ds (n) bf16, the parameter's gradient
+
+__global__ void ssmax_s_kernel(float* s_heads, const floatX* s, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) { return; }
+    s_heads[i] = (float)s[i];
+}
+
+// ds += ds_heads (accumulates, like every parameter gradient; ds_h/ds_h = 1)
+__global__ void ssmax_s_backward_kernel(floatX* ds, const float* ds_heads, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) { return; }
+    ds[i] = (floatX)((float)ds[i] + ds_heads[i]);
+}
+
+inline void ssmax_s_forward(float* s_heads, const floatX* s, int n, cudaStream_t stream = 0) {
+    cuda_launch(ssmax_s_kernel, ceil_div(n, 128), 128, 0, stream, s_heads, s, n);
+    cudaCheck(cudaGetLastError());
+}
+
+inline void ssmax_s_backward(floatX* ds, const float* ds_heads, int n, cudaStream_t stream = 0) {
+    cuda_launch(ssmax_s_backward_kernel, ceil_div(n, 128), 128, 0, stream, ds, ds_heads, n);
     cudaCheck(cudaGetLastError());
 }

@@ -9,8 +9,9 @@
 // unrounded weights (attention_rowd_kernel); none and mean need neither. Then one block per
 // (key tile, head) walks the query tiles from the diagonal down and accumulates dV and dK in
 // registers while dQ goes to fp32 atomics; attn_normgrad_kernel maps dq-hat and dk-hat
-// through the normalisation (cos_len) or scales dq by 1/sqrt(hd) and casts it (dot scores, whose
-// dk the main pass writes).
+// through the normalisation (cos_len) or scales dq by the row's factor and casts it (dot scores,
+// whose dk the main pass writes). ssmax's dL/ds per head comes from dq-hat before that
+// (attn_ssmax_ds_kernel).
 #pragma once
 
 #include <type_traits>
@@ -19,10 +20,11 @@
 // What the backward knows of query row t (one per row of a query tile, in shared memory).
 // A row past T is dead: its weights and score gradients come out 0 without a mask.
 struct AttnRowInfo {
-    float score_scale;  // the factor on q~ . k~ in score units (attn_score_unit): lam fac_q (cos_len) or 1/sqrt(hd)
+    float score_scale;  // the factor on q~ . k~ in score units (attn_score_unit): lam fac_q (cos_len) or
+                        // attn_row_factor (dot scores: 1/sqrt(hd), log-length scaled, ssmax's s ln(n_t) / sqrt(hd))
     float scale;        // the same in natural units: the factor on ds for dK
-    float dq_scale;     // lam or 1/sqrt(hd): the factor on ds for dQ, times k_fac; used for cos_len only
-                        // (dot scores' dQ takes its 1/sqrt(hd) in attn_normgrad_kernel)
+    float dq_scale;     // lam or attn_row_factor: the factor on ds for dQ, times k_fac; used for cos_len only
+                        // (dot scores' dQ takes its factor in attn_normgrad_kernel)
     float bias;         // the score's bias, in score units
     float norm;         // l1: lse in log2 units (exp; as saved) or 1/S1 (0 for a row with S1 = 0); mean: 1/n
                         // (n = attn_len_n: n_t, or the constant attn_len > 0)
@@ -57,9 +59,10 @@ __device__ __forceinline__ float attn_A_dev(float sv, float norm, float n, float
     }
 }
 
+// hp: the head parameter (ssmax's s; re-weighting's p is not part of the score)
 template <AttnKind K, int HD>
 __device__ __forceinline__ AttnRowInfo attn_row_info(int t, int T, const float* st, const float* rd, const float* sc,
-                                                     int attn_len) {
+                                                     int attn_len, float hp) {
     using V = AttnTraits<K>;
     AttnRowInfo ri{};
     ri.n = 1.0f;  // a dead row: A = 0 (exp: 2^(0 - inf); l1: 1/S1 = 0; mean: relu(0)/1), dA = 0 from dy = 0
@@ -67,7 +70,7 @@ __device__ __forceinline__ AttnRowInfo attn_row_info(int t, int T, const float* 
         ri.norm = V::phi == ATTN_PHI_EXP ? INFINITY : 0.0f;
         return ri;
     }
-    float factor = attn_row_factor<K, HD>(t);
+    float factor = attn_row_factor<K, HD>(t, attn_len, hp);
     ri.scale = factor * (sc ? sc[T + t] : 1.0f);
     ri.score_scale = ri.scale * attn_score_unit<K>();
     ri.dq_scale = factor;
@@ -108,7 +111,7 @@ template <int HD, AttnKind K, bool LEARN_P> constexpr int attn_rowd_min_blocks()
 template <int HD, AttnKind K, bool LEARN_P>
 __global__ void __launch_bounds__(AttnTile<HD>::THREADS, (attn_rowd_min_blocks<HD, K, LEARN_P>()))
 attention_rowd_kernel(float* rowd, float* dp_head, const floatX* dout, const floatX* qkv, const float* stats,
-                      const float* scales, int T, int NH, float p, const float* p_head) {
+                      const float* scales, int T, int NH, float p, const float* p_head, int attn_len) {
     static_assert(AttnTraits<K>::reweight, "the D1 pass is the re-weighting variants' (attention_rowdot_kernel otherwise)");
     using Tile = AttnTile<HD>;
     constexpr int ROWS = Tile::ROWS, LD = Tile::LD, RT = Tile::RTILES;
@@ -159,7 +162,7 @@ attention_rowd_kernel(float* rowd, float* dp_head, const floatX* dout, const flo
         row[r] = q0 + warp * 16 + lane / 4 + 8 * r;
         int t = min(row[r], T - 1);
         const float* st = stats + ((size_t)bh * T + t) * 3;
-        ri[r] = attn_row_info<K, HD>(row[r], T, st, zero, sc, 0);  // re-weighting variants: no attn_len
+        ri[r] = attn_row_info<K, HD>(row[r], T, st, zero, sc, attn_len, p);  // (attn_len: softmax_rw's log-length scaling)
         row_scale[r] = ri[r].score_scale;
         row_bias[r] = ri[r].bias;
     }
@@ -275,8 +278,8 @@ template <int HD, AttnKind K> __host__ __device__ constexpr size_t attn_bwd_dyna
 //   S^T = K~ Q~^T, dW^T = V dO^T   -> P (the final weights), ds elementwise
 //   dV  += P^T dO,  dK~ += (scale ds)^T Q~   (registers)
 //   dQ~ += (dq_scale k_fac ds) K~  through shared memory and fp32 atomics into dqh
-// (dot scores: dq_scale = 1/sqrt(hd) on every row and k_fac = 1, so dQ = ds K, taken times
-// 1/sqrt(hd) by attn_normgrad_kernel; keys past T occur on the diagonal tile alone, masked there)
+// (dot scores: k_fac = 1 and dQ = ds K, taken times the row's factor (attn_row_factor) by
+// attn_normgrad_kernel; keys past T occur on the diagonal tile alone, masked there)
 // grid (ceil(T/ROWS), B*NH), block THREADS, attn_bwd_dynamic_smem<HD, K>() bytes of dynamic shared
 // memory; dqh must be zero on entry. p_head: as the forward's.
 // 8 warps per SM (up to 255 registers): at 12 (minBlocks 12 / WARPS: <= 168 registers) every
@@ -335,8 +338,10 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
         static_assert(Tile::THREADS >= ROWS, "one query row per thread");
         int i = threadIdx.x, t = min(q0 + i, T - 1);
         if (i < ROWS) {
+            // ssmax's s read here, at each tile, not held through the loop (a register more spills at hd 64)
+            float s_h = AttnTraits<K>::ssmax && p_head != nullptr ? p_head[hp.h] : p;
             row_info[buf * ROWS + i] = attn_row_slot<AttnTraits<K>::reweight>(attn_row_info<K, HD>(
-                q0 + i, T, stats + ((size_t)bh * T + t) * 3, rowd + ((size_t)bh * T + t) * 2, sc, attn_len));
+                q0 + i, T, stats + ((size_t)bh * T + t) * 3, rowd + ((size_t)bh * T + t) * 2, sc, attn_len, s_h));
         }
     };
     const int num_qt = ceil_div(T, ROWS);
@@ -402,8 +407,8 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
                 }
                 s[nt].x[i] = P;
                 dsk[nt].x[i] = ds * ri.scale;
-                // (query, key) element of dq_scale k_fac ds for dQ (dot scores: ds, the factor
-                // 1/sqrt(hd) applied by attn_normgrad_kernel)
+                // (query, key) element of dq_scale k_fac ds for dQ (dot scores: ds, the row's
+                // factor applied by attn_normgrad_kernel)
                 sdS[tl * LDS + warp * 16 + frag_row(lane, i)] =
                     (floatX)(AttnTraits<K>::cos_len ? ds * ri.dq_scale * kfac[r] : ds);
             }
@@ -430,5 +435,41 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
         warp_store_dk_dv<Tile::HTILES>(dkh + hp.rows_offset, C, C, dv_rows, key, T, dk_acc, dv_acc, lane);
     } else {
         warp_store_dk_dv<Tile::HTILES>(dk_rows, 3 * C, C, dv_rows, key, T, dk_acc, dv_acc, lane);
+    }
+}
+
+// ssmax's dL/ds of head h (dp_head[h] +=) from the main backward's dqh, the gradient of q before the
+// row's factor (dqh_t = sum_j ds_tj k_j):
+//   dL/ds_h = sum_t ln(n_t)/sqrt(hd) sum_j ds_tj (q_t . k_j) = sum_t ln(n_t)/sqrt(hd) (q_t . dqh_t)
+// Here and not in the main backward, where a per-lane sum over every element held through its loop
+// over the query tiles spilled at hd 64 (sm_90) and softmax's does not; dqh carries ds as rounded to
+// bf16 for the dQ product (learned p's dL/dp takes the unrounded weights of its row pass, which
+// ssmax has no need of).
+// grid (ceil(T / ATTN_SSMAX_DS_ROWS), B NH), ATTN_SSMAX_DS_WARPS warps: each warp ATTN_SSMAX_DS_ROWS /
+// ATTN_SSMAX_DS_WARPS rows, one fp32 atomic per block.
+constexpr int ATTN_SSMAX_DS_WARPS = 8, ATTN_SSMAX_DS_ROWS = 64;
+template <int HD>
+__global__ void attn_ssmax_ds_kernel(float* dp_head, const float* dqh, const floatX* qkv, int T, int NH) {
+    constexpr int PER_WARP = ATTN_SSMAX_DS_ROWS / ATTN_SSMAX_DS_WARPS;
+    SHARED_ARRAY(float, warp_sums, ATTN_SSMAX_DS_WARPS);
+    int bh = blockIdx.y, b = bh / NH, h = bh % NH, C = NH * HD;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    float sum = 0.0f;
+    for (int r = 0; r < PER_WARP; r++) {
+        int t = blockIdx.x * ATTN_SSMAX_DS_ROWS + warp * PER_WARP + r;
+        if (t >= T) { break; }
+        const floatX* q = qkv + (size_t)(b * T + t) * 3 * C + h * HD;
+        const float* g = dqh + (size_t)(b * T + t) * C + h * HD;
+        float d = 0.0f;
+        for (int i = lane; i < HD; i += 32) { d += (float)q[i] * g[i]; }
+        sum = fmaf(attn_ssmax_len<HD>(t), d, sum);
+    }
+    sum = warp_sum(sum);
+    if (lane == 0) { warp_sums[warp] = sum; }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float block_sum = 0.0f;
+        for (int w = 0; w < ATTN_SSMAX_DS_WARPS; w++) { block_sum += warp_sums[w]; }
+        if (block_sum != 0.0f) { atomicAdd(dp_head + h, block_sum); }
     }
 }

@@ -9,7 +9,7 @@
 // (exact in bf16, and it keeps q.k far from fp32 overflow and underflow for huge or tiny
 // norms); the mma gives (mul_q q).(mul_k k) in fp32, and the fp32 factors fac = 1/|mul x|
 // (1/(mul eps) when |x| <= eps) finish the cosine: s = lam * fac_q * fac_k * acc.
-// Dot scores load q and k as they are: s = acc / sqrt(hd) (+ bias).
+// Dot scores load q and k as they are: s = acc times the row's factor (+ bias; attn_row_factor).
 //
 //   scales (B, NH, 4, T) fp32: q_mul, q_fac, k_mul, k_fac of every row (cos_len only), followed by
 //   kfm    (B, NH, T)    fp32: k_fac k_mul of every key row, the key factor of the forward's scores
@@ -56,8 +56,8 @@ __device__ __forceinline__ float pow_rel_max(float x, float p, float neg_p_log2_
     return exp2f(fmaf(log2f(fmaxf(x, 0.0f)), p, neg_p_log2_m));
 }
 
-// Learned p: the block's head h takes p_head[h] in place of the scalar p (p_head null: the one p
-// of every head, as the launcher passed it).
+// The head parameter (learned p, ssmax's s): the block's head h takes p_head[h] in place of the
+// scalar p (p_head null: the one p of every head, as the launcher passed it).
 __device__ __forceinline__ void attn_head_p(const float* p_head, int h, float* p) {
     if (p_head != nullptr) { *p = p_head[h]; }
 }
@@ -88,12 +88,32 @@ template <AttnKind K> __device__ __forceinline__ float attn_scaled_score(float a
 // there): the n of dot_logn's bias and of mean's scale, the row's n_t = t + 1 or the constant attn_len > 0
 __device__ __forceinline__ int attn_len_n_dev(int t, int attn_len) { return attn_len > 0 ? attn_len : t + 1; }
 
-// The factor on the tensor-core product of row t's scores: lam_t (cos_len; times fac_q by the
-// caller) or 1/sqrt(hd); and the score's bias (-ln n for dot_logn, else 0; n = attn_len_n: the row's
-// n_t, or the constant attn_len > 0). Natural units.
-template <AttnKind K, int HD> __device__ __forceinline__ float attn_row_factor(int t) {
+// ssmax's factor on q.k without its s: ln(n_t) / sqrt(hd); 0 exactly on row 0 (as lssa_lam: fast-math
+// logf(1) need not be 0). dL/ds of the head sums ds_tj (q_t . k_j) times it.
+template <int HD> __device__ __forceinline__ float attn_ssmax_len(int t) {
+    return t == 0 ? 0.0f : logf((float)(t + 1)) * rsqrtf((float)HD);
+}
+
+// The factor on the tensor-core product of row t's scores, natural units: lam_t (cos_len; times
+// fac_q by the caller); s_h ln(n_t) / sqrt(hd) (ssmax, hp = the head's s); 1/sqrt(hd) otherwise,
+// times max(1, ln(n_t) / ln(attn_len)) under log-length scaling (dot scores with exp, attn_len > 1),
+// which is applied beyond attn_len only, so that within it the factor is softmax's bit for bit.
+// Row-dependent, so dq takes it per row (attn_normgrad_kernel) and dk per query (AttnRowInfo::scale).
+// And the score's bias (-ln n for dot_logn, else 0; n = attn_len_n: the row's n_t, or the constant
+// attn_len > 0).
+template <AttnKind K, int HD> __device__ __forceinline__ float attn_row_factor(int t, int attn_len, float hp) {
     if constexpr (AttnTraits<K>::cos_len) { return lssa_lam(t, HD); }
-    else { return rsqrtf((float)HD); }
+    else if constexpr (AttnTraits<K>::ssmax) { return hp * attn_ssmax_len<HD>(t); }
+    else {
+        float unit = rsqrtf((float)HD);
+        if (AttnTraits<K>::log_len && attn_len > 1 && t + 1 > attn_len) {
+            // ln(L) as ln(min(L, n_t)), the same value here: written as a function of the row, it is
+            // not hoisted out of the backward's loop over query tiles into one more live register
+            // (which made softmax's backward spill at hd 64)
+            unit *= logf((float)(t + 1)) / logf((float)min(attn_len, t + 1));
+        }
+        return unit;
+    }
 }
 template <AttnKind K> __device__ __forceinline__ float attn_row_bias(int t, int attn_len) {
     if constexpr (AttnTraits<K>::score == ATTN_SCORE_DOT_LOGN) { return -logf((float)attn_len_n_dev(t, attn_len)); }
@@ -311,24 +331,28 @@ __global__ void attention_rowdot_kernel(float* rowd, const floatX* dout, const f
 // dq and dk from the gradients of the normalised vectors
 // (doc/attention.md, section 'Through the normalisation of q and k'):
 //   dx = (dxh - xh (xh . dxh)) / |x|  when |x| > eps,  dx = dxh / eps  otherwise.
-// With NORMALISED = false (dot scores) dx = dxh / sqrt(hd) for q only (the backward kernel
-// accumulates dxh = ds K without the scores' factor, and writes their dk).
-// One warp per (b, t, h) row; writes q (and k) of dqkv.
-template <int HD, bool NORMALISED>
+// Dot scores (not cos_len): dx = dxh times the row's factor (attn_row_factor: 1/sqrt(hd), times
+// log-length scaling's or ssmax's row factor) for q only (the backward kernel accumulates
+// dxh = ds K without the factor, which is one per query row, and writes their dk).
+// One warp per (b, t, h) row; writes q (and k) of dqkv. p, p_head, attn_len: as the backward's.
+template <int HD, AttnKind K>
 __global__ void attn_normgrad_kernel(floatX* dqkv, const float* dqh, const float* dkh, const floatX* qkv,
-                                     const float* scales, int B, int T, int NH) {
+                                     const float* scales, int B, int T, int NH, float p, const float* p_head,
+                                     int attn_len) {
+    constexpr bool NORMALISED = AttnTraits<K>::cos_len;
     int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;  // (b, t, h)
     int lane = threadIdx.x % 32;
     if (row >= B * T * NH) { return; }
     int h = row % NH, t = (row / NH) % T, b = row / (NH * T);
     int C = NH * HD;
+    if constexpr (AttnTraits<K>::ssmax) { attn_head_p(p_head, h, &p); }
     constexpr int PER_LANE = (HD + 31) / 32;
     for (int part = 0; part < (NORMALISED ? 2 : 1); part++) {  // 0: q, 1: k
         const float* dxh = (part == 0 ? dqh : dkh) + (size_t)row * HD;
         const floatX* x = qkv + ((size_t)(b * T + t) * 3 + part) * C + h * HD;
         floatX* dx = dqkv + ((size_t)(b * T + t) * 3 + part) * C + h * HD;
         if (!NORMALISED) {
-            const float dot_scale = rsqrtf((float)HD);  // attn_row_factor of the dot scores
+            const float dot_scale = attn_row_factor<K, HD>(t, attn_len, p);
             for (int i = lane; i < HD; i += 32) { dx[i] = (floatX)(dxh[i] * dot_scale); }
             continue;
         }

@@ -14,7 +14,11 @@ so neither side copies anything (C = NH * hd):
                                  ln 2 (the project's kernels save it in log2 units)
   dout   (B, T, NH, hd)    bf16  as out
   dqkv   (B, T, 3, NH, hd) bf16  written (=), as attention_backward_cuda
-Scores s = q.k / sqrt(hd), as the project's softmax kernel; RoPE is already in qkv for both.
+Scores s = q.k / sqrt(hd), as the project's softmax kernel; RoPE is already in qkv for both. That
+is the one variant these graphs compute (cudnn_attention_computes): one scale for every score, so
+neither ssmax (s_h ln(n_t) per row and head) nor log-length scaling (attn_len > 1: a factor per row
+beyond L) fits them; those, like every other variant, run on the family's kernels
+(attention/attention.cuh).
 
 Forward graph, 14 nodes (S is (B, NH, T, T), row values (B, NH, T, 1), all fp32 unless said):
   S = Q K^T;  S1 = S * scale;  row, col = GEN_INDEX(S1) on axes 2, 3;  keep = row >= col;
@@ -41,6 +45,7 @@ with cudnn_attention_error() naming the step; nothing here exits.
 #include <string>
 #include <tuple>
 #include <vector>
+#include "attention/attention_kind.h"
 #include "layers/cuda_common.cuh"
 #include "layers/floatx.cuh"
 
@@ -550,6 +555,10 @@ inline bool cudnn_attn_execute(CudnnAttnPlan& p, const std::vector<std::pair<int
 
 // ----------------------------------------------------------------------------
 // launchers: false (with cudnn_attention_error()) where cuDNN cannot run the call
+
+// Whether the graphs compute variant kind at attn_len: softmax without log-length scaling only
+// (one scale for every score, the graphs' scalar attn_scale; a per-row factor has no node here).
+inline bool cudnn_attention_computes(AttnKind kind, int attn_len) { return kind == ATTN_SOFTMAX && attn_len == 0; }
 
 // out (B, T, NH, hd), stats (B, NH, T) = cuDNN's causal flash attention of qkv (B, T, 3, NH, hd).
 inline bool cudnn_attention_forward(floatX* out, float* stats, const floatX* qkv, int B, int T, int NH, int hd,

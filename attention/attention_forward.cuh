@@ -145,7 +145,7 @@ __device__ __forceinline__ void attn_pass1(float (&S1)[2], float (&smax)[2], flo
 // sub-partition: more than 168 give 8 warps per SM.)
 // Scores are held in score units (attn_score_unit: log2 units for exp); the keys of tiles below
 // the diagonal are all visible, so only the diagonal tile (the last one) is masked.
-// p_head (NH): learned p per head in place of p, or null.
+// p_head (NH): the head parameter per head in place of p (learned p, ssmax's s), or null.
 template <int HD, AttnKind K> constexpr int attn_fwd_min_blocks() {
     if (AttnTraits<K>::reweight && AttnTraits<K>::phi == ATTN_PHI_SIGMOID) { return 2; }
     if (K == ATTN_LSSAR) { return 3; }
@@ -180,7 +180,7 @@ attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const flo
     int qt = gridDim.x - 1 - blockIdx.x;  // longest rows first
     int q0 = qt * ROWS;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    if constexpr (RW) { attn_head_p(p_head, hp.h, &p); }
+    if constexpr (RW || V::ssmax) { attn_head_p(p_head, hp.h, &p); }
 
     auto load_k = [&](int kt, int buf) {
         attn_fwd_issue_key_tile<K, HD, PAIRED>(sK + buf * TILE, key_fac + buf * KFAC, k_base, C, kt, T, hp.kfm);
@@ -204,7 +204,7 @@ attention_forward_kernel(floatX* out, float* stats, const floatX* qkv, const flo
         int t = q0 + warp * 16 + lane / 4 + 8 * r;
         bool in = t < T;
         rows.row[r] = t;
-        rows.scale[r] = in ? attn_row_factor<K, HD>(t) * attn_score_unit<K>() * (sc ? sc[T + t] : 1.0f) : 0.0f;
+        rows.scale[r] = in ? attn_row_factor<K, HD>(t, attn_len, p) * attn_score_unit<K>() * (sc ? sc[T + t] : 1.0f) : 0.0f;
         rows.bias[r] = in ? attn_row_bias<K>(t, attn_len) * attn_score_unit<K>() : 0.0f;
         rows.n[r] = (float)(t + 1);
         rows.o[r] = t < 3 ? 0.0f : 1.0f;

@@ -135,7 +135,7 @@ static void bench_backward(const DevOptions& o) {
             float total_ms = dev_time_ms([&]() { fwd(); bwd(); });
             if (kind == ATTN_SOFTMAX) softmax_total = total_ms;
 #ifdef ATTN_DEV_CUDNN
-            if (kind == ATTN_SOFTMAX) cudnn = dev_cudnn_backward(d_qkv, d_dout, d_dqkv, B, T, NH, hd);
+            if (cudnn_attention_computes(kind, 0)) cudnn = dev_cudnn_backward(d_qkv, d_dout, d_dqkv, B, T, NH, hd);
             if (kind == ATTN_LSSAR) lssar_total = total_ms;
 #endif
             printf("%6d %3d  %-13s %9.3f %8.1f %11.3f %8.1f %10.2f\n", T, B, attn_kind_name(kind), bwd_ms,

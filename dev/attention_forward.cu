@@ -5,8 +5,8 @@ benchmark, with the project's softmax kernel as the baseline in the same run.
 Compile:  make build/attention_forward
 Run:      ./build/attention_forward [variant] [-p P] [-hd HD] [-nh NH] [-tokens N] [-check | -bench] [-T t1,t2,..]
   variant   a variant of attention/attention_kind.h (softmax, lssa, lssar, sigmoid, relu, softmax_rw,
-            sigmoid_l1_rw, relu_l1_rw) | all (default all)
-  -p        the re-weighting power (default 15)
+            sigmoid_l1_rw, relu_l1_rw, ssmax) | all (default all)
+  -p        the re-weighting power, ssmax's s (default 15)
   -hd       head size 32 | 64 | 128 (default 64);  -nh heads (default 12, GPT-2 small)
   -tokens   B*T of every benchmark shape (default 16384: B = tokens / T, at least 1)
   -check    only validate (B=1, NH=2, T=300 against the float64 CPU reference)

@@ -9,6 +9,9 @@
 // without weight decay, ZeRO-1 shards); each forward computes p = 1 + softplus(theta) of the bf16
 // theta into p_heads, each layer's attention backward adds dL/dp per head into dp_heads, and
 // dtheta += dp sigmoid(theta) is written before the layer's gradients count as complete.
+// ssmax: s (L, NH) is a bf16 parameter tensor the same way; each forward copies it to fp32 into
+// p_heads, the attention takes it as its per-head p, its backward adds dL/ds into dp_heads, and
+// ds += dp_heads (the identity's chain) is written at the same point as learned p's dtheta.
 // Kernel launchers are defined in the headers, so include this file in one translation unit.
 //
 // Memory saving choices (llm.c's): the qkv matmul writes straight into the RoPE'd buffer (RoPE
@@ -127,6 +130,7 @@ struct GPT2LayerParams {
     floatX* l_fcprojw;   // (C, 4C)
     floatX* l_fcprojb;   // (C)
     floatX* l_ptheta;    // (NH) learned p's theta; null without learn_p
+    floatX* l_ssmax_s;   // (NH) ssmax's s; null for the other variants
 };
 
 // Layer l's slices of the forward's activations (GPT2CudaActivations), with llm.c's names:
@@ -162,9 +166,9 @@ struct GPT2Cuda : GPT2ParamLayout {
     // ZeRO-1 shard (model/optimizer_state.cuh)
     OptimizerState optimizer;
     float* norm_partials = nullptr;   // (GLOBAL_NORM_BLOCKS + 1): slots, then the aggregate
-    // learned p only (else null): fp32, (L, NH)
-    float* p_heads = nullptr;         // p of every (layer, head), from the bf16 theta, by forward()
-    float* dp_heads = nullptr;        // dL/dp of every (layer, head) of the current backward
+    // learned p and ssmax only (else null): fp32, (L, NH)
+    float* p_heads = nullptr;         // p (ssmax: s) of every (layer, head), from the bf16 theta (s), by forward()
+    float* dp_heads = nullptr;        // dL/dp (dL/ds) of every (layer, head) of the current backward
     // RoPE table for up to rope_len positions
     float* freqs_cis = nullptr;       // (rope_len, hd/2, 2)
     int rope_len = 0;
@@ -191,9 +195,9 @@ struct GPT2Cuda : GPT2ParamLayout {
         cudaCheck(cudaMalloc(&norm_partials, (GLOBAL_NORM_BLOCKS + 1) * sizeof(float)));
         cudaCheck(cudaMemset(params_memory, 0, num_parameters * sizeof(floatX)));
         cudaCheck(cudaMemset(grads_memory, 0, num_parameters * sizeof(floatX)));
-        if (c.learn_p) {
-            cudaCheck(cudaMalloc(&p_heads, param_sizes[P_PTHETA] * sizeof(float)));
-            cudaCheck(cudaMalloc(&dp_heads, param_sizes[P_PTHETA] * sizeof(float)));
+        if (head_params(c) > 0) {
+            cudaCheck(cudaMalloc(&p_heads, head_params(c) * sizeof(float)));
+            cudaCheck(cudaMalloc(&dp_heads, head_params(c) * sizeof(float)));
         }
         ensure_rope(c.max_seq_len);
     }
@@ -208,6 +212,14 @@ struct GPT2Cuda : GPT2ParamLayout {
         cudaFree(dp_heads);
         cudaFree(freqs_cis);
     }
+
+    // the per-(layer, head) parameters the attention takes as p_head: learned p's theta or ssmax's s,
+    // L NH of them (0: the config's p for every head)
+    static size_t head_params(const GPT2Config& c) {
+        GPT2ParamLayout layout(c);
+        return layout.param_sizes[P_PTHETA] + layout.param_sizes[P_SSMAX_S];
+    }
+    bool ssmax() const { return attn_head_param(config.attn) == ATTN_HEAD_S; }
 
     floatX* param(int i) { return params_memory + param_offsets[i]; }
     floatX* grad(int i) { return grads_memory + param_offsets[i]; }
@@ -228,6 +240,7 @@ struct GPT2Cuda : GPT2ParamLayout {
         t.l_fcprojw = base + param_offset(P_FCPROJW, l);
         t.l_fcprojb = base + param_offset(P_FCPROJB, l);
         t.l_ptheta = config.learn_p ? base + param_offset(P_PTHETA, l) : nullptr;
+        t.l_ssmax_s = ssmax() ? base + param_offset(P_SSMAX_S, l) : nullptr;
         return t;
     }
     GPT2LayerParams layer_params(int l) const { return layer_tensors(params_memory, l); }
@@ -255,7 +268,8 @@ struct GPT2Cuda : GPT2ParamLayout {
         return t;
     }
 
-    // layer l's learned p and dL/dp per head, (NH) each; null without learn_p (the config's p)
+    // layer l's learned p (ssmax: s) and dL/dp (dL/ds) per head, (NH) each; null without learn_p or
+    // ssmax (the config's p)
     const float* layer_p(int l) const { return p_heads ? p_heads + (size_t)l * config.num_heads : nullptr; }
     float* layer_dp(int l) { return dp_heads ? dp_heads + (size_t)l * config.num_heads : nullptr; }
 
@@ -343,6 +357,7 @@ struct GPT2Cuda : GPT2ParamLayout {
         if (have_targets) cudaCheck(cudaMemcpy(a.targets, targets, BT * sizeof(int), cudaMemcpyHostToDevice));
 
         if (c.learn_p) learned_p_forward(p_heads, param(P_PTHETA), (int)param_sizes[P_PTHETA], stream);
+        if (ssmax()) ssmax_s_forward(p_heads, param(P_SSMAX_S), (int)param_sizes[P_SSMAX_S], stream);
         encoder_forward(a.encoded, a.inputs, param(P_WTE), B, T, C, stream);  // encoded (B,T,C)
         GPT2LayerParams w0 = layer_params(0);
         GPT2LayerActs a0 = layer_acts(0);
@@ -430,8 +445,9 @@ struct GPT2Cuda : GPT2ParamLayout {
     //   matmul_backward fc          dbtc = dln2                      dfcw
     //   layernorm_backward ln2      dresidual += : d residual2       dln2w, dln2b; dattprojb (dresidual's sums)
     //   matmul_backward attproj     dbtc = datty                     dattprojw
-    //   attention_backward_cuda     dbt4c = dqkvr                    learned p: dp_heads[l] (dL/dp, fp32)
+    //   attention_backward_cuda     dbt4c = dqkvr                    learned p, ssmax: dp_heads[l] (dL/dp, dL/ds; fp32)
     //   learned_p_backward          -                                dptheta[l]
+    //   ssmax_s_backward            -                                dssmax_s[l]
     //   rope_backward_bias          dbt4c = dqkv, in place           dqkvb (dqkv's column sums)
     //   matmul_backward qkv         dbtc = dln1                      dqkvw
     //   layernorm_backward ln1      dresidual += : d (layer input)   dln1w, dln1b; l > 0: dfcprojb[l-1]
@@ -457,7 +473,7 @@ struct GPT2Cuda : GPT2ParamLayout {
                         {.alpha = loss_scale});
         // the layernorm backward accumulates into dresidual: start the residual stream's gradient at 0
         cudaCheck(cudaMemsetAsync(a.dresidual, 0, (size_t)BT * C * sizeof(floatX), stream));
-        if (c.learn_p) cudaCheck(cudaMemsetAsync(dp_heads, 0, param_sizes[P_PTHETA] * sizeof(float), stream));
+        if (dp_heads) cudaCheck(cudaMemsetAsync(dp_heads, 0, head_params(c) * sizeof(float), stream));
         // the layernorm backwards also sum the columns of the dresidual they write: the bias gradient of
         // the projection (fcproj, attproj) whose output gradient it is, so those never re-read it (fc's
         // comes out of fcproj's dinp GEMM, qkv's out of the RoPE backward)
@@ -484,6 +500,7 @@ struct GPT2Cuda : GPT2ParamLayout {
             if (c.learn_p) {  // dtheta += dp sigmoid(theta), before the layer's gradients count as complete
                 learned_p_backward(g.l_ptheta, layer_dp(l), w.l_ptheta, NH, stream);
             }
+            if (ssmax()) ssmax_s_backward(g.l_ssmax_s, layer_dp(l), NH, stream);  // ds += dL/ds, likewise
             // dbt4c = d qkv, and the qkv bias gradient from the same pass
             rope_backward_bias(a.dbt4c, g.l_qkvb, a.scratch, freqs_cis, B, T, NH, hd, stream);
             matmul_backward(a.dbtc, g.l_qkvw, a.scratch, a.dbt4c, la.l_ln1, w.l_qkvw, BT, C, 3 * C,
@@ -611,13 +628,13 @@ struct GPT2Cuda : GPT2ParamLayout {
 
     // Device bytes the model holds besides its activations, in a training run at sequence length
     // T: bf16 weights and gradients, fp32 master weights and AdamW moments (all of them: ZeRO-1
-    // shards them later), the global norm's partial sums, learned p's per-head p and dL/dp, the
+    // shards them later), the global norm's partial sums, learned p's (ssmax's) per-head p and dL/dp, the
     // RoPE table, and cuBLASLt's workspace (cublaslt_setup: one per GPU and process).
     static size_t state_bytes(const GPT2Config& c, int T) {
         GPT2ParamLayout layout(c);
         size_t bytes = layout.num_parameters * (2 * sizeof(floatX) + 3 * sizeof(float));
         bytes += (GLOBAL_NORM_BLOCKS + 1) * sizeof(float);
-        if (c.learn_p) { bytes += 2 * layout.param_sizes[P_PTHETA] * sizeof(float); }
+        bytes += 2 * head_params(c) * sizeof(float);  // learned p, ssmax
         bytes += rope_table_floats(std::max(c.max_seq_len, T), c.channels / c.num_heads) * sizeof(float);
         return bytes + cublaslt_workspace_size;
     }

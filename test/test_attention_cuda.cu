@@ -1,6 +1,7 @@
 // The attention kernels (attention/attention.cuh) against the CPU reference (attention/attention_cpu.h,
 // float64), for every variant of the family: forward output and stats, dq, dk, dv; with learned p
-// (a p per head) also dL/dp of every head.
+// (a p per head) also dL/dp of every head, with ssmax's s per head dL/ds; log-length scaling of
+// softmax and softmax_rw (attn_len).
 // Built twice from this file: with g++ on the SIMT emulator (make test) and with nvcc (make cuda,
 // run on a GPU by scripts/gpu_check_attention.sh).
 //
@@ -219,6 +220,9 @@ Reference run_reference(const Problem& pr, AttnKind kind, double p, const HeadPo
 // rows made of such terms get anything from it: a key seen only with weights below 2^-118 (dot
 // scores of a few hundred and more: ds ~ 1e-38, dk ~ 1e-36 from a q of 100s), whose dk the kernels
 // write as 0; a term scale below FLT_MIN is compared absolutely (compare).
+// ssmax: dL/ds of head h sums ln(n_t)/sqrt(hd) ds_tj (q_t . k_j) over rows t and keys j; its term
+// scale (dp) is the same sum with g_tj |q_t . k_j| (dp_abs 0: the kernels' dot products are fp32 sums
+// of exact products, ~hd 2^-24 relative).
 struct TermScales {
     std::vector<double> out, dq, dk, dv, dp, dp_abs;  // (B, T, NH) each; dp, dp_abs (NH)
     std::vector<double> out_flush, dq_flush, dk_flush, dv_flush;  // (B, T, NH): the flushable terms' sums
@@ -316,8 +320,16 @@ TermScales term_scales(const Problem& pr, AttnKind kind, double p, const HeadPow
                 attn_dispatch(kind, [&](auto k) {
                     ds_magnitudes<decltype(k)::value>(ds.data(), dA_ds.data(), dwm.data(), w.data(), s.data(), a.data(),
                                                       stats, t, ph, pr.attn_len);
-                    c = ref::attn_score_scale<decltype(k)::value, double>(t, hd);
+                    c = std::fabs(ref::attn_score_scale<decltype(k)::value, double>(t, hd, pr.attn_len, ph));
                 });
+                if (attn_head_param(kind) == ATTN_HEAD_S) {
+                    double len = std::log((double)(t + 1)) / std::sqrt((double)hd);
+                    for (int j = 0; j <= t; j++) {
+                        double qk = 0;
+                        for (int i = 0; i < hd; i++) qk += qe_t[i] * ke_h[(size_t)j * hd + i];
+                        ts.dp[h] += len * std::fabs(ds[j]) * std::fabs(qk);
+                    }
+                }
                 if (attn_reweights(kind) && stats[1] > 0 && stats[2] > 0) {
                     double no_log = 0;
                     ts.dp[h] += dp_magnitude(dwm.data(), w.data(), a.data(), stats, t, &no_log);
@@ -396,6 +408,10 @@ struct Tolerances {
     double stat = 1e-4;   // fp32 sums over <= 2048 keys of fp32 scores: ~T 2^-24 relative worst case
     double dp = 1e-4;     // learned p's dL/dp, relative to its term scale: fp32 sums of terms computed
                           // in fp32 from the unrounded weights (no bf16 rounding enters it)
+    double ds = 3 * U;    // ssmax's dL/ds, relative to its term scale: sum_t c_t q_t . dqh_t, dqh the fp32
+                          // sum of ds cast to bf16 (u) times k, and ds = A (dW - D) takes D = dy . y from
+                          // the bf16 y (u of g's |D| term): 2u to first order, and u more for the product
+                          // of the two and the fp32 sums and exp2 (~1e-6 relative)
 };
 
 // Checks one variant on one problem; returns the largest m (LSSAR: the largest x of any row) it saved.
@@ -476,9 +492,9 @@ double check_case(const Problem& pr, AttnKind kind, float p, bool per_row = fals
             }
         }
     CHECK(e_stat <= tol.stat);
-    double e_dp = 0;  // learned p: dL/dp of every head against the reference's, as a fraction of its bound
+    double e_dp = 0;  // learned p (ssmax: s): dL/dp of every head against the reference's, as a fraction of its bound
     for (size_t h = 0; h < g.dp.size(); h++) {
-        double bound = tol.dp * ts.dp[h] + ts.dp_abs[h];
+        double bound = (attn_head_param(kind) == ATTN_HEAD_S ? tol.ds : tol.dp) * ts.dp[h] + ts.dp_abs[h];
         INFO("head " << h << ": dL/dp cuda " << g.dp[h] << " reference " << ref.dp[h] << " term scale " << ts.dp[h]
                      << " bound " << bound);
         CHECK(std::isfinite(g.dp[h]));
@@ -500,13 +516,14 @@ double check_case(const Problem& pr, AttnKind kind, float p, bool per_row = fals
     return max_m;
 }
 
-const AttnKind KINDS[] = {ATTN_SOFTMAX, ATTN_LSSA, ATTN_LSSAR, ATTN_SIGMOID,
-                          ATTN_RELU, ATTN_SOFTMAX_RW, ATTN_SIGMOID_L1_RW, ATTN_RELU_L1_RW};
+const AttnKind KINDS[] = {ATTN_SOFTMAX,    ATTN_LSSA,          ATTN_LSSAR,      ATTN_SIGMOID, ATTN_RELU,
+                          ATTN_SOFTMAX_RW, ATTN_SIGMOID_L1_RW, ATTN_RELU_L1_RW, ATTN_SSMAX};
 static_assert(sizeof(KINDS) / sizeof(KINDS[0]) == ATTN_NUM_KINDS, "every variant is tested");
 
 // The powers a variant is checked at on random inputs: LSSAR at 1, 3, 15; the other re-weighted
-// variants at 3 and 15; p is unused without re-weighting.
+// variants at 3 and 15; ssmax's s (one for every head) at its initial 0.43; p is unused by the others.
 std::vector<float> powers(AttnKind kind) {
+    if (attn_head_param(kind) == ATTN_HEAD_S) return {(float)SSMAX_S0};
     if (!attn_reweights(kind)) return {1.0f};
     if (kind == ATTN_LSSAR) return {1.0f, 3.0f, 15.0f};
     return {3.0f, 15.0f};
@@ -720,5 +737,94 @@ TEST_CASE("learned p: one-hot, zero-query, huge and tiny norms, aligned keys") {
         for (AttnKind kind : {ATTN_LSSAR, ATTN_SOFTMAX_RW})
             if (in != Inputs::Norms || attn_variant(kind).score == ATTN_SCORE_COS_LEN)
                 check_case(pr, kind, 1.0f, in == Inputs::Norms, {}, LEARNED);
+    }
+}
+
+// ssmax: every head its own s (0.43, its initial value, and 0.9), dL/ds of every head against the
+// reference's (Tolerances::ds). The scalar the kernels also get is 1, which no head uses: a kernel
+// that ignored p_head would fail every comparison.
+const HeadPowers SSMAX_HEADS = {0.43f, 0.9f};
+
+TEST_CASE("ssmax: an s per head and dL/ds of every head, every length and head size") {
+    const int lengths[] = {1, 2, 3, 4, 17, 64, 130};
+    for (int hd : {32, 64}) {
+        for (int T : lengths) {
+            Problem pr = make_problem(2, T, 2, hd, Inputs::Random, 4000 + T + hd);
+            check_case(pr, ATTN_SSMAX, 1.0f, false, {}, SSMAX_HEADS);
+        }
+    }
+    Problem pr = make_problem(1, 70, 2, 128, Inputs::Random, 4005);
+    check_case(pr, ATTN_SSMAX, 1.0f, false, {}, SSMAX_HEADS);
+}
+
+TEST_CASE("ssmax: one-hot, zero-query and aligned inputs, an s per head") {
+    for (Inputs in : {Inputs::OneHot, Inputs::ZeroQuery, Inputs::Aligned}) {
+        Problem pr = make_problem(1, 130, 2, 32, in, 41 + (int)in);
+        check_case(pr, ATTN_SSMAX, 1.0f, false, {}, SSMAX_HEADS);
+    }
+}
+
+// Log-length scaling (attn_len = L > 1, softmax and softmax_rw, a run-time argument of the same
+// kernels): row t's scores times max(1, ln(n_t) / ln(L)). Beyond L against the reference with the
+// same L, at the tolerances of every variant (the factor changes the row's scale, not what the
+// kernels round): T = 130 with L = 64 (rows before, at and after L, across tiles), L = 5 (most rows
+// far above), L = 2 (the smallest L); learned p of softmax_rw too. Within L (T <= L) the factor is 1
+// exactly and the kernels must give attn_len = 0's bits, forward and backward; beyond it they
+// differ. dq and dL/dp are sums of fp32 atomics from several blocks, whose order a GPU does not
+// fix (two runs of attn_len = 0 may differ in their last bits there): the emulator runs the blocks
+// one at a time for this comparison, in one order, and on a GPU those two are not compared.
+TEST_CASE("attn_len: log-length scaling of softmax and softmax_rw beyond L; within L the bits of attn_len = 0") {
+    struct Case { int T, L; } cases[] = {{130, 64}, {130, 5}, {70, 2}};
+    for (int hd : {32, 64}) {
+        for (const Case& c : cases) {
+            Problem pr = make_problem(2, c.T, 2, hd, Inputs::Random, 5000 + c.T + hd + c.L);
+            pr.attn_len = c.L;
+            check_case(pr, ATTN_SOFTMAX, 1.0f);
+            check_case(pr, ATTN_SOFTMAX_RW, 15.0f);
+        }
+    }
+    Problem big = make_problem(1, 70, 2, 128, Inputs::Random, 5100);
+    big.attn_len = 20;
+    check_case(big, ATTN_SOFTMAX, 1.0f);
+    check_case(big, ATTN_SOFTMAX_RW, 3.0f, false, {}, LEARNED);
+
+    for (int T : {17, 64, 130}) {
+        for (int hd : {32, 64}) {
+            Problem pr = make_problem(1, T, 2, hd, Inputs::Random, 5200 + T + hd);
+            for (AttnKind kind : {ATTN_SOFTMAX, ATTN_SOFTMAX_RW}) {
+                CAPTURE(attn_kind_name(kind));
+                CAPTURE(T);
+                CAPTURE(hd);
+                HeadPowers heads = kind == ATTN_SOFTMAX_RW ? LEARNED : HeadPowers{};
+#ifdef SIMT_EMULATOR
+                simt::set_block_threads(1);
+#endif
+                pr.attn_len = 0;
+                Result plain = run_gpu(pr, kind, 15.0f, heads);
+                pr.attn_len = T;  // every row within L
+                Result within = run_gpu(pr, kind, 15.0f, heads);
+#ifdef SIMT_EMULATOR
+                simt::set_block_threads(0);
+                CHECK(plain.dqkv == within.dqkv);
+                CHECK(plain.dp == within.dp);
+#else
+                for (int part : {1, 2}) {  // dk, dv: each written by one block
+                    bool same = true;
+                    for (int bt = 0; bt < pr.B * T; bt++)
+                        for (int i = 0; i < pr.NH * hd; i++) {
+                            size_t k = ((size_t)bt * 3 + part) * pr.NH * hd + i;
+                            same &= plain.dqkv[k] == within.dqkv[k];
+                        }
+                    CHECK(same);
+                }
+#endif
+                CHECK(plain.out == within.out);
+                CHECK(plain.stats == within.stats);
+                pr.attn_len = 8;  // rows 8.. beyond L
+                Result beyond = run_gpu(pr, kind, 15.0f, heads);
+                CHECK(plain.out != beyond.out);
+                CHECK(plain.dqkv != beyond.dqkv);
+            }
+        }
     }
 }

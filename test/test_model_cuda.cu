@@ -2,7 +2,8 @@
 // (model/gpt2_cpu.h), rung 4 of the correctness ladder: the same tiny model, seed and data,
 // then the logits, losses and every parameter gradient of the first step, the gradient norm,
 // the parameters after one AdamW step, the loss curve of 10 steps, and gradient accumulation;
-// with learned p also the gradient of theta and the learned p after every step.
+// with learned p also the gradient of theta and the learned p after every step; ssmax's s and
+// log-length scaling (attn_len) of softmax.
 // Runs emulated (g++ + test/simt) and, unchanged, on a GPU (nvcc).
 //
 // Tolerances. bf16 rounds to nearest with a relative error up to 2^-8 = 0.4%. The CUDA back end
@@ -190,10 +191,11 @@ static void check_logits_and_losses(ThreeModels& m, int B, int T) {
     CHECK(worst_loss < std::max(LOSS_RTOL, SENSITIVITY_FACTOR * worst_loss_pert));
 }
 
-// 10 AdamW steps of both back ends from the same init on the same data.
-static void compare_training(AttnKind kind, float p) {
+// 10 AdamW steps of both back ends from the same init on the same data; attn_len: the config's.
+static void compare_training(AttnKind kind, float p, int attn_len = 0) {
     auto start = std::chrono::steady_clock::now();
     GPT2Config c = tiny_config(kind, p);
+    c.attn_len = attn_len;
     const int B = 2, T = 24, STEPS = 10;
     ThreeModels m(c, 1337);
     std::vector<float> p0;
@@ -236,6 +238,21 @@ static void compare_training(AttnKind kind, float p) {
     }
     // the comparison means something only if training moved the loss
     CHECK(last_loss < first_loss - 0.2f);
+    if (attn_head_param(kind) == ATTN_HEAD_S) {  // ssmax's s trained on both back ends (from SSMAX_S0)
+        std::vector<float> params;
+        m.gpu.get_params(params);
+        size_t off = m.cpu.param_offsets[P_SSMAX_S], n = m.cpu.param_sizes[P_SSMAX_S];
+        REQUIRE(n == (size_t)c.num_layers * c.num_heads);
+        double gpu_move = 0, cpu_move = 0;
+        for (size_t k = off; k < off + n; k++) {
+            gpu_move = std::max(gpu_move, std::fabs(params[k] - SSMAX_S0));
+            cpu_move = std::max(cpu_move, std::fabs(m.cpu.params[k] - SSMAX_S0));
+        }
+        MESSAGE("ssmax: the largest move of s in " << STEPS << " steps: cpu " << cpu_move << " cuda " << gpu_move);
+        // AdamW's first steps move a parameter by ~lr each whatever its gradient: 10 lr in all
+        CHECK(cpu_move > 0.5 * STEPS * LR);
+        CHECK(gpu_move > 0.5 * STEPS * LR);
+    }
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     MESSAGE(std::string(attn_kind_name(kind)) << ": " << STEPS << " steps of the three models in " << seconds << " s");
 }
@@ -243,6 +260,13 @@ static void compare_training(AttnKind kind, float p) {
 TEST_CASE("10 AdamW steps: CUDA back end vs CPU back end, softmax") { compare_training(ATTN_SOFTMAX, 0.0f); }
 TEST_CASE("10 AdamW steps: CUDA back end vs CPU back end, lssar p=15") { compare_training(ATTN_LSSAR, 15.0f); }
 TEST_CASE("10 AdamW steps: CUDA back end vs CPU back end, lssa") { compare_training(ATTN_LSSA, 0.0f); }
+// ssmax: s (L, NH) is one more parameter tensor, so check_gradients compares its gradient (dL/ds
+// through the attention's dp_head) and check_update its step with the others'
+TEST_CASE("10 AdamW steps: CUDA back end vs CPU back end, ssmax") { compare_training(ATTN_SSMAX, 0.0f); }
+// log-length scaling beyond L = 8 (rows 8 to 23 of T = 24 scaled by ln(n_t) / ln 8)
+TEST_CASE("10 AdamW steps: CUDA back end vs CPU back end, softmax with log-length scaling beyond 8") {
+    compare_training(ATTN_SOFTMAX, 0.0f, 8);
+}
 
 // The first step alone for LSSAR at p = 3, better conditioned than p = 15 (its weights amplify a
 // relative change of x 3 times, not 15): logits, losses, every gradient tensor, the norm.
@@ -347,6 +371,7 @@ static void check_accumulation(const GPT2Config& c) {
 }
 TEST_CASE("gradient accumulation over 2 micro-steps") { check_accumulation(tiny_config(ATTN_LSSA, 0.0f)); }
 TEST_CASE("gradient accumulation over 2 micro-steps, learned p") { check_accumulation(tiny_config(ATTN_LSSAR, 3.0f, 1)); }
+TEST_CASE("gradient accumulation over 2 micro-steps, ssmax's s") { check_accumulation(tiny_config(ATTN_SSMAX, 0.0f)); }
 
 // Learned p (-pl 1): theta (L, NH) is one more parameter tensor, so check_gradients compares its
 // gradient with the others' (a wrong dL/dp is O(1) of it). Then STEPS updates of both back ends
