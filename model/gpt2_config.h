@@ -228,7 +228,8 @@ template <class Model> std::vector<double> model_learned_p(Model& model) {
     return learned_p_values(model.config, params.data());
 }
 
-// ssmax's s of a model (the fp32 weights), empty for the other variants.
+// ssmax's s of a model (the fp32 weights), empty for the other variants. The CUDA back end has its
+// own, which copies s only (model/gpt2_cuda.cuh).
 template <class Model> std::vector<double> model_ssmax_s(Model& model) {
     if (attn_head_param(model.config.attn) != ATTN_HEAD_S) return {};
     std::vector<float> params;

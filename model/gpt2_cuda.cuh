@@ -726,23 +726,36 @@ inline MemoryEstimate gpt2_cuda_training_memory(const GPT2Config& c, int B, int 
     return m;
 }
 
-// The learned p of every (layer, head), (L, NH) row-major (empty unless the model learns p), as
-// model_learned_p (model/gpt2_config.h) gives it for the CPU back end, without copying the whole
-// model: theta from the fp32 master weights this model's optimizer state holds (all of them on one
-// GPU; under ZeRO-1 the shard that has them), else from the bf16 weights the kernels read.
-inline std::vector<double> model_learned_p(GPT2Cuda& model) {
-    if (!model.config.learn_p) return {};
-    size_t off = model.param_offsets[P_PTHETA], n = model.param_sizes[P_PTHETA];
+// The fp32 values of parameter tensor i without copying the whole model: from the fp32 master
+// weights this model's optimizer state holds (all of them on one GPU; under ZeRO-1 the shard that
+// has them), else from the bf16 weights the kernels read.
+inline std::vector<float> model_tensor_values(GPT2Cuda& model, int i) {
+    size_t off = model.param_offsets[i], n = model.param_sizes[i];
     std::vector<floatX> bits(n);
-    cudaCheck(cudaMemcpy(bits.data(), model.param(P_PTHETA), n * sizeof(floatX), cudaMemcpyDeviceToHost));
-    std::vector<float> theta(n);
-    for (size_t i = 0; i < n; i++) theta[i] = __bfloat162float(bits[i]);
+    cudaCheck(cudaMemcpy(bits.data(), model.param(i), n * sizeof(floatX), cudaMemcpyDeviceToHost));
+    std::vector<float> values(n);
+    for (size_t k = 0; k < n; k++) values[k] = __bfloat162float(bits[k]);
     size_t first = std::max(off, model.optimizer.begin), last = std::min(off + n, model.optimizer.end);
     if (first < last) {
-        cudaCheck(cudaMemcpy(theta.data() + (first - off), model.optimizer.master + (first - model.optimizer.begin),
+        cudaCheck(cudaMemcpy(values.data() + (first - off), model.optimizer.master + (first - model.optimizer.begin),
                              (last - first) * sizeof(float), cudaMemcpyDeviceToHost));
     }
+    return values;
+}
+
+// The learned p of every (layer, head), (L, NH) row-major (empty unless the model learns p), as
+// model_learned_p (model/gpt2_config.h) gives it for the CPU back end.
+inline std::vector<double> model_learned_p(GPT2Cuda& model) {
+    if (!model.config.learn_p) return {};
     std::vector<double> p;
-    for (float t : theta) p.push_back(learned_p((double)t));
+    for (float t : model_tensor_values(model, P_PTHETA)) p.push_back(learned_p((double)t));
     return p;
+}
+
+// ssmax's s of every (layer, head) (empty for the other variants), as model_ssmax_s gives it for
+// the CPU back end.
+inline std::vector<double> model_ssmax_s(GPT2Cuda& model) {
+    if (attn_head_param(model.config.attn) != ATTN_HEAD_S) return {};
+    std::vector<float> s = model_tensor_values(model, P_SSMAX_S);
+    return std::vector<double>(s.begin(), s.end());
 }
