@@ -70,6 +70,16 @@ def seeds_p(lo, hi, n):
     return None if math.isnan(p) else p
 
 
+def emit(lines, out):
+    """Prints a report's lines, and writes them to out (-o) when given."""
+    text = "\n".join(lines)
+    print(text)
+    if out:
+        with open(out, "w") as f:
+            f.write(text + "\n")
+        print(f"wrote {out}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("models", nargs="+", help="LABEL=CSV, one per model")
@@ -189,12 +199,7 @@ def main():
             say("")
             say(warning)
             print(warning, file=sys.stderr)
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
-        print(f"wrote {args.out}")
+    emit(lines, args.out)
 
 
 if __name__ == "__main__":

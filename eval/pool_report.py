@@ -24,7 +24,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from extrapolation_report import read_model, num, ci  # noqa: E402
+from extrapolation_report import ci, emit, num, read_model  # noqa: E402
 from stats_tests import holm, student_t975, student_t975_cpp  # noqa: E402
 
 Z975 = 1.959963984540054
@@ -122,12 +122,7 @@ def main():
                 text += f" seeds{ci(seeds[1], seeds[2], True)} p = {seeds[4]:.2g}, Holm {q:.2g}"
             out.append(text)
         say(f"| {label} | " + " | ".join(out) + " |")
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
-        print(f"wrote {args.out}")
+    emit(lines, args.out)
 
 
 if __name__ == "__main__":
