@@ -1,6 +1,6 @@
 // The attention family: every variant is a score, a positivity phi, a normalisation and an
-// optional re-weighting stage (doc/attention.md, section 'The attention family'). One line of ATTN_VARIANT_TABLE per variant;
-// its name is the value of make's ATTN= (the Makefile reads the names from this table).
+// optional re-weighting stage (doc/attention.md, section 'The attention family'). One line of
+// ATTN_VARIANTS per variant (below).
 //
 //   score   dot       s = q.k / sqrt(hd)
 //           dot_logn  s = q.k / sqrt(hd) - ln(n_t)            (the sigmoid attention's bias)
@@ -32,17 +32,35 @@ enum AttnScore { ATTN_SCORE_DOT, ATTN_SCORE_DOT_LOGN, ATTN_SCORE_COS_LEN, ATTN_S
 enum AttnPhi { ATTN_PHI_EXP, ATTN_PHI_SOFTPLUS, ATTN_PHI_SIGMOID, ATTN_PHI_RELU };
 enum AttnNorm { ATTN_NORM_L1, ATTN_NORM_NONE, ATTN_NORM_MEAN };
 
-// The values are stored in checkpoints: never renumber, only append.
+// The variants, one line each: X(kind, name, score, phi, norm, reweight, test_p). The kind's number
+// is the line's position, stored in checkpoints: never reorder, only append. name is make's ATTN=
+// value (the Makefile reads the names from these lines). test_p: the re-weighting's p the tests of
+// every variant use (1 without re-weighting; p = 3 where p = 15's amplification of float32 rounding
+// would leave the float32 comparisons nothing to check). Everything else derives from this list:
+// AttnKind, ATTN_VARIANT_TABLE, the build's variants, the manifest (tools/print_manifest.cpp, read
+// by the Python and shell scripts) and the tests of every variant.
+#define ATTN_VARIANTS(X)                                                \
+    X(ATTN_SOFTMAX, "softmax", DOT, EXP, L1, false, 1)                  \
+    X(ATTN_LSSA, "lssa", COS_LEN, SOFTPLUS, L1, false, 1)               \
+    X(ATTN_LSSAR, "lssar", COS_LEN, SOFTPLUS, L1, true, 15)             \
+    X(ATTN_SIGMOID, "sigmoid", DOT_LOGN, SIGMOID, NONE, false, 1)       \
+    X(ATTN_RELU, "relu", DOT, RELU, MEAN, false, 1)                     \
+    X(ATTN_SOFTMAX_RW, "softmax_rw", DOT, EXP, L1, true, 3)             \
+    X(ATTN_SIGMOID_L1_RW, "sigmoid_l1_rw", COS_LEN, SIGMOID, L1, true, 15) \
+    X(ATTN_RELU_L1_RW, "relu_l1_rw", COS_LEN, RELU, L1, true, 3)        \
+    X(ATTN_SSMAX, "ssmax", SSMAX, EXP, L1, false, 1)                    \
+    ATTN_EXTRA_VARIANTS(X)
+
+// More variants appended by a build (-D'ATTN_EXTRA_VARIANTS(X)=X(...)'): the test of a variant
+// added by one line (test/test.mk, scratch_variant) uses it; nothing else does.
+#ifndef ATTN_EXTRA_VARIANTS
+#define ATTN_EXTRA_VARIANTS(X)
+#endif
+
 enum AttnKind {
-    ATTN_SOFTMAX = 0,
-    ATTN_LSSA = 1,
-    ATTN_LSSAR = 2,
-    ATTN_SIGMOID = 3,
-    ATTN_RELU = 4,
-    ATTN_SOFTMAX_RW = 5,
-    ATTN_SIGMOID_L1_RW = 6,
-    ATTN_RELU_L1_RW = 7,
-    ATTN_SSMAX = 8,
+#define ATTN_KIND_ENUM(kind, ...) kind,
+    ATTN_VARIANTS(ATTN_KIND_ENUM)
+#undef ATTN_KIND_ENUM
     ATTN_NUM_KINDS
 };
 
@@ -53,24 +71,22 @@ struct AttnVariant {
     AttnPhi phi;
     AttnNorm norm;
     bool reweight;
+    float test_p;  // the p of the tests of every variant
 };
 
 constexpr AttnVariant ATTN_VARIANT_TABLE[ATTN_NUM_KINDS] = {
-    {ATTN_SOFTMAX, "softmax", ATTN_SCORE_DOT, ATTN_PHI_EXP, ATTN_NORM_L1, false},
-    {ATTN_LSSA, "lssa", ATTN_SCORE_COS_LEN, ATTN_PHI_SOFTPLUS, ATTN_NORM_L1, false},
-    {ATTN_LSSAR, "lssar", ATTN_SCORE_COS_LEN, ATTN_PHI_SOFTPLUS, ATTN_NORM_L1, true},
-    {ATTN_SIGMOID, "sigmoid", ATTN_SCORE_DOT_LOGN, ATTN_PHI_SIGMOID, ATTN_NORM_NONE, false},
-    {ATTN_RELU, "relu", ATTN_SCORE_DOT, ATTN_PHI_RELU, ATTN_NORM_MEAN, false},
-    {ATTN_SOFTMAX_RW, "softmax_rw", ATTN_SCORE_DOT, ATTN_PHI_EXP, ATTN_NORM_L1, true},
-    {ATTN_SIGMOID_L1_RW, "sigmoid_l1_rw", ATTN_SCORE_COS_LEN, ATTN_PHI_SIGMOID, ATTN_NORM_L1, true},
-    {ATTN_RELU_L1_RW, "relu_l1_rw", ATTN_SCORE_COS_LEN, ATTN_PHI_RELU, ATTN_NORM_L1, true},
-    {ATTN_SSMAX, "ssmax", ATTN_SCORE_SSMAX, ATTN_PHI_EXP, ATTN_NORM_L1, false},
+#define ATTN_VARIANT_ROW(kind, name, score, phi, norm, reweight, test_p) \
+    {kind, name, ATTN_SCORE_##score, ATTN_PHI_##phi, ATTN_NORM_##norm, reweight, test_p},
+    ATTN_VARIANTS(ATTN_VARIANT_ROW)
+#undef ATTN_VARIANT_ROW
 };
 
-constexpr bool attn_table_in_order(int i = 0) {
-    return i == ATTN_NUM_KINDS || (ATTN_VARIANT_TABLE[i].kind == i && attn_table_in_order(i + 1));
-}
-static_assert(attn_table_in_order(), "ATTN_VARIANT_TABLE must list the variants in AttnKind order");
+// Every kind, in order (for loops over the variants).
+constexpr AttnKind ATTN_ALL_KINDS[ATTN_NUM_KINDS] = {
+#define ATTN_KIND_ITEM(kind, ...) kind,
+    ATTN_VARIANTS(ATTN_KIND_ITEM)
+#undef ATTN_KIND_ITEM
+};
 
 constexpr AttnVariant attn_variant(AttnKind kind) { return ATTN_VARIANT_TABLE[kind]; }
 // The parts of variant K as compile-time constants (what the kernels use: scalar constants
@@ -135,6 +151,14 @@ inline std::string attn_len_kind_list() {
     std::string s;
     for (const AttnVariant& v : ATTN_VARIANT_TABLE)
         if (attn_has_len(v.kind)) s += (s.empty() ? "" : ", ") + std::string(v.name);
+    return s;
+}
+
+// "lssar, softmax_rw, ...": the variants with re-weighting, for error messages.
+inline std::string attn_reweight_kind_list() {
+    std::string s;
+    for (const AttnVariant& v : ATTN_VARIANT_TABLE)
+        if (v.reweight) s += (s.empty() ? "" : ", ") + std::string(v.name);
     return s;
 }
 

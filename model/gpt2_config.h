@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -97,52 +99,94 @@ inline std::string gpt2_config_error(const GPT2Config& c) {
     return "";
 }
 
-// The parameter tensors, in the order of the one contiguous buffer.
+// The parameter tensors, one line each, in the order of the one contiguous buffer:
+//   X(enum, name, torch_name, per_layer, shape, decays, init)   (per_layer, decays: true or false)
+// shape: one layer's slice for a per-layer tensor (stacked over the L layers in the buffer), the
+// whole tensor otherwise, in C channels, Vp padded vocabulary, NH heads, NHP (NH with learned p,
+// else 0) and NHS (NH for ssmax, else 0). torch_name: the PyTorch module's name (nanoGPT's), under
+// transformer.h.<layer>. for a per-layer tensor, under transformer. otherwise. decays: AdamW's weight
+// decay applies (the matrices; not biases, layernorms or the head parameters). init: gpt2_init_params.
+// Everything else derives from this list: ParamTensor, the names, sizes, per-layer and decay
+// flags, the initialisation, the CUDA graph's per-layer slices (GPT2LayerParams) and the manifest
+// the Python and shell scripts read (tools/print_manifest.cpp).
+#define GPT2_PARAM_TENSORS(X)                                                           \
+    X(P_WTE, wte, "wte.weight", false, (Vp, C), true, INIT_WTE)                      \
+    X(P_LN1W, ln1w, "ln_1.weight", true, (C), false, INIT_ONES)                      \
+    X(P_LN1B, ln1b, "ln_1.bias", true, (C), false, INIT_ZEROS)                       \
+    X(P_QKVW, qkvw, "attn.c_attn.weight", true, (3 * C, C), true, INIT_NORMAL)       \
+    X(P_QKVB, qkvb, "attn.c_attn.bias", true, (3 * C), false, INIT_ZEROS)            \
+    X(P_ATTPROJW, attprojw, "attn.c_proj.weight", true, (C, C), true, INIT_RESIDUAL) \
+    X(P_ATTPROJB, attprojb, "attn.c_proj.bias", true, (C), false, INIT_ZEROS)        \
+    X(P_LN2W, ln2w, "ln_2.weight", true, (C), false, INIT_ONES)                      \
+    X(P_LN2B, ln2b, "ln_2.bias", true, (C), false, INIT_ZEROS)                       \
+    X(P_FCW, fcw, "mlp.c_fc.weight", true, (4 * C, C), true, INIT_NORMAL)            \
+    X(P_FCB, fcb, "mlp.c_fc.bias", true, (4 * C), false, INIT_ZEROS)                 \
+    X(P_FCPROJW, fcprojw, "mlp.c_proj.weight", true, (C, 4 * C), true, INIT_RESIDUAL) \
+    X(P_FCPROJB, fcprojb, "mlp.c_proj.bias", true, (C), false, INIT_ZEROS)           \
+    X(P_LNFW, lnfw, "ln_f.weight", false, (C), false, INIT_ONES)                     \
+    X(P_LNFB, lnfb, "ln_f.bias", false, (C), false, INIT_ZEROS)                      \
+    X(P_PTHETA, ptheta, "attn.p_theta", true, (NHP), false, INIT_THETA0)             \
+    X(P_SSMAX_S, ssmax_s, "attn.ssmax_s", true, (NHS), false, INIT_SSMAX_S0)
+
 enum ParamTensor {
-    P_WTE, P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTPROJW, P_ATTPROJB, P_LN2W, P_LN2B,
-    P_FCW, P_FCB, P_FCPROJW, P_FCPROJB, P_LNFW, P_LNFB,
-    P_PTHETA,   // learned p: theta of every (layer, head), (L, NH); empty without learn_p
-    P_SSMAX_S,  // ssmax: s of every (layer, head), (L, NH); empty for the other variants
+#define GPT2_PARAM_ENUM(e, name, torch_name, per_layer, shape, decays, init) e,
+    GPT2_PARAM_TENSORS(GPT2_PARAM_ENUM)
+#undef GPT2_PARAM_ENUM
     NUM_PARAM_TENSORS
 };
 
-inline const char* param_tensor_name(int i) {
-    static const char* names[NUM_PARAM_TENSORS] = {"wte", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw",
-                                                   "attprojb", "ln2w", "ln2b", "fcw", "fcb", "fcprojw",
-                                                   "fcprojb", "lnfw", "lnfb", "ptheta", "ssmax_s"};
-    return names[i];
+// How gpt2_init_params fills a tensor: zeros; ones; wte: N(0, 0.02) on the real vocabulary's rows,
+// zero on the padding; N(0, 0.02); the residual projections' N(0, 0.02 / sqrt(2 L)); learned p's
+// theta at the config's p; ssmax's s at SSMAX_S0.
+enum ParamInit { INIT_ZEROS, INIT_ONES, INIT_WTE, INIT_NORMAL, INIT_RESIDUAL, INIT_THETA0, INIT_SSMAX_S0 };
+
+struct ParamTensorInfo {
+    const char* name;        // the C++ name (checkpoint tools, messages)
+    const char* torch_name;  // the PyTorch module's
+    bool per_layer;          // one slice per layer (layer l's: the l-th of num_layers equal parts)
+    const char* shape;       // of one slice (per_layer) or of the tensor, as written in GPT2_PARAM_TENSORS
+    bool decays;
+    ParamInit init;
+};
+
+constexpr ParamTensorInfo PARAM_TENSOR_TABLE[NUM_PARAM_TENSORS] = {
+#define GPT2_PARAM_ROW(e, name, torch_name, per_layer, shape, decays, init) \
+    {#name, torch_name, per_layer, #shape, decays, init},
+    GPT2_PARAM_TENSORS(GPT2_PARAM_ROW)
+#undef GPT2_PARAM_ROW
+};
+
+inline const char* param_tensor_name(int i) { return PARAM_TENSOR_TABLE[i].name; }
+
+// GPT2_IF_##flag(code): code where a table's flag column is true, nothing where it is false
+#define GPT2_IF_true(...) __VA_ARGS__
+#define GPT2_IF_false(...)
+
+// the product of a shape's dimensions: GPT2_DIMS_PRODUCT (a, b) = a * b
+constexpr size_t gpt2_dims_product(std::initializer_list<size_t> dims) {
+    size_t n = 1;
+    for (size_t d : dims) n *= d;
+    return n;
 }
+#define GPT2_DIMS_PRODUCT(...) gpt2_dims_product({__VA_ARGS__})
 
 // Element counts of every parameter tensor.
 inline void gpt2_param_sizes(size_t sizes[NUM_PARAM_TENSORS], const GPT2Config& c) {
-    size_t Vp = c.padded_vocab_size, C = c.channels, L = c.num_layers;
-    sizes[P_WTE] = Vp * C;
-    sizes[P_LN1W] = L * C;
-    sizes[P_LN1B] = L * C;
-    sizes[P_QKVW] = L * 3 * C * C;
-    sizes[P_QKVB] = L * 3 * C;
-    sizes[P_ATTPROJW] = L * C * C;
-    sizes[P_ATTPROJB] = L * C;
-    sizes[P_LN2W] = L * C;
-    sizes[P_LN2B] = L * C;
-    sizes[P_FCW] = L * 4 * C * C;
-    sizes[P_FCB] = L * 4 * C;
-    sizes[P_FCPROJW] = L * C * 4 * C;
-    sizes[P_FCPROJB] = L * C;
-    sizes[P_LNFW] = C;
-    sizes[P_LNFB] = C;
-    sizes[P_PTHETA] = c.learn_p ? L * c.num_heads : 0;
-    sizes[P_SSMAX_S] = attn_head_param(c.attn) == ATTN_HEAD_S ? L * c.num_heads : 0;
+    size_t Vp = c.padded_vocab_size, C = c.channels, L = c.num_layers, NH = c.num_heads;
+    size_t NHP = c.learn_p ? NH : 0, NHS = attn_head_param(c.attn) == ATTN_HEAD_S ? NH : 0;
+    (void)Vp, (void)C, (void)NHP, (void)NHS;
+#define GPT2_PARAM_SIZE(e, name, torch_name, per_layer, shape, decays, init) \
+    sizes[e] = (per_layer ? L : 1) * GPT2_DIMS_PRODUCT shape;
+    GPT2_PARAM_TENSORS(GPT2_PARAM_SIZE)
+#undef GPT2_PARAM_SIZE
 }
 
 // Tensors with one slice per layer (layer l's: the l-th of num_layers equal parts); the others
 // (wte, lnfw, lnfb) belong to no layer.
-inline bool param_tensor_per_layer(int i) { return i != P_WTE && i != P_LNFW && i != P_LNFB; }
+inline bool param_tensor_per_layer(int i) { return PARAM_TENSOR_TABLE[i].per_layer; }
 
 // Weight decay applies to the matrices only, not to biases and layernorm parameters.
-inline bool param_tensor_decays(int i) {
-    return i == P_WTE || i == P_QKVW || i == P_ATTPROJW || i == P_FCW || i == P_FCPROJW;
-}
+inline bool param_tensor_decays(int i) { return PARAM_TENSOR_TABLE[i].decays; }
 
 // The learning rate of tensor i: lr, and for learned p's theta lr * p_lr_scale. AdamW moves every
 // element by about lr per step whatever its gradient's size, and p = 1 + softplus(theta) moves
@@ -179,21 +223,30 @@ void gpt2_init_params(T* params, const GPT2Config& c, uint64_t seed) {
     T* p = params;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         size_t n = sizes[i];
-        if (i == P_LN1W || i == P_LN2W || i == P_LNFW) {
+        switch (PARAM_TENSOR_TABLE[i].init) {
+        case INIT_ONES:
             for (size_t k = 0; k < n; k++) p[k] = T(1);
-        } else if (i == P_WTE) {
+            break;
+        case INIT_WTE: {
             size_t real = (size_t)c.vocab_size * c.channels;
             for (size_t k = 0; k < n; k++) p[k] = k < real ? T(0.02 * rng.normal()) : T(0);
-        } else if (i == P_QKVW || i == P_FCW) {
+            break;
+        }
+        case INIT_NORMAL:
             for (size_t k = 0; k < n; k++) p[k] = T(0.02 * rng.normal());
-        } else if (i == P_ATTPROJW || i == P_FCPROJW) {
+            break;
+        case INIT_RESIDUAL:
             for (size_t k = 0; k < n; k++) p[k] = T(residual_std * rng.normal());
-        } else if (i == P_PTHETA) {
+            break;
+        case INIT_THETA0:
             for (size_t k = 0; k < n; k++) p[k] = T(learned_p_theta0(c.p));
-        } else if (i == P_SSMAX_S) {
+            break;
+        case INIT_SSMAX_S0:
             for (size_t k = 0; k < n; k++) p[k] = T(SSMAX_S0);
-        } else {
+            break;
+        case INIT_ZEROS:
             for (size_t k = 0; k < n; k++) p[k] = T(0);
+            break;
         }
         p += n;
     }

@@ -83,25 +83,11 @@ inline std::string gpt2_cuda_config_error(const GPT2Config& c) {
 // Device activations of one forward (L layers, B batch, T time, C channels, NH heads, Vp padded
 // vocab) and the backward's gradient buffers, which are shared by all layers.
 struct GPT2CudaActivations {
-    floatX* encoded;    // (B,T,C)
-    floatX* ln1;        // (L,B,T,C)
-    float* ln1_mean;    // (L,B,T)
-    float* ln1_rstd;    // (L,B,T)
-    floatX* qkvr;       // (L,B,T,3C) q, k, v (3,NH,hd) after RoPE
-    floatX* atty;       // (L,B,T,C)
-    float* attstats;    // (L,B,NH,T,3) what the attention saves for its backward
-    floatX* residual2;  // (L,B,T,C)
-    floatX* ln2;        // (L,B,T,C)
-    float* ln2_mean;    // (L,B,T)
-    float* ln2_rstd;    // (L,B,T)
-    floatX* fch;        // (L,B,T,4C) before GELU
-    floatX* fch_gelu;   // (L,B,T,4C)
-    floatX* residual3;  // (L,B,T,C)
-    floatX* lnf;        // (B,T,C)
-    float* lnf_mean;    // (B,T)
-    float* lnf_rstd;    // (B,T)
-    floatX* logits;     // (B,T,Vp), dlogits after the backward's classifier
-    float* losses;      // (B,T)
+    // the forward's tensors this back end keeps (model/gpt2_sizes.h's GPT2_ACTIVATIONS with on_cuda),
+    // shapes there
+#define GPT2_CUDA_ACT_FIELD(name, per_layer, shape, cuda_type, on_cuda) GPT2_IF_##on_cuda(cuda_type* name;)
+    GPT2_ACTIVATIONS(GPT2_CUDA_ACT_FIELD)
+#undef GPT2_CUDA_ACT_FIELD
     floatX* proj;       // (B,T,C) attproj or fcproj output of the current layer, before the residual add
     // backward
     floatX* dresidual;  // (B,T,C) gradient of the residual stream at the current layer
@@ -117,39 +103,23 @@ struct GPT2CudaActivations {
 // Layer l's slices of the parameters, or of the gradients (the same layout), with llm.c's names:
 // GPT2Cuda::layer_params(l), layer_grads(l).
 struct GPT2LayerParams {
-    floatX* l_ln1w;      // (C)
-    floatX* l_ln1b;      // (C)
-    floatX* l_qkvw;      // (3C, C)
-    floatX* l_qkvb;      // (3C)
-    floatX* l_attprojw;  // (C, C)
-    floatX* l_attprojb;  // (C)
-    floatX* l_ln2w;      // (C)
-    floatX* l_ln2b;      // (C)
-    floatX* l_fcw;       // (4C, C)
-    floatX* l_fcb;       // (4C)
-    floatX* l_fcprojw;   // (C, 4C)
-    floatX* l_fcprojb;   // (C)
-    floatX* l_ptheta;    // (NH) learned p's theta; null without learn_p
-    floatX* l_ssmax_s;   // (NH) ssmax's s; null for the other variants
+    // l_<name> of every per-layer tensor of model/gpt2_config.h's GPT2_PARAM_TENSORS (shapes there),
+    // null where the tensor is empty (learned p's theta without learn_p, ssmax's s for the other variants)
+#define GPT2_LAYER_PARAM_FIELD(e, name, torch_name, per_layer, shape, decays, init) \
+    GPT2_IF_##per_layer(floatX* l_##name;)
+    GPT2_PARAM_TENSORS(GPT2_LAYER_PARAM_FIELD)
+#undef GPT2_LAYER_PARAM_FIELD
 };
 
 // Layer l's slices of the forward's activations (GPT2CudaActivations), with llm.c's names:
 // GPT2Cuda::layer_acts(l).
 struct GPT2LayerActs {
     floatX* l_residual;  // (B,T,C) the layer's input: encoded for layer 0, else layer l-1's residual3
-    floatX* l_ln1;       // (B,T,C)
-    float* l_ln1_mean;   // (B,T)
-    float* l_ln1_rstd;   // (B,T)
-    floatX* l_qkvr;      // (B,T,3C) q, k, v (3,NH,hd) after RoPE
-    floatX* l_atty;      // (B,T,C)
-    float* l_attstats;   // (B,NH,T,3)
-    floatX* l_residual2; // (B,T,C)
-    floatX* l_ln2;       // (B,T,C)
-    float* l_ln2_mean;   // (B,T)
-    float* l_ln2_rstd;   // (B,T)
-    floatX* l_fch;       // (B,T,4C) before GELU
-    floatX* l_fch_gelu;  // (B,T,4C)
-    floatX* l_residual3; // (B,T,C)
+    // l_<name> of every per-layer activation the CUDA back end keeps (GPT2_ACTIVATIONS, shapes there)
+#define GPT2_LAYER_ACT_FIELD(name, per_layer, shape, cuda_type, on_cuda) \
+    GPT2_IF_##per_layer(GPT2_IF_##on_cuda(cuda_type* l_##name;))
+    GPT2_ACTIVATIONS(GPT2_LAYER_ACT_FIELD)
+#undef GPT2_LAYER_ACT_FIELD
 };
 
 struct GPT2Cuda : GPT2ParamLayout {
@@ -227,20 +197,10 @@ struct GPT2Cuda : GPT2ParamLayout {
     // layer l's parameters (base = params_memory) or gradients (base = grads_memory)
     GPT2LayerParams layer_tensors(floatX* base, int l) const {
         GPT2LayerParams t;
-        t.l_ln1w = base + param_offset(P_LN1W, l);
-        t.l_ln1b = base + param_offset(P_LN1B, l);
-        t.l_qkvw = base + param_offset(P_QKVW, l);
-        t.l_qkvb = base + param_offset(P_QKVB, l);
-        t.l_attprojw = base + param_offset(P_ATTPROJW, l);
-        t.l_attprojb = base + param_offset(P_ATTPROJB, l);
-        t.l_ln2w = base + param_offset(P_LN2W, l);
-        t.l_ln2b = base + param_offset(P_LN2B, l);
-        t.l_fcw = base + param_offset(P_FCW, l);
-        t.l_fcb = base + param_offset(P_FCB, l);
-        t.l_fcprojw = base + param_offset(P_FCPROJW, l);
-        t.l_fcprojb = base + param_offset(P_FCPROJB, l);
-        t.l_ptheta = config.learn_p ? base + param_offset(P_PTHETA, l) : nullptr;
-        t.l_ssmax_s = ssmax() ? base + param_offset(P_SSMAX_S, l) : nullptr;
+#define GPT2_LAYER_PARAM_SLICE(e, name, torch_name, per_layer, shape, decays, init) \
+    GPT2_IF_##per_layer(t.l_##name = param_sizes[e] > 0 ? base + param_offset(e, l) : nullptr;)
+        GPT2_PARAM_TENSORS(GPT2_LAYER_PARAM_SLICE)
+#undef GPT2_LAYER_PARAM_SLICE
         return t;
     }
     GPT2LayerParams layer_params(int l) const { return layer_tensors(params_memory, l); }
@@ -249,22 +209,16 @@ struct GPT2Cuda : GPT2ParamLayout {
     // layer l's activations of the current (B, T)
     GPT2LayerActs layer_acts(int l) const {
         const GPT2CudaActivations& a = acts;
-        size_t NH = config.num_heads, BTC = (size_t)B * T * config.channels, BT = (size_t)B * T;
+        size_t BTC = (size_t)B * T * config.channels;
         GPT2LayerActs t;
         t.l_residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BTC;
-        t.l_ln1 = a.ln1 + l * BTC;
-        t.l_ln1_mean = a.ln1_mean + l * BT;
-        t.l_ln1_rstd = a.ln1_rstd + l * BT;
-        t.l_qkvr = a.qkvr + l * 3 * BTC;
-        t.l_atty = a.atty + l * BTC;
-        t.l_attstats = a.attstats + l * BT * NH * 3;
-        t.l_residual2 = a.residual2 + l * BTC;
-        t.l_ln2 = a.ln2 + l * BTC;
-        t.l_ln2_mean = a.ln2_mean + l * BT;
-        t.l_ln2_rstd = a.ln2_rstd + l * BT;
-        t.l_fch = a.fch + l * 4 * BTC;
-        t.l_fch_gelu = a.fch_gelu + l * 4 * BTC;
-        t.l_residual3 = a.residual3 + l * BTC;
+        // layer l's slice: l times one layer's count, the per-layer tensor's count over L
+        ActivationTensors<size_t> n = gpt2_activation_sizes(config, B, T);
+        size_t L = config.num_layers;
+#define GPT2_LAYER_ACT_SLICE(name, per_layer, shape, cuda_type, on_cuda) \
+    GPT2_IF_##per_layer(GPT2_IF_##on_cuda(t.l_##name = a.name + l * (n.name / L);))
+        GPT2_ACTIVATIONS(GPT2_LAYER_ACT_SLICE)
+#undef GPT2_LAYER_ACT_SLICE
         return t;
     }
 
@@ -680,25 +634,9 @@ struct GPT2Cuda : GPT2ParamLayout {
         // the forward's tensors, sized as on every back end (model/gpt2_sizes.h); the CPU's pre-RoPE
         // qkv, attproj and fcproj are not kept here (proj below serves the current layer)
         ActivationTensors<size_t> s = gpt2_activation_sizes(c, B_, T_);
-        alloc_act(a.encoded, s.encoded);
-        alloc_act(a.ln1, s.ln1);
-        alloc_act(a.ln1_mean, s.ln1_mean);
-        alloc_act(a.ln1_rstd, s.ln1_rstd);
-        alloc_act(a.qkvr, s.qkvr);
-        alloc_act(a.atty, s.atty);
-        alloc_act(a.attstats, s.attstats);
-        alloc_act(a.residual2, s.residual2);
-        alloc_act(a.ln2, s.ln2);
-        alloc_act(a.ln2_mean, s.ln2_mean);
-        alloc_act(a.ln2_rstd, s.ln2_rstd);
-        alloc_act(a.fch, s.fch);
-        alloc_act(a.fch_gelu, s.fch_gelu);
-        alloc_act(a.residual3, s.residual3);
-        alloc_act(a.lnf, s.lnf);
-        alloc_act(a.lnf_mean, s.lnf_mean);
-        alloc_act(a.lnf_rstd, s.lnf_rstd);
-        alloc_act(a.logits, s.logits);
-        alloc_act(a.losses, s.losses);
+#define GPT2_CUDA_ACT_ALLOC(name, per_layer, shape, cuda_type, on_cuda) GPT2_IF_##on_cuda(alloc_act(a.name, s.name);)
+        GPT2_ACTIVATIONS(GPT2_CUDA_ACT_ALLOC)
+#undef GPT2_CUDA_ACT_ALLOC
         // the backward's buffers, shared by all layers, and the kernels' workspaces
         size_t C = c.channels, NH = c.num_heads, BT = (size_t)B_ * T_;
         alloc_act(a.proj, BT * C);

@@ -8,51 +8,67 @@
 
 #include "model/gpt2_config.h"
 
+// The activations, one line each: X(name, per_layer, shape, cuda_type, on_cuda)
+// shape: one layer's slice for a per-layer tensor (stacked over the L layers), in B batch, T time,
+// C channels, NH heads, Vp padded vocabulary. cuda_type: the element type of the CUDA back end's
+// buffer (floatX: the build's activation type, bf16). on_cuda: whether the CUDA back end keeps it
+// (the CPU keeps every one; the CUDA graph does without the pre-RoPE qkv and the projections'
+// outputs, which its GPT2CudaActivations::proj serves one layer at a time). Everything else derives
+// from this list: ActivationTensors, the sizes, the CUDA graph's buffers (GPT2CudaActivations,
+// layout_activations), its per-layer slices (GPT2LayerActs) and the manifest (tools/print_manifest.cpp).
+#define GPT2_ACTIVATIONS(X)                          \
+    X(encoded, false, (B, T, C), floatX, true)       \
+    X(ln1, true, (B, T, C), floatX, true)            \
+    X(ln1_mean, true, (B, T), float, true)           \
+    X(ln1_rstd, true, (B, T), float, true)           \
+    X(qkv, true, (B, T, 3 * C), floatX, false)       \
+    X(qkvr, true, (B, T, 3 * C), floatX, true)       \
+    X(atty, true, (B, T, C), floatX, true)           \
+    X(attstats, true, (B, NH, T, 3), float, true)    \
+    X(attproj, true, (B, T, C), floatX, false)       \
+    X(residual2, true, (B, T, C), floatX, true)      \
+    X(ln2, true, (B, T, C), floatX, true)            \
+    X(ln2_mean, true, (B, T), float, true)           \
+    X(ln2_rstd, true, (B, T), float, true)           \
+    X(fch, true, (B, T, 4 * C), floatX, true)        \
+    X(fch_gelu, true, (B, T, 4 * C), floatX, true)   \
+    X(fcproj, true, (B, T, C), floatX, false)        \
+    X(residual3, true, (B, T, C), floatX, true)      \
+    X(lnf, false, (B, T, C), floatX, true)           \
+    X(lnf_mean, false, (B, T), float, true)          \
+    X(lnf_rstd, false, (B, T), float, true)          \
+    X(logits, false, (B, T, Vp), floatX, true)       \
+    X(losses, false, (B, T), float, true)
+
 // One field per tensor: P = T* for the buffers and P = size_t for their element counts.
-// L layers, B batch, T time, C channels, NH heads, Vp padded vocab.
 template <class P> struct ActivationTensors {
-    P encoded;    // (B,T,C)
-    P ln1;        // (L,B,T,C)
-    P ln1_mean;   // (L,B,T)
-    P ln1_rstd;   // (L,B,T)
-    P qkv;        // (L,B,T,3C) before RoPE (the CPU only)
-    P qkvr;       // (L,B,T,3C) after RoPE
-    P atty;       // (L,B,T,C)
-    P attstats;   // (L,B,NH,T,3)
-    P attproj;    // (L,B,T,C) (the CPU only)
-    P residual2;  // (L,B,T,C)
-    P ln2;        // (L,B,T,C)
-    P ln2_mean;   // (L,B,T)
-    P ln2_rstd;   // (L,B,T)
-    P fch;        // (L,B,T,4C)
-    P fch_gelu;   // (L,B,T,4C)
-    P fcproj;     // (L,B,T,C) (the CPU only)
-    P residual3;  // (L,B,T,C)
-    P lnf;        // (B,T,C)
-    P lnf_mean;   // (B,T)
-    P lnf_rstd;   // (B,T)
-    P logits;     // (B,T,Vp)
-    P losses;     // (B,T)
+#define GPT2_ACT_FIELD(name, per_layer, shape, cuda_type, on_cuda) P name;
+    GPT2_ACTIVATIONS(GPT2_ACT_FIELD)
+#undef GPT2_ACT_FIELD
 };
 constexpr int NUM_ACTIVATION_TENSORS = sizeof(ActivationTensors<size_t>) / sizeof(size_t);
 
-inline ActivationTensors<size_t> gpt2_activation_sizes(const GPT2Config& c, int B, int T) {
+struct ActivationInfo {
+    const char* name;
+    bool per_layer;
+    const char* shape;      // of one slice (per_layer) or of the tensor, as written in GPT2_ACTIVATIONS
+    const char* cuda_type;  // "floatX" or "float"
+    bool on_cuda;
+};
+constexpr ActivationInfo ACTIVATION_TABLE[NUM_ACTIVATION_TENSORS] = {
+#define GPT2_ACT_ROW(name, per_layer, shape, cuda_type, on_cuda) {#name, per_layer, #shape, #cuda_type, on_cuda},
+    GPT2_ACTIVATIONS(GPT2_ACT_ROW)
+#undef GPT2_ACT_ROW
+};
+
+inline ActivationTensors<size_t> gpt2_activation_sizes(const GPT2Config& c, int B_, int T_) {
     size_t L = c.num_layers, C = c.channels, NH = c.num_heads, Vp = c.padded_vocab_size;
-    size_t BT = (size_t)B * T;
+    size_t B = B_, T = T_;
+    (void)C, (void)NH, (void)Vp;
     ActivationTensors<size_t> s;
-    s.encoded = BT * C;
-    s.ln1 = L * BT * C;
-    s.ln1_mean = s.ln1_rstd = L * BT;
-    s.qkv = s.qkvr = L * BT * 3 * C;
-    s.atty = L * BT * C;
-    s.attstats = L * BT * NH * 3;
-    s.attproj = s.residual2 = s.ln2 = L * BT * C;
-    s.ln2_mean = s.ln2_rstd = L * BT;
-    s.fch = s.fch_gelu = L * BT * 4 * C;
-    s.fcproj = s.residual3 = L * BT * C;
-    s.lnf = BT * C;
-    s.lnf_mean = s.lnf_rstd = BT;
-    s.logits = BT * Vp;
-    s.losses = BT;
+#define GPT2_ACT_SIZE(name, per_layer, shape, cuda_type, on_cuda) \
+    s.name = (per_layer ? L : 1) * GPT2_DIMS_PRODUCT shape;
+    GPT2_ACTIVATIONS(GPT2_ACT_SIZE)
+#undef GPT2_ACT_SIZE
     return s;
 }

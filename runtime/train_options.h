@@ -217,7 +217,7 @@ inline TrainOptions train_parse_args(int argc, char** argv) {
                  "log-length scaling)");
     if (o.p_given && !attn_reweights(ATTN_BUILT))
         cli_fail(std::string("-p: ") + ATTN_NAME + " attention has no re-weighting, so p does not apply (leave -p "
-                 "out, or build a variant with re-weighting: lssar, softmax_rw, sigmoid_l1_rw, relu_l1_rw)");
+                 "out, or build a variant with re-weighting: " + attn_reweight_kind_list() + ")");
     if (o.resume && o.overwrite) cli_fail("-y 1 -ow 1: resume the run in -o, or start over there (removing it), not both");
     if ((o.ckpt_every > 0 || o.resume) && o.out_dir.empty())
         cli_fail(std::string(o.resume ? "-y 1" : "-n " + std::to_string(o.ckpt_every)) +

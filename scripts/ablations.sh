@@ -71,14 +71,21 @@ train_eval() {  # run-name variant extra-flags...
         -pr "$PRECISION" -o "$OUT/$run.csv" > "$OUT/$run.out"
     runs+=("$run=$OUT/$run.csv")
 }
+# from the manifest (scripts/manifest.py): the variants with re-weighting, and those whose definition
+# holds a length other than log-length scaling's threshold (dot_logn's bias, mean's scale: -tl 1 applies)
+reweighting=" $(/usr/bin/python3 scripts/manifest.py names reweight=true | tr '\n' ' ')"
+with_len=" $(/usr/bin/python3 scripts/manifest.py names has_len=true log_len_scaling=false | tr '\n' ' ')"
 for v in $VARIANTS; do
-    case $v in
-        lssar) train_eval "lssar_p3" lssar -p 3; train_eval "lssar_p$P" lssar -p "$P"
-               train_eval "lssar_pl" lssar -p "$P" -pl 1 ;;
-        softmax_rw|sigmoid_l1_rw|relu_l1_rw) train_eval "${v}_p$P" "$v" -p "$P" ;;
-        sigmoid|relu) train_eval "$v" "$v"; train_eval "${v}_tl" "$v" -tl 1 ;;
-        *) train_eval "$v" "$v" ;;
-    esac
+    if [ "$v" = lssar ]; then  # the paper's two rows, and p learned
+        train_eval "lssar_p3" lssar -p 3; train_eval "lssar_p$P" lssar -p "$P"
+        train_eval "lssar_pl" lssar -p "$P" -pl 1
+    elif [[ $reweighting == *" $v "* ]]; then
+        train_eval "${v}_p$P" "$v" -p "$P"
+    elif [[ $with_len == *" $v "* ]]; then
+        train_eval "$v" "$v"; train_eval "${v}_tl" "$v" -tl 1
+    else
+        train_eval "$v" "$v"
+    fi
 done
 
 echo "== the ablation table (validation loss; paper: GPT-2 124M, FineWeb, trained at 1K)"

@@ -9,6 +9,7 @@ A checkpoint of lssar.cu as a PyTorch model, and back.
         ssmax's s as transformer.h.N.attn.ssmax_s),
         OUT_DIR/config.json (the model's shape, attention and p, the checkpoint's step),
         OUT_DIR/modeling_lssar_gpt2.py (the self-contained module that loads them: forward, generate),
+        OUT_DIR/manifest.json (the project's list of variants, which the module reads: scripts/manifest.py)
         and OUT_DIR/model.safetensors where the safetensors module is importable.
 
     /usr/bin/python3 scripts/export.py --import SRC OUT_CKPT [--config CONFIG.json]
@@ -40,14 +41,19 @@ OFF_LEARN_P = 184        # int32 (version 3)
 OFF_ATTN_LEN = 188       # int32 (version 3; 0 in older files): sigmoid's and relu's constant length,
                          # softmax's and softmax_rw's log-length scaling threshold
 OFF_HEADER_CHECKSUM = 1016
-# attention/attention_kind.h's AttnKind order
-ATTN_KINDS = ["softmax", "lssa", "lssar", "sigmoid", "relu", "softmax_rw", "sigmoid_l1_rw", "relu_l1_rw", "ssmax"]
-REWEIGHTING = {"lssar", "softmax_rw", "sigmoid_l1_rw", "relu_l1_rw"}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import manifest  # noqa: E402  (scripts/manifest.py: the variants and tensors of the C++ headers)
+
+MANIFEST = manifest.load()
+VARIANTS = manifest.variants(MANIFEST)
+ATTN_KINDS = [v["name"] for v in sorted(MANIFEST["variants"], key=lambda v: v["kind"])]  # AttnKind order
+REWEIGHTING = {name for name, v in VARIANTS.items() if v["reweight"]}
 # attn_has_len: the constant n of sigmoid and relu, the log-length scaling of softmax and softmax_rw (>= 2)
-ATTN_LEN_KINDS = {"sigmoid", "relu", "softmax", "softmax_rw"}
-LOG_LEN_KINDS = {"softmax", "softmax_rw"}
+ATTN_LEN_KINDS = {name for name, v in VARIANTS.items() if v["has_len"]}
+LOG_LEN_KINDS = {name for name, v in VARIANTS.items() if v["log_len_scaling"]}
 FORMAT = "lssar.cu export 1"
 MODULE_FILE = "modeling_lssar_gpt2.py"
+MANIFEST_FILE = "manifest.json"  # beside the module in an export: its list of variants
 
 
 def fail(msg):
@@ -67,21 +73,24 @@ def checksum(data, h=1469598103934665603):
 
 
 def tensor_shapes(cfg):
-    """(name in the flat C++ layout, shape) of every parameter tensor: model/gpt2_config.h's order,
-    the per-layer tensors stacked over the layers."""
+    """(torch name, per_layer, shape) of every non-empty parameter tensor of the flat C++ layout, in
+    its order (the manifest's, model/gpt2_config.h's): a per-layer tensor's shape is (L, ...), its
+    layers stacked."""
     L, C, Vp, NH = cfg["n_layer"], cfg["n_embd"], cfg["padded_vocab_size"], cfg["n_head"]
-    shapes = [("wte", (Vp, C)), ("ln_1.weight", (L, C)), ("ln_1.bias", (L, C)),
-              ("attn.c_attn.weight", (L, 3 * C, C)), ("attn.c_attn.bias", (L, 3 * C)),
-              ("attn.c_proj.weight", (L, C, C)), ("attn.c_proj.bias", (L, C)),
-              ("ln_2.weight", (L, C)), ("ln_2.bias", (L, C)),
-              ("mlp.c_fc.weight", (L, 4 * C, C)), ("mlp.c_fc.bias", (L, 4 * C)),
-              ("mlp.c_proj.weight", (L, C, 4 * C)), ("mlp.c_proj.bias", (L, C)),
-              ("ln_f.weight", (C,)), ("ln_f.bias", (C,))]
-    if cfg["learn_p"]:
-        shapes.append(("attn.p_theta", (L, NH)))
-    if cfg["attn"] == "ssmax":
-        shapes.append(("attn.ssmax_s", (L, NH)))
+    head = VARIANTS[cfg["attn"]]["head_param"]
+    shapes = []
+    for t in MANIFEST["params"]:
+        shape = manifest.dims(t["shape"], C=C, Vp=Vp, NH=NH, NHP=NH if cfg["learn_p"] else 0,
+                              NHS=NH if head == "s" else 0)
+        shape = (L,) + shape if t["per_layer"] else shape
+        if numel(shape) > 0:
+            shapes.append((t["torch_name"], t["per_layer"], shape))
     return shapes
+
+
+def state_keys(name, per_layer, L):
+    """The state_dict's names of a tensor: one per layer for a per-layer tensor"""
+    return [f"transformer.h.{layer}.{name}" for layer in range(L)] if per_layer else ["transformer." + name]
 
 
 def numel(shape):
@@ -123,7 +132,7 @@ def read_checkpoint(path):
            "padded_vocab_size": Vp, "block_size": T, "p": p, "learn_p": bool(learn_p), "rope_base": rope_base,
            "attn_len": attn_len,
            "layer_norm_epsilon": 1e-5, "step": step, "model_type": "lssar_gpt2", "format": FORMAT}
-    want = sum(numel(s) for _, s in tensor_shapes(cfg))
+    want = sum(numel(s) for _, _, s in tensor_shapes(cfg))
     if num_params != want:
         fail(f"{path}: the header says {num_params} parameters, its config has {want}")
     if len(data) != HEADER_BYTES + 4 * num_params:
@@ -138,24 +147,19 @@ def read_checkpoint(path):
 def state_dict_of(cfg, flat):
     """The module's state_dict (nanoGPT's names) of the flat weights; lm_head.weight is wte itself."""
     sd, at = {}, 0
-    L = cfg["n_layer"]
-    for name, shape in tensor_shapes(cfg):
+    for name, per_layer, shape in tensor_shapes(cfg):
         t = flat[at:at + numel(shape)].view(shape)
         at += numel(shape)
-        if name == "wte":
-            sd["transformer.wte.weight"] = t.clone()
-        elif name.startswith("ln_f"):
-            sd["transformer." + name] = t.clone()
-        else:
-            for layer in range(L):
-                sd[f"transformer.h.{layer}.{name}"] = t[layer].clone()
+        for i, key in enumerate(state_keys(name, per_layer, cfg["n_layer"])):
+            sd[key] = (t[i] if per_layer else t).clone()
     sd["lm_head.weight"] = sd["transformer.wte.weight"]
     return sd
 
 
 def head_param_text(cfg):
     """"learned p", "learned s" (ssmax) or "p 15" """
-    return "learned p" if cfg["learn_p"] else "learned s" if cfg["attn"] == "ssmax" else "p %g" % cfg["p"]
+    head = VARIANTS[cfg["attn"]]["head_param"]
+    return "learned p" if cfg["learn_p"] else "learned s" if head == "s" else "p %g" % cfg["p"]
 
 
 def export(ckpt, out_dir):
@@ -167,7 +171,9 @@ def export(ckpt, out_dir):
     torch.save(sd, os.path.join(out_dir, "pytorch_model.bin"))
     shutil.copyfile(os.path.join(os.path.dirname(os.path.abspath(__file__)), MODULE_FILE),
                     os.path.join(out_dir, MODULE_FILE))
-    written = ["config.json", "pytorch_model.bin", MODULE_FILE]
+    with open(os.path.join(out_dir, MANIFEST_FILE), "w") as f:
+        f.write(json.dumps(MANIFEST, indent=1) + "\n")
+    written = ["config.json", "pytorch_model.bin", MODULE_FILE, MANIFEST_FILE]
     try:
         from safetensors.torch import save_file
     except ImportError:
@@ -205,10 +211,10 @@ def flat_of(cfg, sd, src):
     """The weights in the C++ layout, every name of the module present with its shape"""
     L = cfg["n_layer"]
     tensors = []
-    for name, shape in tensor_shapes(cfg):
-        keys = ["transformer.wte.weight"] if name == "wte" else \
-            ["transformer." + name] if name.startswith("ln_f") else [f"transformer.h.{l}.{name}" for l in range(L)]
-        per_key = shape if len(keys) == 1 else shape[1:]
+    expected = set()
+    for name, per_layer, shape in tensor_shapes(cfg):
+        keys = state_keys(name, per_layer, L)
+        per_key = shape[1:] if per_layer else shape
         for k in keys:
             if k not in sd:
                 fail(f"{src}: no tensor '{k}' in the state_dict (config: {cfg['attn']}, {L} layers, learned p "
@@ -216,9 +222,7 @@ def flat_of(cfg, sd, src):
             if tuple(sd[k].shape) != tuple(per_key):
                 fail(f"{src}: '{k}' has shape {tuple(sd[k].shape)}, the config needs {tuple(per_key)}")
             tensors.append(sd[k].detach().to(torch.float32).reshape(-1))
-    expected = {k for name, _ in tensor_shapes(cfg) for k in
-                (["transformer.wte.weight"] if name == "wte" else ["transformer." + name] if name.startswith("ln_f")
-                 else [f"transformer.h.{l}.{name}" for l in range(L)])}
+        expected.update(keys)
     extra = sorted(set(sd) - expected - {"lm_head.weight"})
     if extra:
         fail(f"{src}: tensors the model does not have: {', '.join(extra[:5])}{' ...' if len(extra) > 5 else ''}")

@@ -1,8 +1,9 @@
 """
 GPT-2 + RoPE with every attention variant of lssar.cu (softmax, sigmoid, relu, lssa, lssar,
 softmax_rw, sigmoid_l1_rw, relu_l1_rw, ssmax; fixed or learned re-weighting power p), as a self-contained
-PyTorch module: this file and torch are all it needs. scripts/export.py writes it next to a
-checkpoint's weights (pytorch_model.bin: a state_dict with nanoGPT's names) and config.json:
+PyTorch module: this file, the manifest.json beside it (the project's list of variants and their
+parts) and torch are all it needs. scripts/export.py writes them next to a checkpoint's weights
+(pytorch_model.bin: a state_dict with nanoGPT's names) and config.json:
 
     from modeling_lssar_gpt2 import LssarGPT2
     model = LssarGPT2.from_pretrained("exported_dir")          # float32, eval mode
@@ -23,34 +24,32 @@ output; learned p = 1 + softplus(theta) per layer and head. The language-model h
 import json
 import math
 import os
+import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-# score, positivity phi, normalisation, re-weighting: doc/attention.md, section 'Variants'
-VARIANTS = {
-    "softmax": ("dot", "exp", "l1", False),
-    "lssa": ("cos_len", "softplus", "l1", False),
-    "lssar": ("cos_len", "softplus", "l1", True),
-    "sigmoid": ("dot_logn", "sigmoid", "none", False),
-    "relu": ("dot", "relu", "mean", False),
-    "softmax_rw": ("dot", "exp", "l1", True),
-    "sigmoid_l1_rw": ("cos_len", "sigmoid", "l1", True),
-    "relu_l1_rw": ("cos_len", "relu", "l1", True),
-    "ssmax": ("ssmax", "exp", "l1", False),
-}
-SSMAX_S0 = 0.43  # ssmax's s at initialisation (attention/attention_kind.h)
+def load_manifest():
+    """The variants' parts, from the manifest.json beside this file (an export), or in the
+    repository's scripts/ from scripts/manifest.py"""
+    here = os.path.dirname(os.path.abspath(__file__))
+    beside = os.path.join(here, "manifest.json")
+    if os.path.exists(beside):
+        with open(beside) as f:
+            return json.load(f)
+    if os.path.exists(os.path.join(here, "manifest.py")):
+        sys.path.insert(0, here)
+        import manifest
+        return manifest.load()
+    raise ImportError(f"{beside} is missing: scripts/export.py writes it beside this module")
 
 
-def log_scales(score, phi):
-    """log-length scaling applies to dot scores with exp (softmax, softmax_rw)"""
-    return score == "dot" and phi == "exp"
-
-
-def attn_has_len(score, phi, norm):
-    """the variants whose definition holds a length: dot_logn's bias, mean's scale, log-length scaling"""
-    return score == "dot_logn" or norm == "mean" or log_scales(score, phi)
+MANIFEST = load_manifest()
+# each variant's entry: score, positivity phi, normalisation, re-weighting, head parameter, whether
+# its definition holds a length (has_len) and log-length scaling applies: doc/attention.md, 'Variants'
+VARIANTS = {v["name"]: v for v in MANIFEST["variants"]}
+SSMAX_S0 = MANIFEST["constants"]["SSMAX_S0"]  # ssmax's s at initialisation (attention/attention_kind.h)
 
 
 class LssarGPT2Config:
@@ -61,11 +60,11 @@ class LssarGPT2Config:
                  **extra):
         if attn not in VARIANTS:
             raise ValueError(f"attn '{attn}' is not one of {', '.join(VARIANTS)}")
-        score, phi, norm, _ = VARIANTS[attn]
-        if int(attn_len) < 0 or (int(attn_len) > 0 and not attn_has_len(score, phi, norm)):
-            raise ValueError(f"attn_len = {attn_len}: must be >= 0, and is defined for sigmoid, relu, softmax, "
-                             "softmax_rw only")
-        if int(attn_len) == 1 and log_scales(score, phi):
+        v = VARIANTS[attn]
+        if int(attn_len) < 0 or (int(attn_len) > 0 and not v["has_len"]):
+            raise ValueError(f"attn_len = {attn_len}: must be >= 0, and is defined for "
+                             f"{', '.join(n for n, w in VARIANTS.items() if w['has_len'])} only")
+        if int(attn_len) == 1 and v["log_len_scaling"]:
             raise ValueError("attn_len = 1: log-length scaling divides by ln(attn_len), which must be > 0")
         self.attn_len = int(attn_len)
         self.attn, self.n_layer, self.n_head, self.n_embd = attn, n_layer, n_head, n_embd
@@ -107,7 +106,8 @@ def attention_weights(q, k, attn, p, attn_len=0, s_head=None):
     """Causal attention weights (B, NH, T, T) of variant `attn`; p: a number or (NH,) per head;
     attn_len: the n of the dot_logn bias and the mean scale, 0 for each row's n_t; for dot scores
     with exp, L > 1 is log-length scaling; s_head: ssmax's s, (NH,)"""
-    score, phi, norm, reweight = VARIANTS[attn]
+    v = VARIANTS[attn]
+    score, phi, norm, reweight = v["score"], v["phi"], v["norm"], v["reweight"]
     T, hd = q.size(-2), q.size(-1)
     mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
     n = torch.arange(1, T + 1, dtype=q.dtype, device=q.device)[:, None]  # keys each row sees
@@ -122,7 +122,7 @@ def attention_weights(q, k, attn, p, attn_len=0, s_head=None):
         s = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
         if score == "dot_logn":
             s = s - torch.log(n_len)
-        if log_scales(score, phi) and attn_len > 1:  # max(1, ln(n_t) / ln(L)): 1 within L
+        if v["log_len_scaling"] and attn_len > 1:  # max(1, ln(n_t) / ln(L)): 1 within L
             s = s * torch.where(n > attn_len, torch.log(n) / math.log(attn_len), torch.ones_like(n))
     if phi == "exp":
         s_masked = s.masked_fill(~mask, float("-inf"))
@@ -158,7 +158,7 @@ class CausalSelfAttention(nn.Module):
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd)
         if cfg.learn_p:  # p = 1 + softplus(theta) per head
             self.p_theta = nn.Parameter(torch.zeros(cfg.n_head))
-        if cfg.attn == "ssmax":  # s per head
+        if VARIANTS[cfg.attn]["head_param"] == "s":  # ssmax's s per head
             self.ssmax_s = nn.Parameter(torch.full((cfg.n_head,), SSMAX_S0))
 
     def p(self):
@@ -170,7 +170,7 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self.c_attn(x).split(C, dim=2)
         q, k, v = (t.view(B, T, NH, C // NH).transpose(1, 2) for t in (q, k, v))  # (B, NH, T, hd)
         q, k = rope(q, self.cfg.rope_base), rope(k, self.cfg.rope_base)
-        s_head = self.ssmax_s if self.cfg.attn == "ssmax" else None
+        s_head = self.ssmax_s if VARIANTS[self.cfg.attn]["head_param"] == "s" else None
         y = attention_weights(q, k, self.cfg.attn, self.p(), self.cfg.attn_len, s_head) @ v
         return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
 

@@ -40,13 +40,16 @@ train_eval() {  # run-name variant extra-flags...
         -o "$OUT/$run.csv"
     runs+=("$run=$OUT/$run.csv")
 }
+reweighting=" $(/usr/bin/python3 scripts/manifest.py names reweight=true | tr '\n' ' ')"  # scripts/manifest.py
 for v in $VARIANTS; do
-    case $v in
-        lssar) train_eval "lssar_p3" lssar -p 3; train_eval "lssar_p$P" lssar -p "$P"
-               train_eval "lssar_pl" lssar -p "$P" -pl 1 ;;
-        softmax_rw|sigmoid_l1_rw|relu_l1_rw) train_eval "${v}_p$P" "$v" -p "$P" ;;
-        *) train_eval "$v" "$v" ;;
-    esac
+    if [ "$v" = lssar ]; then  # the paper's two rows, and p learned
+        train_eval "lssar_p3" lssar -p 3; train_eval "lssar_p$P" lssar -p "$P"
+        train_eval "lssar_pl" lssar -p "$P" -pl 1
+    elif [[ $reweighting == *" $v "* ]]; then
+        train_eval "${v}_p$P" "$v" -p "$P"
+    else
+        train_eval "$v" "$v"
+    fi
 done
 /usr/bin/python3 scripts/ablation_table.py "${runs[@]}" --train-len $T \
     --title "GPT-2 124M, FineWeb, trained at $T for $STEPS steps (seed $SEED)" -o "$OUT/ablations.png" \

@@ -13,15 +13,22 @@ per completion, in float64, for test/test_mc_eval.cpp (per-example losses as a C
     /usr/bin/python3 test/gpt2_torch.py --mc-eval CKPT --mc-file FILE.bin --out scores.csv [--n N]
 
 The attention follows doc/attention.md (the project's specification), written here from the formulas
-with PyTorch autograd doing the backward; nothing is shared with the C++ code.
+with PyTorch autograd doing the backward. Only the lists come from the C++ code, through the
+manifest (scripts/manifest.py): which parts make each variant, the variants' numbers, the parameter
+tensors' order and shapes, and ssmax's initial s; none of the computation does.
 """
 import argparse
 import math
+import os
 import struct
+import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+import manifest  # noqa: E402
 
 STATE_MAGIC = 20241129
 STATE_VERSION = 2  # 2: the header's 13th int is attn_len (version 1 files have 12, attn_len 0)
@@ -40,20 +47,11 @@ def rope(x, base):
     return torch.stack([y0, y1], dim=-1).flatten(-2)
 
 
+MANIFEST = manifest.load()
 # Each variant: (score, phi, normalisation, re-weighting), as doc/attention.md, section 'Variants' defines them.
-VARIANTS = {
-    "softmax": ("dot", "exp", "l1", False),
-    "lssa": ("cos_len", "softplus", "l1", False),
-    "lssar": ("cos_len", "softplus", "l1", True),
-    "sigmoid": ("dot_logn", "sigmoid", "none", False),
-    "relu": ("dot", "relu", "mean", False),
-    "softmax_rw": ("dot", "exp", "l1", True),
-    "sigmoid_l1_rw": ("cos_len", "sigmoid", "l1", True),
-    "relu_l1_rw": ("cos_len", "relu", "l1", True),
-    "ssmax": ("ssmax", "exp", "l1", False),
-}
-SSMAX_S0 = 0.43  # ssmax's s per head at initialisation
-ATTN_KINDS = {name: i for i, name in enumerate(VARIANTS)}  # the C++ AttnKind numbers
+VARIANTS = {v["name"]: (v["score"], v["phi"], v["norm"], v["reweight"]) for v in MANIFEST["variants"]}
+SSMAX_S0 = MANIFEST["constants"]["SSMAX_S0"]  # ssmax's s per head at initialisation
+ATTN_KINDS = {v["name"]: v["kind"] for v in MANIFEST["variants"]}  # the C++ AttnKind numbers
 
 
 def safe_divide(a, b):
@@ -105,7 +103,7 @@ class CausalSelfAttention(nn.Module):
         super().__init__()
         self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd)
-        if cfg.attn == "ssmax":
+        if VARIANTS[cfg.attn][0] == "ssmax":  # s per head
             self.ssmax_s = nn.Parameter(torch.full((cfg.n_head,), SSMAX_S0))
         self.cfg = cfg
 
@@ -117,7 +115,7 @@ class CausalSelfAttention(nn.Module):
         k = k.view(B, T, NH, C // NH).transpose(1, 2)
         v = v.view(B, T, NH, C // NH).transpose(1, 2)
         q, k = rope(q, self.cfg.rope_base), rope(k, self.cfg.rope_base)
-        s_head = self.ssmax_s if self.cfg.attn == "ssmax" else None
+        s_head = self.ssmax_s if VARIANTS[self.cfg.attn][0] == "ssmax" else None
         y = causal_attention_weights(q, k, self.cfg.attn, self.cfg.p, self.cfg.attn_len, s_head) @ v
         return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
 
@@ -164,43 +162,31 @@ class GPT(nn.Module):
         loss = F.cross_entropy(logits[..., :V].reshape(-1, V), targets.reshape(-1))
         return logits, loss
 
-    def flat_tensors(self):
-        """The parameters in the C++ layout (model/gpt2_config.h): per-layer tensors stacked."""
-        h = self.h
-        stack = lambda f: torch.stack([f(b) for b in h])
-        return [
-            self.wte.weight,
-            stack(lambda b: b.ln_1.weight), stack(lambda b: b.ln_1.bias),
-            stack(lambda b: b.attn.c_attn.weight), stack(lambda b: b.attn.c_attn.bias),
-            stack(lambda b: b.attn.c_proj.weight), stack(lambda b: b.attn.c_proj.bias),
-            stack(lambda b: b.ln_2.weight), stack(lambda b: b.ln_2.bias),
-            stack(lambda b: b.mlp.c_fc.weight), stack(lambda b: b.mlp.c_fc.bias),
-            stack(lambda b: b.mlp.c_proj.weight), stack(lambda b: b.mlp.c_proj.bias),
-            self.ln_f.weight, self.ln_f.bias,
-        ] + self.head_params(lambda t: t)
+    def layout(self):
+        """(per_layer, module path) of every non-empty parameter tensor of the C++ layout (the
+        manifest's order): a per-layer tensor is stacked over the blocks."""
+        cfg = self.cfg
+        NH = cfg.n_head
+        out = []
+        for t in MANIFEST["params"]:
+            shape = manifest.dims(t["shape"], C=cfg.n_embd, Vp=cfg.padded_vocab_size, NH=NH, NHP=0,
+                                  NHS=NH if VARIANTS[cfg.attn][0] == "ssmax" else 0)
+            if math.prod(shape) > 0:
+                out.append((t["per_layer"], t["torch_name"]))
+        return out
 
-    def head_params(self, get):
-        """ssmax's s of every (layer, head), after ln_f (learned p's theta, absent here, comes between)"""
-        return [torch.stack([get(b.attn.ssmax_s) for b in self.h])] if self.cfg.attn == "ssmax" else []
+    def flat_tensors(self, get=lambda t: t):
+        """The parameters in the C++ layout (model/gpt2_config.h): per-layer tensors stacked."""
+        at = lambda module, name: get(module.get_parameter(name))
+        return [torch.stack([at(b, name) for b in self.h]) if per_layer else at(self, name)
+                for per_layer, name in self.layout()]
 
     def flat_params(self):
         return torch.cat([t.detach().reshape(-1) for t in self.flat_tensors()])
 
     def flat_grads(self):
         # gradients of the stacked views are the per-module gradients, stacked the same way
-        h = self.h
-        stackg = lambda f: torch.stack([f(b).grad for b in h])
-        g = [
-            self.wte.weight.grad,
-            stackg(lambda b: b.ln_1.weight), stackg(lambda b: b.ln_1.bias),
-            stackg(lambda b: b.attn.c_attn.weight), stackg(lambda b: b.attn.c_attn.bias),
-            stackg(lambda b: b.attn.c_proj.weight), stackg(lambda b: b.attn.c_proj.bias),
-            stackg(lambda b: b.ln_2.weight), stackg(lambda b: b.ln_2.bias),
-            stackg(lambda b: b.mlp.c_fc.weight), stackg(lambda b: b.mlp.c_fc.bias),
-            stackg(lambda b: b.mlp.c_proj.weight), stackg(lambda b: b.mlp.c_proj.bias),
-            self.ln_f.weight.grad, self.ln_f.bias.grad,
-        ] + self.head_params(lambda t: t.grad)
-        return torch.cat([t.detach().reshape(-1) for t in g])
+        return torch.cat([t.detach().reshape(-1) for t in self.flat_tensors(lambda t: t.grad)])
 
 
 class Config:
@@ -216,20 +202,24 @@ class Config:
 
 
 def init_weights(model, cfg, gen):
-    """GPT-2 initialisation, then a perturbation of every parameter (biases and layernorms too)
-    so that no gradient is trivially zero."""
+    """GPT-2 initialisation (each tensor as the manifest's init says: gpt2_init_params), then a
+    perturbation of every parameter (biases and layernorms too) so that no gradient is trivially zero."""
+    init = {t["torch_name"]: t["init"] for t in MANIFEST["params"]}
     with torch.no_grad():
         for name, param in model.named_parameters():
-            if name.endswith("ssmax_s"):
+            kind = init[name[name.index(".", 2) + 1:] if name.startswith("h.") else name]
+            if kind == "ssmax_s0":
                 param.fill_(SSMAX_S0)
-            elif name.endswith("c_proj.weight"):
+            elif kind == "residual":
                 param.normal_(0.0, 0.02 / math.sqrt(2 * cfg.n_layer), generator=gen)
-            elif param.dim() == 2:
+            elif kind in ("normal", "wte"):  # wte's padded rows are zeroed below
                 param.normal_(0.0, 0.02, generator=gen)
-            elif "ln" in name and name.endswith("weight"):
+            elif kind == "ones":
                 param.fill_(1.0)
-            else:
+            elif kind == "zeros":
                 param.zero_()
+            else:
+                raise ValueError(f"{name}: initialisation {kind!r} is not written here")
             param.add_(torch.randn(param.shape, generator=gen, dtype=param.dtype) * 0.05)
         model.wte.weight[cfg.vocab_size:] = 0.0  # padded rows are never tokens
 
@@ -258,23 +248,15 @@ def load_checkpoint(path):
 
 def set_flat_params(model, flat):
     """The inverse of GPT.flat_tensors: copy the C++ layout into the modules."""
-    h, at = model.h, 0
+    at = 0
 
     def take(t):
         nonlocal at
         t.data.copy_(flat[at:at + t.numel()].view_as(t))
         at += t.numel()
-    take(model.wte.weight)
-    for get in (lambda b: b.ln_1.weight, lambda b: b.ln_1.bias, lambda b: b.attn.c_attn.weight,
-                lambda b: b.attn.c_attn.bias, lambda b: b.attn.c_proj.weight, lambda b: b.attn.c_proj.bias,
-                lambda b: b.ln_2.weight, lambda b: b.ln_2.bias, lambda b: b.mlp.c_fc.weight, lambda b: b.mlp.c_fc.bias,
-                lambda b: b.mlp.c_proj.weight, lambda b: b.mlp.c_proj.bias):
-        for b in h:
-            take(get(b))
-    take(model.ln_f.weight)
-    take(model.ln_f.bias)
-    for b in h if model.cfg.attn == "ssmax" else []:
-        take(b.attn.ssmax_s)
+    for per_layer, name in model.layout():
+        for module in model.h if per_layer else [model]:
+            take(module.get_parameter(name))
     assert at == flat.numel(), f"{flat.numel()} parameters in the checkpoint, the model takes {at}"
 
 

@@ -70,9 +70,6 @@
 // dispatched target, the kernels' own vector functions
 void attention_fast_log_for_test(float* out, const float* in, int n, bool plus1);
 
-static const AttnKind ALL_KINDS[] = {ATTN_SOFTMAX,    ATTN_LSSA,          ATTN_LSSAR,      ATTN_SIGMOID, ATTN_RELU,
-                                      ATTN_SOFTMAX_RW, ATTN_SIGMOID_L1_RW, ATTN_RELU_L1_RW, ATTN_SSMAX};
-static_assert(sizeof(ALL_KINDS) / sizeof(ALL_KINDS[0]) == ATTN_NUM_KINDS, "every variant is tested");
 
 // ----------------------------------------------------------------------------
 // the configurations: target x numerics (x the bf16 dot on AVX3)
@@ -508,7 +505,7 @@ TEST_CASE("ln and ln(1 + x) are within 2 ulp of libm on every target (subnormal 
 TEST_CASE("every variant against the float64 reference: forward, stats, dq, dk, dv, dL/dp (p, ssmax's s); hd 36 and 64, T not a multiple of 8 or 16") {
     for (AttnShape s : {AttnShape{2, 37, 2, 36}, AttnShape{1, 70, 2, 64}}) {
         std::vector<double> qkv = random_inputs(s.qkv_size(), 11), dout = random_inputs(s.out_size(), 12);
-        for (AttnKind kind : ALL_KINDS) {
+        for (AttnKind kind : ATTN_ALL_KINDS) {
             const AttnHeadParam hp = attn_head_param(kind);
             // the re-weighting's p at 1, 3, 15, 2.5; ssmax's s at its initial value, a larger one and 0
             std::vector<double> powers = hp == ATTN_HEAD_P   ? std::vector<double>{1.0, 3.0, 15.0, 2.5}
@@ -703,7 +700,7 @@ TEST_CASE("row 0 sees only itself: l1 variants give v_0 exactly as the numerics 
     AttnShape s{1, 6, 1, 8};
     std::vector<double> qkv = random_inputs(s.qkv_size(), 12), dout = random_inputs(s.out_size(), 13);
     std::vector<Config> cs = configs();
-    for (AttnKind kind : ALL_KINDS) {
+    for (AttnKind kind : ATTN_ALL_KINDS) {
         INFO(std::string(attn_kind_name(kind)));
         std::vector<Run> runs = check_against_reference(qkv, dout, s, kind, 15.0);
         std::vector<float> q32 = to_float(qkv);
@@ -751,7 +748,7 @@ TEST_CASE("tied keys share their weight exactly; the maps' rows are the weights 
     for (int i = 0; i < s.hd; i++) qkv[s.at(0, 4, 1, 1) + i] = qkv[s.at(0, 2, 1, 1) + i];  // k_4 = k_2 in head 1
     std::vector<float> q32 = to_float(qkv);
     std::vector<Config> cs = configs();
-    for (AttnKind kind : ALL_KINDS) {
+    for (AttnKind kind : ATTN_ALL_KINDS) {
         INFO(std::string(attn_kind_name(kind)));
         std::vector<Run> runs = check_against_reference(qkv, dout, s, kind, 3.0);
         std::vector<double> qe, ke, qn, kn, w(s.T), sc(s.T), a(s.T);
@@ -790,7 +787,7 @@ TEST_CASE("degenerate zero-query rows: y = 0, Z = 0 in the stats, no gradient, n
     std::vector<double> qkv = random_inputs(s.qkv_size(), 14), dout(s.out_size(), 1.0);
     int t = 3;
     for (int i = 0; i < s.hd; i++) qkv[s.at(0, t, 0, 0) + i] = 0.0;
-    for (AttnKind kind : ALL_KINDS) {
+    for (AttnKind kind : ATTN_ALL_KINDS) {
         INFO(std::string(attn_kind_name(kind)));
         for (const Run& r : check_against_reference(qkv, dout, s, kind, 15.0)) {
             bool zero_row = attn_reweights(kind) || attn_variant(kind).phi == ATTN_PHI_RELU;
@@ -839,7 +836,7 @@ TEST_CASE("huge and tiny q/k norms: cos_len variants within bounds of the refere
         qkv[s.at(0, 5, 1, 1) + i] *= 1e8;
         qkv[s.at(0, 6, 0, 1) + i] *= 1e-9;
     }
-    for (AttnKind kind : ALL_KINDS)
+    for (AttnKind kind : ATTN_ALL_KINDS)
         if (attn_variant(kind).score == ATTN_SCORE_COS_LEN) check_against_reference(qkv, dout, s, kind, 15.0);
 }
 

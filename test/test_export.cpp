@@ -82,17 +82,15 @@ static void max_errors(const std::vector<double>& a, const std::vector<double>& 
 
 TEST_CASE("the exported PyTorch module matches the CPU reference for every variant and learned p; the round trip is exact") {
     TempDir dir("export");
-    std::vector<ExportCase> cases = {
-        {"softmax", ATTN_SOFTMAX, 15, false},         {"lssa", ATTN_LSSA, 15, false},
-        {"lssar", ATTN_LSSAR, 15, false},             {"sigmoid", ATTN_SIGMOID, 15, false},
-        {"relu", ATTN_RELU, 15, false},               {"softmax_rw", ATTN_SOFTMAX_RW, 3, false},
-        {"sigmoid_l1_rw", ATTN_SIGMOID_L1_RW, 15, false}, {"relu_l1_rw", ATTN_RELU_L1_RW, 15, false},
-        {"lssar_pl", ATTN_LSSAR, 15, true},           {"softmax_rw_pl", ATTN_SOFTMAX_RW, 15, true},
-        {"sigmoid_l1_rw_pl", ATTN_SIGMOID_L1_RW, 15, true}, {"relu_l1_rw_pl", ATTN_RELU_L1_RW, 15, true},
-        {"sigmoid_tl", ATTN_SIGMOID, 15, false, 16},  {"relu_tl", ATTN_RELU, 15, false, 16},
-        {"ssmax", ATTN_SSMAX, 15, false},             {"softmax_tl", ATTN_SOFTMAX, 15, false, 16},
-        {"softmax_rw_tl", ATTN_SOFTMAX_RW, 3, false, 16},
-    };
+    // every variant of the table at its test p; learned p from 15 for each with re-weighting; each
+    // with a length in its definition at attn_len 16 (sigmoid, relu: the constant length; softmax,
+    // softmax_rw: log-length scaling beyond it)
+    std::vector<ExportCase> cases;
+    for (const AttnVariant& v : ATTN_VARIANT_TABLE) cases.push_back({v.name, v.kind, v.test_p, false});
+    for (const AttnVariant& v : ATTN_VARIANT_TABLE)
+        if (attn_head_param(v.kind) == ATTN_HEAD_P) cases.push_back({std::string(v.name) + "_pl", v.kind, 15, true});
+    for (const AttnVariant& v : ATTN_VARIANT_TABLE)
+        if (attn_has_len(v.kind)) cases.push_back({std::string(v.name) + "_tl", v.kind, v.test_p, false, 16});
     Rng rng(11);
     std::vector<int> tokens(B * T);
     for (int& t : tokens) t = (int)(rng.next_u64() % 61);

@@ -88,24 +88,21 @@ static void check_model_gradients(AttnKind kind, float p, int learn_p = 0, int a
     }
 }
 
-TEST_CASE("whole model gradients, softmax") { check_model_gradients(ATTN_SOFTMAX, 0); }
-TEST_CASE("whole model gradients, lssa") { check_model_gradients(ATTN_LSSA, 0); }
+// Every variant of the table at its test p (ssmax: s of every (layer, head) is a parameter tensor,
+// dssmax_s, checked with the others).
+TEST_CASE("whole model gradients, every variant") {
+    for (AttnKind kind : ATTN_ALL_KINDS) check_model_gradients(kind, attn_variant(kind).test_p);
+}
+// Each variant with a length in its definition at attn_len 5 of T = 9: the training-length
+// constant of sigmoid and relu (rows below, at and above it), log-length scaling of softmax and
+// softmax_rw (rows within it unscaled, rows beyond it scaled).
+TEST_CASE("whole model gradients, every variant with a length, at attn_len 5") {
+    for (AttnKind kind : ATTN_ALL_KINDS)
+        if (attn_has_len(kind)) check_model_gradients(kind, attn_variant(kind).test_p, 0, 5);
+}
+// LSSAR at more p: 1 and 3 (15 is its test p)
 TEST_CASE("whole model gradients, lssar p=1") { check_model_gradients(ATTN_LSSAR, 1); }
 TEST_CASE("whole model gradients, lssar p=3") { check_model_gradients(ATTN_LSSAR, 3); }
-TEST_CASE("whole model gradients, lssar p=15") { check_model_gradients(ATTN_LSSAR, 15); }
-TEST_CASE("whole model gradients, sigmoid") { check_model_gradients(ATTN_SIGMOID, 0); }
-TEST_CASE("whole model gradients, relu") { check_model_gradients(ATTN_RELU, 0); }
-// the training-length constant at 5 of T = 9: rows below, at and above it
-TEST_CASE("whole model gradients, sigmoid with attn_len 5") { check_model_gradients(ATTN_SIGMOID, 0, 0, 5); }
-TEST_CASE("whole model gradients, relu with attn_len 5") { check_model_gradients(ATTN_RELU, 0, 0, 5); }
-TEST_CASE("whole model gradients, softmax_rw p=3") { check_model_gradients(ATTN_SOFTMAX_RW, 3); }
-TEST_CASE("whole model gradients, sigmoid_l1_rw p=15") { check_model_gradients(ATTN_SIGMOID_L1_RW, 15); }
-TEST_CASE("whole model gradients, relu_l1_rw p=3") { check_model_gradients(ATTN_RELU_L1_RW, 3); }
-// log-length scaling at attn_len 5 of T = 9: rows within it unscaled, rows beyond it scaled
-TEST_CASE("whole model gradients, softmax with attn_len 5") { check_model_gradients(ATTN_SOFTMAX, 0, 0, 5); }
-TEST_CASE("whole model gradients, softmax_rw p=3 with attn_len 5") { check_model_gradients(ATTN_SOFTMAX_RW, 3, 0, 5); }
-// ssmax: s of every (layer, head) is a parameter tensor (dssmax_s), checked with the others
-TEST_CASE("whole model gradients, ssmax") { check_model_gradients(ATTN_SSMAX, 0); }
 // learned p: theta of every (layer, head) is a parameter tensor, checked with the others
 TEST_CASE("whole model gradients, lssar with learned p from 3") { check_model_gradients(ATTN_LSSAR, 3, 1); }
 TEST_CASE("whole model gradients, softmax_rw with learned p from 15") { check_model_gradients(ATTN_SOFTMAX_RW, 15, 1); }

@@ -339,19 +339,27 @@ static void check_variant(const char* attn, const char* p, int attn_len = 0) {
     compare_float32(s, float32_tolerances(attn, atof(p)), std::string(attn) + " float32");
 }
 
-TEST_CASE("CPU reference matches PyTorch: softmax") { check_variant("softmax", "1"); }
-TEST_CASE("CPU reference matches PyTorch: lssa") { check_variant("lssa", "1"); }
-TEST_CASE("CPU reference matches PyTorch: lssar p=15") { check_variant("lssar", "15"); }
-TEST_CASE("CPU reference matches PyTorch: sigmoid") { check_variant("sigmoid", "1"); }
-TEST_CASE("CPU reference matches PyTorch: relu") { check_variant("relu", "1"); }
-TEST_CASE("CPU reference matches PyTorch: softmax_rw p=3") { check_variant("softmax_rw", "3"); }
-TEST_CASE("CPU reference matches PyTorch: sigmoid_l1_rw p=15") { check_variant("sigmoid_l1_rw", "15"); }
-TEST_CASE("CPU reference matches PyTorch: relu_l1_rw p=3") { check_variant("relu_l1_rw", "3"); }
-// ssmax: s per (layer, head) a parameter tensor, its gradient and AdamW steps with the others
-TEST_CASE("CPU reference matches PyTorch: ssmax") { check_variant("ssmax", "1"); }
-// log-length scaling at attn_len 8 of T = 16: rows 8-15 scaled, rows 0-7 as softmax's
-TEST_CASE("CPU reference matches PyTorch: softmax with attn_len 8") { check_variant("softmax", "1", 8); }
-TEST_CASE("CPU reference matches PyTorch: softmax_rw p=3 with attn_len 8") { check_variant("softmax_rw", "3", 8); }
+// Every variant of the table at its test p (ssmax: s per (layer, head) a parameter tensor, its
+// gradient and AdamW steps with the others); each variant with log-length scaling at attn_len 8 of
+// T = 16 as well: rows 8-15 scaled, rows 0-7 as softmax's.
+static std::string p_text(float p) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%g", p);
+    return buf;
+}
+TEST_CASE("CPU reference matches PyTorch: every variant") {
+    for (const AttnVariant& v : ATTN_VARIANT_TABLE) {
+        CAPTURE(v.name);
+        check_variant(v.name, p_text(v.test_p).c_str());
+    }
+}
+TEST_CASE("CPU reference matches PyTorch: log-length scaling with attn_len 8") {
+    for (const AttnVariant& v : ATTN_VARIANT_TABLE) {
+        if (!attn_log_scales(v.kind)) continue;
+        CAPTURE(v.name);
+        check_variant(v.name, p_text(v.test_p).c_str(), 8);
+    }
+}
 
 // The bound is not so loose that a wrong gradient passes: one AdamW step of the float32 softmax
 // model with its gradient altered before the update.

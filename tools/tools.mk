@@ -7,6 +7,9 @@
 #                              per token, the libraries' kernels, bf16/fp32 matmul throughput, share of
 #                              step time per layer, the long-context evaluation on both paths
 #   build/write_random_shard   a token shard of random GPT-2 ids, for speed runs without a dataset
+#   build/manifest.json        the variants, parameter tensors and activations as JSON
+#                              (tools/print_manifest.cpp; `make -s print-manifest` prints it), which the
+#                              Python and shell scripts read (scripts/manifest.py, scripts/manifest.sh)
 $(BUILD)/tokenize: tools/tokenize.cpp $(DATALOADER_OBJS) | $(BUILD)
 	$(CXX_HOST) $< $(DATALOADER_OBJS) -o $@ $(LDLIBS)
 
@@ -20,3 +23,12 @@ $(BUILD)/write_random_shard: tools/write_random_shard.cpp $(DATALOADER_OBJS) | $
 	$(CXX_HOST) $< $(DATALOADER_OBJS) -o $@
 
 CPU_BINS += $(BUILD)/tokenize $(BUILD)/passkey_mix $(BUILD)/profile_cpu
+
+# The manifest follows the headers it prints (the compiler's dependency file lists them).
+$(BUILD)/print_manifest: tools/print_manifest.cpp | $(BUILD)
+	$(CXX_HOST) $(MANIFEST_FLAGS) $< -o $@
+$(BUILD)/manifest.json: $(BUILD)/print_manifest
+	$< > $@.$$$$ && mv $@.$$$$ $@
+print-manifest: $(BUILD)/manifest.json
+	@cat $<
+.PHONY: print-manifest
