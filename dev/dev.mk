@@ -1,4 +1,4 @@
-# dev/: single-file kernel experiments (llm.c dev/cuda style). Each includes its product kernel
+# dev/: single-file kernel experiments (llm.c/dev/cuda style). Each includes its product kernel
 # (layers/*.cuh) as version 1, adds variants, validates against the CPU reference, and on a GPU
 # benchmarks (time, effective bandwidth).
 #   make dev        emulated builds, each run once to validate versions 1 and 2 (no GPU needed)

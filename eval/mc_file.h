@@ -1,4 +1,4 @@
-// Multiple-choice evaluation files in llm.c's format (its dev/data/data_common.py write_evalfile),
+// Multiple-choice evaluation files in llm.c's format (llm.c/dev/data/data_common.py's write_evalfile),
 // so that files prepared for llm.c (HellaSwag) work here unchanged, and ours there:
 //   header   256 int32, little-endian: [0] magic 20240522, [1] version 1, [2] number of examples,
 //            [3] the longest example in bytes, [4..255] zero

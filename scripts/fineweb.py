@@ -7,7 +7,7 @@ Needs: pip install datasets tiktoken numpy tqdm
     python3 scripts/fineweb.py -v 10B            # ~10B tokens, 100M-token shards, in data/fineweb10B/
     python3 scripts/fineweb.py -t edu -v 100B -o data/edu_fineweb100B
 
-Output, as llm.c's dev/data/fineweb.py writes it: every document is <|endoftext|> (50256)
+Output, as llm.c/dev/data/fineweb.py writes it: every document is <|endoftext|> (50256)
 followed by its GPT-2 tokens; the first shard is the validation split (fineweb_val_000000.bin),
 the second the test split (fineweb_test_000001.bin: held out for the reported figures, as every
 corpus script of this project holds out one), the rest are training shards (fineweb_train_000002.bin,

@@ -12,7 +12,7 @@
 #   gradcheck_*_d12        the CUDA back end against the CPU reference at 124M's size, T 1024, in
 #                          float64 (-f 64: never float32 because a VM's memory starts small; the
 #                          summary's gradcheck line says which precision ran)
-#   matmul_bgrad           cuBLASLt's bias-gradient epilogues against the column sums (dev/matmul 1, 2)
+#   matmul_bgrad           cuBLASLt's bias-gradient epilogues against the column sums (dev/matmul.cu, versions 1 and 2)
 #   test_* and nccl_one_rank   the GPU twins of the emulated kernel tests, the one-rank NCCL path
 #   attention_bench        attention fwd+bwd at hd 64, T 1K-16K: LSSAR/softmax and softmax/cuDNN,
 #                          each length's line printed as it is measured

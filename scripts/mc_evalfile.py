@@ -1,5 +1,5 @@
 """
-Multiple-choice eval files in llm.c's format (its dev/data/data_common.py write_evalfile), the
+Multiple-choice eval files in llm.c's format (llm.c/dev/data/data_common.py's write_evalfile), the
 Python twin of eval/mc_file.h. Standard library only.
 
     header    256 int32, little-endian: magic 20240522, version 1, number of examples,

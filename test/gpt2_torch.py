@@ -225,7 +225,7 @@ def init_weights(model, cfg, gen):
 
 
 # ----------------------------------------------------------------------------
-# multiple-choice scoring of a checkpoint (model/checkpoint.h's model file, llm.c's eval file)
+# multiple-choice scoring of a checkpoint (runtime/checkpoint.h's model file, llm.c's eval file)
 
 def load_checkpoint(path):
     """(Config, flat float64 parameters) of a model file (runtime/checkpoint.h): 1024-byte header,

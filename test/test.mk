@@ -255,9 +255,9 @@ $(BUILD)/test_dev: dev/validate.sh $(DEV_EMU) $(DEV_ATTN_EMU)
 	chmod +x $@
 TESTS += $(BUILD)/test_dev
 
-# Every .md file a source, script or document names exists, and every "<file>.md, section 'Name'"
-# names one of that file's headings (doc/attention.md specifies the attention; the citations of it
-# and of the other .md files)
+# Every repository path and .md file a source, script or document names exists, and every
+# "<file>.md, section 'Name'" names one of that file's headings (doc/check_refs.py's header gives
+# the rule; it first checks itself on a tree with a planted broken path)
 $(BUILD)/test_doc_refs: doc/check_refs.py | $(BUILD)
 	cp $< $@
 	chmod +x $@

@@ -1,5 +1,5 @@
 // Every non-attention CUDA layer kernel (layers/*.cuh) against its CPU reference (layers/*_cpu.h),
-// rung 3 of the correctness ladder. Runs emulated (g++ + test/simt) and, unchanged, on a GPU (nvcc).
+// rung 3 of the correctness ladder. Runs emulated (g++ + simt/) and, unchanged, on a GPU (nvcc).
 // The references run in double on the same bf16-rounded inputs the kernels see, so the only
 // differences are the kernels' fp32 arithmetic and the rounding of their bf16 outputs.
 // Shapes are deliberately not multiples of block or tile sizes.

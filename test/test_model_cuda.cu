@@ -4,7 +4,7 @@
 // the parameters after one AdamW step, the loss curve of 10 steps, and gradient accumulation;
 // with learned p also the gradient of theta and the learned p after every step; ssmax's s and
 // log-length scaling (attn_len) of softmax.
-// Runs emulated (g++ + test/simt) and, unchanged, on a GPU (nvcc).
+// Runs emulated (g++ + simt/) and, unchanged, on a GPU (nvcc).
 //
 // Tolerances. bf16 rounds to nearest with a relative error up to 2^-8 = 0.4%. The CUDA back end
 // keeps weights, activations and gradients in bf16, so every tensor on the path from the input to

@@ -754,7 +754,7 @@ TEST_CASE("cublas: Sgemm and GemmStridedBatchedEx") {
 }
 
 // ----------------------------------------------------------------------------
-// NCCL: a non-blocking communicator of one rank (model/distributed.h's path), here and on one GPU
+// NCCL: a non-blocking communicator of one rank (runtime/distributed.h's path), here and on one GPU
 
 // Polls ncclCommGetAsyncError until the communicator's last call is no longer in progress (at most
 // 10 s); returns its state and counts the polls that said ncclInProgress.
