@@ -19,6 +19,14 @@ ATTN_VARIANTS := $(shell sed -n '/^\#define ATTN_VARIANTS(X)/,/ATTN_EXTRA_VARIAN
 ifeq ($(ATTN_VARIANTS),)
 $(error no attention variant read from attention/attention_kind.h's ATTN_VARIANTS)
 endif
+# ATTN_EXTRA='X(ATTN_SCRATCH, "scratch", DOT, SOFTPLUS, L1, false, 1)': more lines of the variant list
+# for this build only (attention_kind.h's ATTN_EXTRA_VARIANTS), in a build folder of their own
+# (BUILD=...): the test of a variant added by one line (test/test.mk, test_scratch_variant) builds so.
+ATTN_EXTRA ?=
+ifneq ($(ATTN_EXTRA),)
+ATTN_VARIANTS += $(shell echo '$(ATTN_EXTRA)' | grep -o '"[a-z0-9_]*"' | tr -d '"')  # the names: its only quoted words
+ATTN_EXTRA_FLAGS := -D'ATTN_EXTRA_VARIANTS(X)=$(ATTN_EXTRA)'
+endif
 ATTN ?= lssar
 ifeq ($(filter $(ATTN),$(ATTN_VARIANTS)),)
 $(error ATTN=$(ATTN) is not a known attention variant; the known variants are: $(ATTN_VARIANTS))
@@ -28,7 +36,7 @@ CXX      ?= g++
 NVCC     ?= /usr/local/cuda/bin/nvcc
 BUILD    ?= build
 CXXFLAGS ?= -O2 -march=native
-CXXFLAGS += -std=c++17 -fopenmp -Wall -Wextra -Wno-unused-parameter -I.
+CXXFLAGS += -std=c++17 -fopenmp -Wall -Wextra -Wno-unused-parameter -I. $(ATTN_EXTRA_FLAGS)
 LDLIBS   += -lm
 # The CPU back end's matmuls: fp32 (layers/matmul_cpu.h) through OpenBLAS's OpenMP build, so that its
 # threads are OpenMP's and the project's loops share one pool with it (Debian's default libopenblas
@@ -45,7 +53,7 @@ BLAS_LDLIBS := $(if $(OPENBLAS_DIR),-L$(OPENBLAS_DIR) -Wl$(comma)-rpath$(comma)$
 # -march=native, so that one build carries the AVX2 code on an AVX-512 machine (its tests run every
 # target the CPU supports) and the AVX-512 code on an AVX2 one (compiled, never run).
 FAST_CPU_BASELINE ?= $(if $(filter aarch64%,$(shell $(CXX) -dumpmachine 2>/dev/null)),-march=armv8-a,-march=x86-64-v2)
-FAST_CPU_CXXFLAGS  = -O2 $(FAST_CPU_BASELINE) -std=c++17 -fopenmp -Wall -Wextra -Wno-unused-parameter -I.
+FAST_CPU_CXXFLAGS  = -O2 $(FAST_CPU_BASELINE) -std=c++17 -fopenmp -Wall -Wextra -Wno-unused-parameter -I. $(ATTN_EXTRA_FLAGS)
 # They go into one archive, linked (train.mk's TRAINER_OBJS) by every program that runs the CPU
 # back end; the programs that do not (nvcc's, the emulator's) pull nothing from it and, with
 # --as-needed, do not need libhwy either.
@@ -60,7 +68,7 @@ BLAS_LDLIBS       += -Wl,--as-needed -lhwy -Wl,--no-as-needed
 NVCCFLAGS ?= -O3 --use_fast_math -std=c++17 \
              -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
              -gencode arch=compute_90,code=compute_90
-NVCCFLAGS += -I. -Xcompiler -fopenmp
+NVCCFLAGS += -I. $(ATTN_EXTRA_FLAGS) -Xcompiler -fopenmp
 
 # generated header dependencies: one .d file per target, named after it
 DEPDIR   := $(BUILD)/deps

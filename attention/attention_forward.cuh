@@ -146,6 +146,11 @@ __device__ __forceinline__ void attn_pass1(float (&S1)[2], float (&smax)[2], flo
 // Scores are held in score units (attn_score_unit: log2 units for exp); the keys of tiles below
 // the diagonal are all visible, so only the diagonal tile (the last one) is masked.
 // p_head (NH): the head parameter per head in place of p (learned p, ssmax's s), or null.
+// The variants these launch bounds and the backward's (attn_rowd_min_blocks, attention_backward.cuh)
+// were measured for: the first ATTN_LAUNCH_BOUNDS_MEASURED lines of the variant list. A variant
+// after them takes the defaults, which no one has measured: test_attention_cuda names it until its
+// figures are taken (scripts/kernel_stats.sh) and this count is raised.
+constexpr int ATTN_LAUNCH_BOUNDS_MEASURED = ATTN_SSMAX + 1;
 template <int HD, AttnKind K> constexpr int attn_fwd_min_blocks() {
     if (AttnTraits<K>::reweight && AttnTraits<K>::phi == ATTN_PHI_SIGMOID) { return 2; }
     if (K == ATTN_LSSAR) { return 3; }

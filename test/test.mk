@@ -273,3 +273,26 @@ TESTS += $(BUILD)/test_gpu_check
 $(BUILD)/test_variant_list: test/test_variant_list.cpp $(DOCTEST_MAIN) Makefile | $(BUILD)
 	$(CXX_HOST) -DMAKE_ATTN_VARIANTS='"$(ATTN_VARIANTS)"' $< $(DOCTEST_MAIN) -o $@ $(LDLIBS)
 TESTS += $(BUILD)/test_variant_list
+
+# A variant added by one line: the tests of every variant, built in $(BUILD)/scratch with one more
+# line of the variant list (SCRATCH_VARIANT: dot scores, softplus, l1, no re-weighting, a combination
+# of existing parts that no variant has), run for it alone (test/test_scratch_variant.sh): the
+# reference, the fast path on every ISA target, the emulated CUDA kernels, the model's float64
+# gradients, PyTorch and the export.
+SCRATCH_VARIANT := X(ATTN_SCRATCH, "scratch", DOT, SOFTPLUS, L1, false, 1)
+SCRATCH_BUILD   := $(BUILD)/scratch
+SCRATCH_TESTS   := $(addprefix $(SCRATCH_BUILD)/,test_attention_cpu test_attention_fast_cpu test_attention_cuda \
+                   test_model_cpu test_export test_pytorch manifest.json)
+scratch-build:
+	@$(MAKE) --no-print-directory BUILD=$(SCRATCH_BUILD) ATTN_EXTRA='$(SCRATCH_VARIANT)' $(SCRATCH_TESTS)
+$(BUILD)/test_scratch_variant: test/test_scratch_variant.sh scratch-build | $(BUILD)
+	cp $< $@
+	chmod +x $@
+TESTS += $(BUILD)/test_scratch_variant
+.PHONY: scratch-build
+
+# the manifest against doc/attention.md's table of variants and the model's sizes (test/test_manifest.py)
+$(BUILD)/test_manifest: test/test_manifest.py $(BUILD)/manifest.json | $(BUILD)
+	cp $< $@
+	chmod +x $@
+TESTS += $(BUILD)/test_manifest

@@ -11,6 +11,7 @@
 #include "runtime/cli.h"
 #include "test/gradcheck.h"
 #include "test/lssar_kink.h"
+#include "test/test_variants.h"
 
 constexpr double TOL = 1e-6;
 #ifndef STEP
@@ -67,7 +68,7 @@ static std::vector<double> gradient(const std::vector<double>& qkv, const std::v
 
 TEST_CASE("attention gradients match finite differences: every variant, p in {1, 3, 15, 2.5}, ssmax's s in {0.43, 0.9, 0, -0.6}") {
     AttnShape s{2, 9, 2, 8};
-    for (AttnKind kind : ATTN_ALL_KINDS) {
+    for (AttnKind kind : test_kinds()) {
         INFO(std::string(attn_kind_name(kind)));
         // the first seed whose input keeps 1e-3 from every kink (|s| for relu, |x| for rw)
         std::vector<double> qkv;
@@ -88,7 +89,7 @@ TEST_CASE("row 0 sees only itself: l1 variants copy v_0, sigmoid and relu scale 
     double qk = 0;
     for (int i = 0; i < s.hd; i++) qk += qkv[s.at(0, 0, 0, 0) + i] * qkv[s.at(0, 0, 1, 0) + i];
     double s00 = qk / std::sqrt((double)s.hd);  // n_0 = 1: ln(n_0) = 0, no bias, no 1/n
-    for (AttnKind kind : ATTN_ALL_KINDS) {
+    for (AttnKind kind : test_kinds()) {
         INFO(std::string(attn_kind_name(kind)));
         auto out = outputs(qkv, s, kind, 15.0);
         AttnPhi phi = attn_variant(kind).phi;
@@ -141,7 +142,7 @@ TEST_CASE("tied keys: equal weights, gradients still match") {
     Rng rng(17);
     auto qkv = random_vector(s.qkv_size(), rng);
     for (int i = 0; i < s.hd; i++) qkv[s.at(0, 4, 1, 0) + i] = qkv[s.at(0, 2, 1, 0) + i];  // k_4 = k_2
-    for (AttnKind kind : ATTN_ALL_KINDS) {
+    for (AttnKind kind : test_kinds()) {
         INFO(std::string(attn_kind_name(kind)));
         REQUIRE(attn_kink_distance(qkv.data(), s.B, s.T, s.NH, s.hd, kind) > 1e-3);
         std::vector<double> qe, ke, qn, kn, w(s.T), sc(s.T), a(s.T);
@@ -162,7 +163,7 @@ TEST_CASE("degenerate zero-query rows: y = 0 and no gradient, never 0/0") {
     auto qkv = random_vector(s.qkv_size(), rng);
     int t = 3;
     for (int i = 0; i < s.hd; i++) qkv[s.at(0, t, 0, 0) + i] = 0.0;
-    for (AttnKind kind : ATTN_ALL_KINDS) {
+    for (AttnKind kind : test_kinds()) {
         INFO(std::string(attn_kind_name(kind)));
         REQUIRE(attn_kink_distance(qkv.data(), s.B, s.T, s.NH, s.hd, kind) > 1e-3);
         std::vector<double> stats;
@@ -233,7 +234,7 @@ TEST_CASE("huge and tiny q/k norms: cosine is scale-free, gradients still match"
     Rng rng(15);
     auto qkv = random_vector(s.qkv_size(), rng);
     std::vector<AttnKind> cos_kinds;
-    for (AttnKind kind : ATTN_ALL_KINDS)
+    for (AttnKind kind : test_kinds())
         if (attn_variant(kind).score == ATTN_SCORE_COS_LEN) cos_kinds.push_back(kind);
     std::vector<std::vector<double>> ref;
     for (AttnKind kind : cos_kinds) ref.push_back(outputs(qkv, s, kind, 15.0));
@@ -700,10 +701,10 @@ TEST_CASE("attn_len is refused where it is not defined, and when negative; log-l
     CHECK(attn_len_error(ATTN_RELU, 16).empty());
     CHECK(attn_len_error(ATTN_SIGMOID, 1).empty());  // a constant length of 1: no bias, no scale
     CHECK(attn_len_error(ATTN_RELU, 1).empty());
-    for (AttnKind kind : ATTN_ALL_KINDS) CHECK(attn_len_error(kind, 0).empty());
+    for (AttnKind kind : test_kinds()) CHECK(attn_len_error(kind, 0).empty());
     // the variants with a length: sigmoid, relu (the constant n), softmax, softmax_rw (log-length scaling)
     CHECK(attn_len_kind_list() == "softmax, sigmoid, relu, softmax_rw");
-    for (AttnKind kind : ATTN_ALL_KINDS) {
+    for (AttnKind kind : test_kinds()) {
         bool has_len = kind == ATTN_SIGMOID || kind == ATTN_RELU || kind == ATTN_SOFTMAX || kind == ATTN_SOFTMAX_RW;
         CHECK(attn_has_len(kind) == has_len);
         CHECK(attn_log_scales(kind) == (kind == ATTN_SOFTMAX || kind == ATTN_SOFTMAX_RW));

@@ -21,6 +21,7 @@
 #include <vector>
 #include "attention/attention.cuh"
 #include "attention/attention_cpu.h"
+#include "test/test_variants.h"
 
 namespace {
 
@@ -533,7 +534,7 @@ TEST_CASE("attention kernels match the reference on random inputs, every length 
     for (int hd : {32, 64}) {
         for (int T : lengths) {
             Problem pr = make_problem(2, T, 2, hd, Inputs::Random, 1000 + T + hd);
-            for (AttnKind kind : ATTN_ALL_KINDS)
+            for (AttnKind kind : test_kinds())
                 for (float p : powers(kind)) check_case(pr, kind, p);
         }
     }
@@ -568,35 +569,35 @@ TEST_CASE("attn_len: sigmoid and relu at a constant length, below and above it, 
 
 TEST_CASE("head size 128 (32-row tiles)") {
     Problem pr = make_problem(1, 70, 2, 128, Inputs::Random, 5);
-    for (AttnKind kind : ATTN_ALL_KINDS) check_case(pr, kind, 15.0f);
+    for (AttnKind kind : test_kinds()) check_case(pr, kind, 15.0f);
 }
 
 TEST_CASE("re-weighting with a non-integer p (the exp2/log2 path)") {
     Problem pr = make_problem(1, 70, 2, 64, Inputs::Random, 7);
-    for (AttnKind kind : ATTN_ALL_KINDS)
+    for (AttnKind kind : test_kinds())
         if (attn_reweights(kind)) check_case(pr, kind, 2.5f);
 }
 
 TEST_CASE("one-hot and exactly uniform rows") {
     Problem pr = make_problem(1, 66, 2, 32, Inputs::OneHot, 11);
-    for (AttnKind kind : ATTN_ALL_KINDS) check_case(pr, kind, 15.0f);
+    for (AttnKind kind : test_kinds()) check_case(pr, kind, 15.0f);
 }
 
 TEST_CASE("zero queries: degenerate re-weighted rows give y = 0 and no gradient") {
     Problem pr = make_problem(2, 130, 1, 64, Inputs::ZeroQuery, 12);
-    for (AttnKind kind : ATTN_ALL_KINDS) check_case(pr, kind, 15.0f);
+    for (AttnKind kind : test_kinds()) check_case(pr, kind, 15.0f);
     check_case(pr, ATTN_LSSAR, 3.0f);
 }
 
 TEST_CASE("huge and tiny q/k norms (cosine scores are scale-free; below eps q/eps is used)") {
     Problem pr = make_problem(1, 67, 2, 64, Inputs::Norms, 13);
-    for (AttnKind kind : ATTN_ALL_KINDS)
+    for (AttnKind kind : test_kinds())
         if (attn_variant(kind).score == ATTN_SCORE_COS_LEN) check_case(pr, kind, 15.0f, /*per_row=*/true);
 }
 
 TEST_CASE("keys aligned, queries opposite: large x stays finite") {
     Problem pr = make_problem(1, 130, 2, 64, Inputs::Aligned, 14);
-    for (AttnKind kind : ATTN_ALL_KINDS) check_case(pr, kind, 15.0f);
+    for (AttnKind kind : test_kinds()) check_case(pr, kind, 15.0f);
 }
 
 // Dot scores from ~5 to ~5e15 (q times 1 .. 1e15; cosine scores do not change), each row checked
@@ -612,7 +613,7 @@ TEST_CASE("every variant at score scales 1 to 1e15: forward and backward of ever
     for (float c : {1.0f, 10.0f, 1e2f, 3e2f, 1e3f, 1e4f, 1e5f, 1e6f, 1e8f, 1e10f, 1e12f, 1e15f}) {
         Problem pr = make_problem(1, 40, 2, 32, Inputs::Scaled, 40, c);
         CAPTURE(c);
-        for (AttnKind kind : ATTN_ALL_KINDS) {
+        for (AttnKind kind : test_kinds()) {
             // cosine scores are those of q/|q|: the same problem at every c (checked at both ends)
             if (attn_variant(kind).score == ATTN_SCORE_COS_LEN && c != 1.0f && c != 1e15f) continue;
             for (float p : attn_reweights(kind) ? std::vector<float>{1.0f, 15.0f} : std::vector<float>{1.0f})
@@ -649,7 +650,7 @@ TEST_CASE("an odd number of heads and an odd B*T: scratch regions 16-byte aligne
     CHECK((size_t)((unsigned char*)(sc.scales + 5 * rows) - base) <= attention_scratch_bytes(B, T, NH, hd, false));
     cudaCheck(cudaFree(base));
     Problem pr = make_problem(B, T, NH, hd, Inputs::Random, 16);
-    for (AttnKind kind : ATTN_ALL_KINDS) check_case(pr, kind, 15.0f);
+    for (AttnKind kind : test_kinds()) check_case(pr, kind, 15.0f);
 }
 
 // One element of the backward (attn_element_grad) from its row data ri, score sv and dW:
@@ -722,7 +723,7 @@ TEST_CASE("learned p: a p per head and dL/dp of every head, every re-weighting v
     for (int hd : {32, 64}) {
         for (int T : lengths) {
             Problem pr = make_problem(2, T, 2, hd, Inputs::Random, 3000 + T + hd);
-            for (AttnKind kind : ATTN_ALL_KINDS)
+            for (AttnKind kind : test_kinds())
                 if (attn_reweights(kind)) check_case(pr, kind, 1.0f, false, {}, LEARNED);
         }
     }
@@ -824,4 +825,15 @@ TEST_CASE("attn_len: log-length scaling of softmax and softmax_rw beyond L; with
             }
         }
     }
+}
+
+// A variant added to the list takes the kernels' default launch bounds, which no one measured:
+// named here until scripts/kernel_stats.sh has been run for it.
+TEST_CASE("every variant's launch bounds were measured") {
+    for (const AttnVariant& v : ATTN_VARIANT_TABLE)
+        CHECK_MESSAGE(v.kind < ATTN_LAUNCH_BOUNDS_MEASURED, v.name,
+                      ": its kernels take the default launch bounds, which no one has measured: run "
+                      "scripts/kernel_stats.sh (registers and spills at sm_90), tune attn_fwd_min_blocks "
+                      "(attention/attention_forward.cuh) and attn_rowd_min_blocks (attention/attention_backward.cuh) "
+                      "if it spills, then raise ATTN_LAUNCH_BOUNDS_MEASURED");
 }

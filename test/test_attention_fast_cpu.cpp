@@ -65,6 +65,7 @@
 #include "attention/attention_fast_cpu.h"
 #include "layers/fast_cpu.h"
 #include "test/gradcheck.h"
+#include "test/test_variants.h"
 
 // attention/attention_fast_cpu.cpp: ln(x) or ln(1 + x) of n floats (a multiple of 16) on the
 // dispatched target, the kernels' own vector functions
@@ -505,7 +506,7 @@ TEST_CASE("ln and ln(1 + x) are within 2 ulp of libm on every target (subnormal 
 TEST_CASE("every variant against the float64 reference: forward, stats, dq, dk, dv, dL/dp (p, ssmax's s); hd 36 and 64, T not a multiple of 8 or 16") {
     for (AttnShape s : {AttnShape{2, 37, 2, 36}, AttnShape{1, 70, 2, 64}}) {
         std::vector<double> qkv = random_inputs(s.qkv_size(), 11), dout = random_inputs(s.out_size(), 12);
-        for (AttnKind kind : ATTN_ALL_KINDS) {
+        for (AttnKind kind : test_kinds()) {
             const AttnHeadParam hp = attn_head_param(kind);
             // the re-weighting's p at 1, 3, 15, 2.5; ssmax's s at its initial value, a larger one and 0
             std::vector<double> powers = hp == ATTN_HEAD_P   ? std::vector<double>{1.0, 3.0, 15.0, 2.5}
@@ -700,7 +701,7 @@ TEST_CASE("row 0 sees only itself: l1 variants give v_0 exactly as the numerics 
     AttnShape s{1, 6, 1, 8};
     std::vector<double> qkv = random_inputs(s.qkv_size(), 12), dout = random_inputs(s.out_size(), 13);
     std::vector<Config> cs = configs();
-    for (AttnKind kind : ATTN_ALL_KINDS) {
+    for (AttnKind kind : test_kinds()) {
         INFO(std::string(attn_kind_name(kind)));
         std::vector<Run> runs = check_against_reference(qkv, dout, s, kind, 15.0);
         std::vector<float> q32 = to_float(qkv);
@@ -748,7 +749,7 @@ TEST_CASE("tied keys share their weight exactly; the maps' rows are the weights 
     for (int i = 0; i < s.hd; i++) qkv[s.at(0, 4, 1, 1) + i] = qkv[s.at(0, 2, 1, 1) + i];  // k_4 = k_2 in head 1
     std::vector<float> q32 = to_float(qkv);
     std::vector<Config> cs = configs();
-    for (AttnKind kind : ATTN_ALL_KINDS) {
+    for (AttnKind kind : test_kinds()) {
         INFO(std::string(attn_kind_name(kind)));
         std::vector<Run> runs = check_against_reference(qkv, dout, s, kind, 3.0);
         std::vector<double> qe, ke, qn, kn, w(s.T), sc(s.T), a(s.T);
@@ -787,7 +788,7 @@ TEST_CASE("degenerate zero-query rows: y = 0, Z = 0 in the stats, no gradient, n
     std::vector<double> qkv = random_inputs(s.qkv_size(), 14), dout(s.out_size(), 1.0);
     int t = 3;
     for (int i = 0; i < s.hd; i++) qkv[s.at(0, t, 0, 0) + i] = 0.0;
-    for (AttnKind kind : ATTN_ALL_KINDS) {
+    for (AttnKind kind : test_kinds()) {
         INFO(std::string(attn_kind_name(kind)));
         for (const Run& r : check_against_reference(qkv, dout, s, kind, 15.0)) {
             bool zero_row = attn_reweights(kind) || attn_variant(kind).phi == ATTN_PHI_RELU;
@@ -836,7 +837,7 @@ TEST_CASE("huge and tiny q/k norms: cos_len variants within bounds of the refere
         qkv[s.at(0, 5, 1, 1) + i] *= 1e8;
         qkv[s.at(0, 6, 0, 1) + i] *= 1e-9;
     }
-    for (AttnKind kind : ATTN_ALL_KINDS)
+    for (AttnKind kind : test_kinds())
         if (attn_variant(kind).score == ATTN_SCORE_COS_LEN) check_against_reference(qkv, dout, s, kind, 15.0);
 }
 

@@ -24,6 +24,7 @@
 #include "model/gpt2_cpu.h"
 #include "model/rand.h"
 #include "runtime/checkpoint.h"
+#include "test/test_variants.h"
 
 static const int B = 2, T = 24;
 
@@ -86,10 +87,10 @@ TEST_CASE("the exported PyTorch module matches the CPU reference for every varia
     // with a length in its definition at attn_len 16 (sigmoid, relu: the constant length; softmax,
     // softmax_rw: log-length scaling beyond it)
     std::vector<ExportCase> cases;
-    for (const AttnVariant& v : ATTN_VARIANT_TABLE) cases.push_back({v.name, v.kind, v.test_p, false});
-    for (const AttnVariant& v : ATTN_VARIANT_TABLE)
+    for (const AttnVariant& v : test_variants()) cases.push_back({v.name, v.kind, v.test_p, false});
+    for (const AttnVariant& v : test_variants())
         if (attn_head_param(v.kind) == ATTN_HEAD_P) cases.push_back({std::string(v.name) + "_pl", v.kind, 15, true});
-    for (const AttnVariant& v : ATTN_VARIANT_TABLE)
+    for (const AttnVariant& v : test_variants())
         if (attn_has_len(v.kind)) cases.push_back({std::string(v.name) + "_tl", v.kind, v.test_p, false, 16});
     Rng rng(11);
     std::vector<int> tokens(B * T);

@@ -8,6 +8,7 @@
 #include "model/gpt2_cpu.h"
 #include "test/gradcheck.h"
 #include "test/lssar_kink.h"
+#include "test/test_variants.h"
 
 constexpr double TOL = 1e-6;
 // The finite differences probe parameters at 3e-4 of their scale and up to twice that: a score
@@ -91,13 +92,13 @@ static void check_model_gradients(AttnKind kind, float p, int learn_p = 0, int a
 // Every variant of the table at its test p (ssmax: s of every (layer, head) is a parameter tensor,
 // dssmax_s, checked with the others).
 TEST_CASE("whole model gradients, every variant") {
-    for (AttnKind kind : ATTN_ALL_KINDS) check_model_gradients(kind, attn_variant(kind).test_p);
+    for (AttnKind kind : test_kinds()) check_model_gradients(kind, attn_variant(kind).test_p);
 }
 // Each variant with a length in its definition at attn_len 5 of T = 9: the training-length
 // constant of sigmoid and relu (rows below, at and above it), log-length scaling of softmax and
 // softmax_rw (rows within it unscaled, rows beyond it scaled).
 TEST_CASE("whole model gradients, every variant with a length, at attn_len 5") {
-    for (AttnKind kind : ATTN_ALL_KINDS)
+    for (AttnKind kind : test_kinds())
         if (attn_has_len(kind)) check_model_gradients(kind, attn_variant(kind).test_p, 0, 5);
 }
 // LSSAR at more p: 1 and 3 (15 is its test p)

@@ -20,6 +20,7 @@
 
 #include "model/gpt2_cpu.h"
 #include "test/adamw_bound.h"
+#include "test/test_variants.h"
 
 constexpr int STATE_MAGIC = 20241129;
 constexpr int STATE_VERSION = 2;  // 2 adds attn_len, the header's 13th int (version 1: 12, attn_len 0)
@@ -348,13 +349,13 @@ static std::string p_text(float p) {
     return buf;
 }
 TEST_CASE("CPU reference matches PyTorch: every variant") {
-    for (const AttnVariant& v : ATTN_VARIANT_TABLE) {
+    for (const AttnVariant& v : test_variants()) {
         CAPTURE(v.name);
         check_variant(v.name, p_text(v.test_p).c_str());
     }
 }
 TEST_CASE("CPU reference matches PyTorch: log-length scaling with attn_len 8") {
-    for (const AttnVariant& v : ATTN_VARIANT_TABLE) {
+    for (const AttnVariant& v : test_variants()) {
         if (!attn_log_scales(v.kind)) continue;
         CAPTURE(v.name);
         check_variant(v.name, p_text(v.test_p).c_str(), 8);

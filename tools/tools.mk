@@ -9,7 +9,7 @@
 #   build/write_random_shard   a token shard of random GPT-2 ids, for speed runs without a dataset
 #   build/manifest.json        the variants, parameter tensors and activations as JSON
 #                              (tools/print_manifest.cpp; `make -s print-manifest` prints it), which the
-#                              Python and shell scripts read (scripts/manifest.py, scripts/manifest.sh)
+#                              Python and shell scripts read (scripts/manifest.py)
 $(BUILD)/tokenize: tools/tokenize.cpp $(DATALOADER_OBJS) | $(BUILD)
 	$(CXX_HOST) $< $(DATALOADER_OBJS) -o $@ $(LDLIBS)
 
