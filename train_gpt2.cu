@@ -352,7 +352,8 @@ struct Trainer {
         r.applied = opt.guard.accept(r.loss, r.norm, state, r.skip_reason);
         if (r.applied) {
             float scale = opt.clip > 0 && r.norm > opt.clip ? (float)(opt.clip / r.norm) : 1.0f;
-            dist.update(*model, r.lr, 0.9f, 0.95f, 1e-8f, opt.weight_decay, scale, step);
+            dist.update(*model, {.lr = r.lr, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                                 .weight_decay = opt.weight_decay, .grad_scale = scale, .step = step});
             state.consecutive_skips = 0;
         } else {
             state.consecutive_skips++;

@@ -8,64 +8,36 @@
 #                                          against the CPU reference (nvcc; run it on a GPU; _cu_emu:
 #                                          the same tool under the SIMT emulator)
 #   make sample_cpu ATTN=lssar          -> build/sample_cpu_lssar           sampling (and _cu; _cu_emu)
-# The tools' tests are in test/test.mk.
-LVL_CPU_BINS       := $(addprefix $(BUILD)/loss_vs_length_cpu_,$(ATTN_VARIANTS))
-LVL_CU_BINS        := $(addprefix $(BUILD)/loss_vs_length_cu_,$(ATTN_VARIANTS))
-PASSKEY_CPU_BINS   := $(addprefix $(BUILD)/passkey_cpu_,$(ATTN_VARIANTS))
-PASSKEY_CU_BINS    := $(addprefix $(BUILD)/passkey_cu_,$(ATTN_VARIANTS))
-PASSKEY_EMU_BINS   := $(addprefix $(BUILD)/passkey_cu_emu_,$(ATTN_VARIANTS))
-ATTN_MAPS_CPU_BINS := $(addprefix $(BUILD)/attention_maps_cpu_,$(ATTN_VARIANTS))
-MC_CPU_BINS        := $(addprefix $(BUILD)/mc_eval_cpu_,$(ATTN_VARIANTS))
-MC_CU_BINS         := $(addprefix $(BUILD)/mc_eval_cu_,$(ATTN_VARIANTS))
-MC_EMU_BINS        := $(addprefix $(BUILD)/mc_eval_cu_emu_,$(ATTN_VARIANTS))
-GRADCHECK_CU_BINS  := $(addprefix $(BUILD)/gradcheck_cu_,$(ATTN_VARIANTS))
-GRADCHECK_EMU_BINS := $(addprefix $(BUILD)/gradcheck_cu_emu_,$(ATTN_VARIANTS))
-SAMPLE_CPU_BINS    := $(addprefix $(BUILD)/sample_cpu_,$(ATTN_VARIANTS))
-SAMPLE_CU_BINS     := $(addprefix $(BUILD)/sample_cu_,$(ATTN_VARIANTS))
-SAMPLE_EMU_BINS    := $(addprefix $(BUILD)/sample_cu_emu_,$(ATTN_VARIANTS))
+# Each tool is eval/<tool>.cu, built by train.mk's recipe of each back end as
+# build/<tool>_<back end>_<variant>: a new tool is one word in EVAL_TOOLS. The tools' tests are in
+# test/test.mk.
+EVAL_TOOLS     := loss_vs_length passkey attention_maps mc_eval gradcheck sample
+# the back ends each tool is built for: gradcheck checks the CUDA back end (no CPU build);
+# attention_maps runs on the CPU back end only; loss_vs_length has no emulated build
+EVAL_CPU_TOOLS := $(filter-out gradcheck,$(EVAL_TOOLS))
+EVAL_CU_TOOLS  := $(filter-out attention_maps,$(EVAL_TOOLS))
+EVAL_EMU_TOOLS := $(filter-out loss_vs_length attention_maps,$(EVAL_TOOLS))
 
-$(LVL_CPU_BINS): $(BUILD)/loss_vs_length_cpu_%: eval/loss_vs_length.cu $(TRAINER_OBJS) | $(BUILD)
-	$(BUILD_CPU_PROGRAM)
-$(LVL_CU_BINS): $(BUILD)/loss_vs_length_cu_%: eval/loss_vs_length.cu $(TRAINER_OBJS) | $(BUILD)
-	$(BUILD_CU_PROGRAM)
-$(PASSKEY_CPU_BINS): $(BUILD)/passkey_cpu_%: eval/passkey.cu $(TRAINER_OBJS) | $(BUILD)
-	$(BUILD_CPU_PROGRAM)
-$(PASSKEY_CU_BINS): $(BUILD)/passkey_cu_%: eval/passkey.cu $(TRAINER_OBJS) | $(BUILD)
-	$(BUILD_CU_PROGRAM)
-$(PASSKEY_EMU_BINS): $(BUILD)/passkey_cu_emu_%: eval/passkey.cu $(TRAINER_OBJS) $(EMU_LIBS) | $(BUILD)
-	$(BUILD_EMU_PROGRAM)
-$(ATTN_MAPS_CPU_BINS): $(BUILD)/attention_maps_cpu_%: eval/attention_maps.cu $(TRAINER_OBJS) | $(BUILD)
-	$(BUILD_CPU_PROGRAM)
-$(MC_CPU_BINS): $(BUILD)/mc_eval_cpu_%: eval/mc_eval.cu $(TRAINER_OBJS) | $(BUILD)
-	$(BUILD_CPU_PROGRAM)
-$(MC_CU_BINS): $(BUILD)/mc_eval_cu_%: eval/mc_eval.cu $(TRAINER_OBJS) | $(BUILD)
-	$(BUILD_CU_PROGRAM)
-$(MC_EMU_BINS): $(BUILD)/mc_eval_cu_emu_%: eval/mc_eval.cu $(TRAINER_OBJS) $(EMU_LIBS) | $(BUILD)
-	$(BUILD_EMU_PROGRAM)
-$(GRADCHECK_CU_BINS): $(BUILD)/gradcheck_cu_%: eval/gradcheck.cu $(TRAINER_OBJS) | $(BUILD)
-	$(BUILD_CU_PROGRAM)
-$(GRADCHECK_EMU_BINS): $(BUILD)/gradcheck_cu_emu_%: eval/gradcheck.cu $(TRAINER_OBJS) $(EMU_LIBS) | $(BUILD)
-	$(BUILD_EMU_PROGRAM)
-$(SAMPLE_CPU_BINS): $(BUILD)/sample_cpu_%: eval/sample.cu $(TRAINER_OBJS) | $(BUILD)
-	$(BUILD_CPU_PROGRAM)
-$(SAMPLE_CU_BINS): $(BUILD)/sample_cu_%: eval/sample.cu $(TRAINER_OBJS) | $(BUILD)
-	$(BUILD_CU_PROGRAM)
-$(SAMPLE_EMU_BINS): $(BUILD)/sample_cu_emu_%: eval/sample.cu $(TRAINER_OBJS) $(EMU_LIBS) | $(BUILD)
-	$(BUILD_EMU_PROGRAM)
+# one static pattern rule per tool and back end, over every variant (the stem $* is the variant)
+define EVAL_CPU_RULE
+$$(addprefix $$(BUILD)/$(1)_cpu_,$$(ATTN_VARIANTS)): $$(BUILD)/$(1)_cpu_%: eval/$(1).cu $$(TRAINER_OBJS) | $$(BUILD)
+	$$(BUILD_CPU_PROGRAM)
+endef
+define EVAL_CU_RULE
+$$(addprefix $$(BUILD)/$(1)_cu_,$$(ATTN_VARIANTS)): $$(BUILD)/$(1)_cu_%: eval/$(1).cu $$(TRAINER_OBJS) | $$(BUILD)
+	$$(BUILD_CU_PROGRAM)
+endef
+define EVAL_EMU_RULE
+$$(addprefix $$(BUILD)/$(1)_cu_emu_,$$(ATTN_VARIANTS)): $$(BUILD)/$(1)_cu_emu_%: eval/$(1).cu $$(TRAINER_OBJS) $$(EMU_LIBS) | $$(BUILD)
+	$$(BUILD_EMU_PROGRAM)
+endef
+$(foreach t,$(EVAL_CPU_TOOLS),$(eval $(call EVAL_CPU_RULE,$t)))
+$(foreach t,$(EVAL_CU_TOOLS),$(eval $(call EVAL_CU_RULE,$t)))
+$(foreach t,$(EVAL_EMU_TOOLS),$(eval $(call EVAL_EMU_RULE,$t)))
 
-.PHONY: loss_vs_length_cpu loss_vs_length_cu passkey_cpu passkey_cu attention_maps_cpu mc_eval_cpu mc_eval_cu \
-        gradcheck_cu sample_cpu sample_cu
-loss_vs_length_cpu: $(BUILD)/loss_vs_length_cpu_$(ATTN)
-loss_vs_length_cu: $(BUILD)/loss_vs_length_cu_$(ATTN)
-passkey_cpu: $(BUILD)/passkey_cpu_$(ATTN)
-passkey_cu: $(BUILD)/passkey_cu_$(ATTN)
-attention_maps_cpu: $(BUILD)/attention_maps_cpu_$(ATTN)
-mc_eval_cpu: $(BUILD)/mc_eval_cpu_$(ATTN)
-mc_eval_cu: $(BUILD)/mc_eval_cu_$(ATTN)
-gradcheck_cu: $(BUILD)/gradcheck_cu_$(ATTN)
-sample_cpu: $(BUILD)/sample_cpu_$(ATTN)
-sample_cu: $(BUILD)/sample_cu_$(ATTN)
-CPU_BINS  += $(BUILD)/loss_vs_length_cpu_$(ATTN) $(BUILD)/passkey_cpu_$(ATTN) $(BUILD)/attention_maps_cpu_$(ATTN) \
-             $(BUILD)/mc_eval_cpu_$(ATTN) $(BUILD)/sample_cpu_$(ATTN)
-CUDA_BINS += $(BUILD)/loss_vs_length_cu_$(ATTN) $(BUILD)/passkey_cu_$(ATTN) $(BUILD)/mc_eval_cu_$(ATTN) \
-             $(BUILD)/gradcheck_cu_$(ATTN) $(BUILD)/sample_cu_$(ATTN)
+# make <tool>_cpu, make <tool>_cu: the tool for ATTN
+.PHONY: $(EVAL_CPU_TOOLS:%=%_cpu) $(EVAL_CU_TOOLS:%=%_cu)
+$(EVAL_CPU_TOOLS:%=%_cpu): %_cpu: $(BUILD)/%_cpu_$(ATTN)
+$(EVAL_CU_TOOLS:%=%_cu): %_cu: $(BUILD)/%_cu_$(ATTN)
+CPU_BINS  += $(EVAL_CPU_TOOLS:%=$(BUILD)/%_cpu_$(ATTN))
+CUDA_BINS += $(EVAL_CU_TOOLS:%=$(BUILD)/%_cu_$(ATTN))

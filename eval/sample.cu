@@ -18,6 +18,10 @@
 // the tokens per second it reaches. The context holds at most -t tokens (default: the checkpoint's
 // training length): a prompt longer than that is refused, and a sample that outgrows it keeps its
 // last -t tokens, as nanoGPT does.
+//
+// Output, as nanoGPT's sample.py: stdout holds the samples alone, each followed by a line of dashes
+// (build/sample_cpu_lssar -e CKPT > samples.txt); every diagnostic (the checkpoint, the precision,
+// the sampling settings, each sample's tokens per second) goes to stderr.
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -154,9 +158,9 @@ int main(int argc, char** argv) {
     if (o.have_prompt_ids && flags.given("-gp")) cli_fail("-gp TEXT and -gi IDS are two prompts: give one of them");
     try {
         Checkpoint ck = cli_read_checkpoint(o.ckpt_path, ATTN_NAME);
-        cli_print_learned_p(ck);
-        cli_override_p(ck, o.ckpt_path, o.p_text);
-        int log_len = cli_apply_log_len(ck, o.ckpt_path, o.log_len, ck.config.max_seq_len);  // 0: off
+        cli_print_learned_p(ck, stderr);
+        cli_override_p(ck, o.ckpt_path, o.p_text, stderr);
+        int log_len = cli_apply_log_len(ck, o.ckpt_path, o.log_len, ck.config.max_seq_len, stderr);  // 0: off
         GPT2Config config = ck.config;
         int context = o.context > 0 ? o.context : config.max_seq_len;
         TokenText text;
@@ -173,20 +177,20 @@ int main(int argc, char** argv) {
 
         config.max_seq_len = std::max(config.max_seq_len, context);
         Model model(config);
-        cli_select_precision(model, o.precision);
+        cli_select_precision(model, o.precision, stderr);
         model.set_params(ck.params);
         bool greedy = o.top_k <= 1 || o.temperature <= 0;
-        printf("checkpoint %s: %s, p %g, step %lld, %d layers, %d heads, %d channels, vocab %d, %s back end%s\n",
-               o.ckpt_path.c_str(), attn_kind_name(config.attn), config.p, (long long)ck.train.step,
-               config.num_layers, config.num_heads, config.channels, config.vocab_size, BACKEND_NAME,
-               log_len ? (", log-length scaling beyond " + std::to_string(log_len)).c_str() : "");
-        printf("sampling: %s, context %d tokens (prompt %zu), %d tokens per sample, seed %lld; no KV cache: each "
-               "token is one forward over its context (at most %d tokens)\n",
-               greedy ? "greedy" : ("top-k " + std::to_string(o.top_k) + ", temperature " + cli_number(o.temperature)).c_str(),
-               context, start.size(), o.gen_tokens, o.seed, context);
+        fprintf(stderr,
+                "checkpoint %s: %s, p %g, step %lld, %d layers, %d heads, %d channels, vocab %d, %s back end%s\n",
+                o.ckpt_path.c_str(), attn_kind_name(config.attn), config.p, (long long)ck.train.step,
+                config.num_layers, config.num_heads, config.channels, config.vocab_size, BACKEND_NAME,
+                log_len ? (", log-length scaling beyond " + std::to_string(log_len)).c_str() : "");
+        fprintf(stderr, "sampling: %s, context %d tokens (prompt %zu), %d tokens per sample, seed %lld; no KV cache: "
+                "each token is one forward over its context (at most %d tokens)\n",
+                greedy ? "greedy" : ("top-k " + std::to_string(o.top_k) + ", temperature " + cli_number(o.temperature)).c_str(),
+                context, start.size(), o.gen_tokens, o.seed, context);
         Rng rng((uint64_t)o.seed);
         for (int s = 0; s < o.samples; s++) {
-            printf("---- sample %d\n", s + 1);
             std::vector<int> tokens = start;
             for (int id : tokens) {
                 std::string shown = text.show(id);
@@ -196,7 +200,10 @@ int main(int argc, char** argv) {
             auto t0 = std::chrono::steady_clock::now();
             generate_streaming(model, tokens, o.gen_tokens, context, o.top_k, o.temperature, rng, text);
             double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            printf("\n---- %d tokens in %.2f s (%.1f tokens/s)\n", o.gen_tokens, secs, o.gen_tokens / secs);
+            printf("\n---------------\n");
+            fflush(stdout);
+            fprintf(stderr, "sample %d: %d tokens in %.2f s (%.1f tokens/s)\n", s + 1, o.gen_tokens, secs,
+                    o.gen_tokens / secs);
             if (ids != nullptr) {
                 for (size_t i = 0; i < tokens.size(); i++)
                     fprintf(ids, "%s%d", i == 0 ? "" : i == start.size() ? " | " : " ", tokens[i]);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cmath>
+#include "layers/adamw_step.h"
 #include "layers/cuda_common.cuh"
 #include "layers/floatx.cuh"
 
@@ -48,12 +49,14 @@ __global__ void init_master_weights_kernel(float* master, const floatX* params, 
 // launchers
 
 // One AdamW step on one tensor. params, grads (n) floatX; master (n) fp32 or null; m, v (n) fp32;
-// t the 1-based step; seed: fresh per step and tensor, for the stochastic rounding.
-void adamw_update(floatX* params, float* master, const floatX* grads, float* m, float* v, size_t n, float lr,
-                  float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t, unsigned int seed,
-                  cudaStream_t stream) {
-    float beta1_correction = 1.0f - powf(beta1, (float)t);
-    float beta2_correction = 1.0f - powf(beta2, (float)t);
+// s the step (its hyperparameters read as float); seed: fresh per step and tensor, for the
+// stochastic rounding.
+void adamw_update(floatX* params, float* master, const floatX* grads, float* m, float* v, size_t n,
+                  const AdamWStep& s, unsigned int seed, cudaStream_t stream) {
+    float lr = (float)s.lr, beta1 = (float)s.beta1, beta2 = (float)s.beta2, eps = (float)s.eps,
+          weight_decay = (float)s.weight_decay, grad_scale = (float)s.grad_scale;
+    float beta1_correction = 1.0f - powf(beta1, (float)s.step);
+    float beta2_correction = 1.0f - powf(beta2, (float)s.step);
     const int block_size = 512;
     cuda_launch(adamw_kernel, dim3((unsigned int)((n + block_size - 1) / block_size)), dim3(block_size), 0, stream,
                 params, master, grads, m, v, n, lr, beta1, beta2, beta1_correction, beta2_correction, eps,
@@ -61,7 +64,7 @@ void adamw_update(floatX* params, float* master, const floatX* grads, float* m, 
     cudaCheck(cudaGetLastError());
 }
 
-// params (n) floatX = master (n) fp32 rounded as adamw_update(..., seed, ...) rounds them
+// params (n) floatX = master (n) fp32 rounded as adamw_update(..., seed, stream) rounds them
 void params_from_master(floatX* params, const float* master, size_t n, unsigned int seed, cudaStream_t stream) {
     const int block_size = 512;
     cuda_launch(params_from_master_kernel, dim3((unsigned int)((n + block_size - 1) / block_size)), dim3(block_size),

@@ -6,16 +6,19 @@
 //   explicit Model(const GPT2Config&)          throws std::invalid_argument naming the bad field
 //   GPT2Config config; size_t num_parameters;
 //   void init(uint64_t seed);                   GPT-2 initialisation
-//   float forward(const int* inputs, const int* targets, int B, int T);
-//                                               host token ids (B,T); mean loss, or -1 without targets
+//   float forward(const int* inputs, const int* targets, int B, int T, bool backward_follows = false);
+//                                               host token ids (B,T); mean loss, or -1 without targets;
+//                                               backward_follows: a backward comes next, so the
+//                                               classifier may write the dlogits in the forward's pass
+//                                               (on CUDA, logits_row is then unavailable)
 //   void logits_row(int b, int t, float* out);  logits (Vp) at (b,t) of the last forward
 //   void losses(float* out);                    per-position losses (B*T) of the last forward
 //   void zero_grad();
 //   void backward(float loss_scale);            accumulates the gradient of loss_scale * mean loss
 //   double grad_norm();                         global L2 norm of the gradients
-//   void update(float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
-//               int step);                      grads *= grad_scale, then AdamW step `step` (1-based);
-//                                               weight decay on the matrices only
+//   void update(const AdamWStep& s);            grads *= s.grad_scale, then AdamW step s.step (1-based);
+//                                               weight decay on the matrices only; the hyperparameters
+//                                               (layers/adamw_step.h) read as float
 //   void get_params(std::vector<float>&); void set_params(const std::vector<float>&);
 //   void set_params(const std::vector<float>&, int last_update_step);   (resume: the weights as that step left them)
 //                                               fp32 (master) weights, layout of model/gpt2_config.h
@@ -139,10 +142,11 @@ struct ModelCPU {
         return std::sqrt(sum);
     }
 
-    void update(float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int step) {
-        if (fast16) return fast16->update(lr, beta1, beta2, eps, weight_decay, grad_scale, step);
-        if (fast32) return fast32->update(lr, beta1, beta2, eps, weight_decay, grad_scale, step);
-        gpt.update(lr, beta1, beta2, eps, weight_decay, step, grad_scale);
+    // the hyperparameters read as float on every path (in_float), as the CUDA back end reads them
+    void update(const AdamWStep& s) {
+        if (fast16) return fast16->update(s);
+        if (fast32) return fast32->update(s);
+        gpt.update(in_float(s));
     }
 
     void get_params(std::vector<float>& out) { out = gpt.params; }

@@ -158,10 +158,9 @@ template <class F> struct GPT2 : GPT2ParamLayout {
     // sqrt of the sum of squares of every parameter gradient
     double grad_norm() const { return std::sqrt(ref::global_norm_squared(grads.data(), num_parameters)); }
 
-    // grads *= grad_scale, then AdamW step t (1-based); weight decay on the matrices only
+    // grads *= s.grad_scale, then AdamW step s.step (1-based); weight decay on the matrices only
     // (param_tensor_decays), theta's learning rate scaled by p_lr_scale (param_tensor_lr).
-    void update(double lr, double beta1, double beta2, double eps, double weight_decay, int t,
-                double grad_scale = 1.0);
+    void update(const AdamWStep& s);
 };
 
 // ----------------------------------------------------------------------------
@@ -335,20 +334,22 @@ template <class Path> void gpt2_backward(Path& P, typename Path::Float loss_scal
     P.lap(PROF_ENCODER);
 }
 
-// grads *= grad_scale, AdamW step t (1-based) on every tensor: weight decay on the matrices only
-// (param_tensor_decays), theta's learning rate scaled by p_lr_scale (param_tensor_lr).
+// grads *= s.grad_scale, AdamW step s.step (1-based) on every tensor: weight decay on the matrices
+// only (param_tensor_decays), theta's learning rate scaled by p_lr_scale (param_tensor_lr).
 template <class Path>
-void gpt2_update(Path& P, double lr, double beta1, double beta2, double eps, double weight_decay, double grad_scale,
-                 int t) {
+void gpt2_update(Path& P, const AdamWStep& s) {
     auto& m = P.model;
     P.lap_start();
     if (m.m.empty()) {
         m.m.assign(m.num_parameters, 0);
         m.v.assign(m.num_parameters, 0);
     }
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++)
-        P.adamw(i, param_tensor_lr(i, lr, m.p_lr_scale), beta1, beta2, eps,
-                param_tensor_decays(i) ? weight_decay : 0.0, grad_scale, t);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        AdamWStep tensor = s;
+        tensor.lr = param_tensor_lr(i, s.lr, m.p_lr_scale);
+        tensor.weight_decay = param_tensor_decays(i) ? s.weight_decay : 0.0;
+        P.adamw(i, tensor);
+    }
     P.lap(PROF_ADAMW);
 }
 
@@ -443,17 +444,11 @@ template <class F> struct ReferencePath {
         ref::rope_backward(dinp, dout, B, T, NH, hd, base);
     }
 
-    // AdamW on tensor i
-    void adamw(int i, double lr, double beta1, double beta2, double eps, double weight_decay, double grad_scale,
-               int t) {
+    // AdamW on tensor i (grads *= s.grad_scale in place)
+    void adamw(int i, const AdamWStep& s) {
         size_t off = model.param_offsets[i], n = model.param_sizes[i];
-        F* g = model.grads.data() + off;
-        if (grad_scale != 1.0) {
-#pragma omp parallel for schedule(static)
-            for (size_t k = 0; k < n; k++) g[k] *= F(grad_scale);
-        }
-        ref::adamw_update(model.params.data() + off, g, model.m.data() + off, model.v.data() + off, n, lr, beta1, beta2,
-                     eps, weight_decay, t);
+        ref::adamw_update(model.params.data() + off, model.grads.data() + off, model.m.data() + off,
+                          model.v.data() + off, n, s);
     }
 };
 
@@ -465,8 +460,7 @@ template <class F> void GPT2<F>::backward(F loss_scale) {
     ReferencePath<F> path{*this};
     gpt2_backward(path, loss_scale);
 }
-template <class F>
-void GPT2<F>::update(double lr, double beta1, double beta2, double eps, double weight_decay, int t, double grad_scale) {
+template <class F> void GPT2<F>::update(const AdamWStep& s) {
     ReferencePath<F> path{*this};
-    gpt2_update(path, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
+    gpt2_update(path, s);
 }

@@ -86,11 +86,10 @@ template <class X> struct GPT2Fast {
         return n;
     }
 
-    // grads *= grad_scale, AdamW step t on the master weights (decay on the matrices only, theta's
-    // learning rate scaled as the reference path's), and their new bf16 copy
-    void update(float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
-        gpt2_update(*this, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
-    }
+    // grads *= s.grad_scale, AdamW step s.step on the master weights (decay on the matrices only,
+    // theta's learning rate scaled as the reference path's), and their new bf16 copy; the
+    // hyperparameters are read as float (in_float)
+    void update(const AdamWStep& s) { gpt2_update(*this, in_float(s)); }
 
     // ------------------------------------------------------------------------
     // the path's hooks (model/gpt2_cpu.h)
@@ -234,11 +233,10 @@ template <class X> struct GPT2Fast {
     }
 
     // AdamW on tensor i, grads *= grad_scale inside, and the tensor's new bf16 weights
-    void adamw(int i, double lr, double beta1, double beta2, double eps, double weight_decay, double grad_scale,
-               int t) {
+    void adamw(int i, const AdamWStep& s) {
         size_t off = model.param_offsets[i];
         fast_adamw(model.params.data() + off, is_bf16 ? params_bf.data() + off : nullptr, model.grads.data() + off,
-                   model.m.data() + off, model.v.data() + off, model.param_sizes[i], (float)lr, (float)beta1,
-                   (float)beta2, (float)eps, (float)weight_decay, (float)grad_scale, t);
+                   model.m.data() + off, model.v.data() + off, model.param_sizes[i], (float)s.lr, (float)s.beta1,
+                   (float)s.beta2, (float)s.eps, (float)s.weight_decay, (float)s.grad_scale, s.step);
     }
 };

@@ -255,16 +255,16 @@ struct GPT2Cuda : GPT2ParamLayout {
         cudaCheck(cudaMemcpy(params_memory, rounded.data(), num_parameters * sizeof(floatX), cudaMemcpyHostToDevice));
     }
 
-    // Resume: the master weights in, and the bf16 weights exactly as update(..., last_update_step)
-    // left them, so that a resumed run continues bit for bit.
+    // Resume: the master weights in, and the bf16 weights exactly as the update of step
+    // last_update_step left them, so that a resumed run continues bit for bit.
     void set_params(const std::vector<float>& in, int last_update_step) {
         set_params(in);
         round_params(last_update_step);
     }
 
     // The bf16 weights of the optimizer's range from the master weights, with the stochastic
-    // rounding of update(..., step) (the same seeds and cuts). step < 1: no update yet, they stay
-    // rounded to nearest.
+    // rounding of the update of that step (the same seeds and cuts). step < 1: no update yet, they
+    // stay rounded to nearest.
     void round_params(int step) {
         if (step < 1) return;
         for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
@@ -477,21 +477,20 @@ struct GPT2Cuda : GPT2ParamLayout {
         return std::sqrt((double)squared);
     }
 
-    // AdamW step t (1-based) on the gradients times grad_scale (clipping) of the parameters the
-    // optimizer state covers (all, or a ZeRO-1 shard); weight decay on the matrices only
-    // (param_tensor_decays). The bf16 weights are the new fp32 master weights stochastically
-    // rounded, seeded by (step, tensor): every run and every rank rounds alike.
-    void update(float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int step) {
-        update_range(lr, beta1, beta2, eps, weight_decay, grad_scale, step, optimizer.begin, optimizer.end);
-    }
+    // AdamW step s.step (1-based) on the gradients times s.grad_scale (clipping) of the parameters
+    // the optimizer state covers (all, or a ZeRO-1 shard); weight decay on the matrices only
+    // (param_tensor_decays); the hyperparameters read as float (layers/adamw.cuh). The bf16 weights
+    // are the new fp32 master weights stochastically rounded, seeded by (step, tensor): every run
+    // and every rank rounds alike.
+    void update(const AdamWStep& s) { update_range(s, optimizer.begin, optimizer.end); }
 
     // The AdamW step of update() on the parameters [begin, end) only; the others, their master
     // weights and moments are not touched. A tensor cut by the range is updated on its part; the
     // stochastic rounding of that part is seeded alike but indexed from the cut, so its bf16
     // weights may differ from a whole update's by one rounding step (the fp32 master weights and
     // moments are the same).
-    void update_range(float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int step,
-                      size_t begin, size_t end) {
+    void update_range(const AdamWStep& s, size_t begin, size_t end) {
+        int step = s.step;
         if (step < 1) throw std::invalid_argument("update: step = " + std::to_string(step) + " must be >= 1");
         if (!optimizer.covers(begin, end)) {
             throw std::out_of_range("update_range: [" + std::to_string(begin) + ", " + std::to_string(end) +
@@ -505,9 +504,10 @@ struct GPT2Cuda : GPT2ParamLayout {
             if (first >= last) continue;
             unsigned int seed = hash_index_seed((unsigned int)step, (unsigned int)i);
             size_t local = first - optimizer.begin;  // index into the optimizer state
+            AdamWStep tensor = s;
+            tensor.weight_decay = param_tensor_decays(i) ? s.weight_decay : 0.0;
             adamw_update(params_memory + first, optimizer.master + local, grads_memory + first, optimizer.m + local,
-                         optimizer.v + local, last - first, lr, beta1, beta2, eps,
-                         param_tensor_decays(i) ? weight_decay : 0.0f, grad_scale, step, seed, stream);
+                         optimizer.v + local, last - first, tensor, seed, stream);
         }
         cudaCheck(cudaDeviceSynchronize());
     }

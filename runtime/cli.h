@@ -355,11 +355,12 @@ inline const char* CLI_PRECISION_HELP =
     "it has bf16 matmuls). The CUDA back end is bf16 always (bf16 or auto)";
 
 // Selects the arithmetic `name` of the model (select_precision of runtime/backend.h) and prints
-// what runs; a name the back end has no path for ends the program naming it.
+// what runs (on out: the tools whose stdout is their output print it on stderr); a name the back
+// end has no path for ends the program naming it.
 template <class Model>
-void cli_select_precision(Model& model, const std::string& name) {
+void cli_select_precision(Model& model, const std::string& name, FILE* out = stdout) {
     try {
-        printf("precision: %s\n", select_precision(model, name).c_str());
+        fprintf(out, "precision: %s\n", select_precision(model, name).c_str());
     } catch (const std::invalid_argument& e) {
         cli_fail("-pr " + name + ": " + e.what());
     }
@@ -397,7 +398,7 @@ inline std::string cli_p_override_error(AttnKind kind, const std::string& path, 
 
 // The re-weighting power to evaluate a checkpoint at (-p P): a checkpoint trained at one p may be
 // evaluated at another. An empty p_text keeps the checkpoint's p; bad input ends the program.
-inline void cli_override_p(Checkpoint& ck, const std::string& path, const std::string& p_text) {
+inline void cli_override_p(Checkpoint& ck, const std::string& path, const std::string& p_text, FILE* out = stdout) {
     if (p_text.empty()) return;
     if (ck.config.learn_p)
         cli_fail("-p " + p_text + ": checkpoint " + path + " learned its p per layer and head (" +
@@ -405,26 +406,28 @@ inline void cli_override_p(Checkpoint& ck, const std::string& path, const std::s
     double p;
     std::string err = cli_p_override_error(ck.config.attn, path, p_text, &p);
     if (!err.empty()) cli_fail(err);
-    if ((float)p != ck.config.p) printf("evaluating at p %g (the checkpoint was trained at p %g)\n", p, ck.config.p);
+    if ((float)p != ck.config.p)
+        fprintf(out, "evaluating at p %g (the checkpoint was trained at p %g)\n", p, ck.config.p);
     ck.config.p = (float)p;
 }
 
-// Head parameter values (L, NH), one line per layer, under "<title> (<summary of name>)".
+// Head parameter values (L, NH), one line per layer, under "<title> (<summary of name>)", on out.
 inline void cli_print_head_params(const Checkpoint& ck, const std::vector<double>& v, const char* title,
-                                  const char* name) {
+                                  const char* name, FILE* out = stdout) {
     if (v.empty()) return;
-    printf("%s (%s), per layer, heads 0..%d:\n", title, head_param_summary(name, v).c_str(), ck.config.num_heads - 1);
+    fprintf(out, "%s (%s), per layer, heads 0..%d:\n", title, head_param_summary(name, v).c_str(),
+            ck.config.num_heads - 1);
     for (int l = 0; l < ck.config.num_layers; l++) {
-        printf("  layer %2d:", l);
-        for (int h = 0; h < ck.config.num_heads; h++) printf(" %.4g", v[(size_t)l * ck.config.num_heads + h]);
-        printf("\n");
+        fprintf(out, "  layer %2d:", l);
+        for (int h = 0; h < ck.config.num_heads; h++) fprintf(out, " %.4g", v[(size_t)l * ck.config.num_heads + h]);
+        fprintf(out, "\n");
     }
 }
 
 // The learned p values of a checkpoint, or ssmax's s, one line per layer (nothing for the others).
-inline void cli_print_learned_p(const Checkpoint& ck) {
-    cli_print_head_params(ck, learned_p_values(ck.config, ck.params.data()), "learned p", "p");
-    cli_print_head_params(ck, ssmax_s_values(ck.config, ck.params.data()), "ssmax's s", "s");
+inline void cli_print_learned_p(const Checkpoint& ck, FILE* out = stdout) {
+    cli_print_head_params(ck, learned_p_values(ck.config, ck.params.data()), "learned p", "p", out);
+    cli_print_head_params(ck, ssmax_s_values(ck.config, ck.params.data()), "ssmax's s", "s", out);
 }
 
 // ----------------------------------------------------------------------------
@@ -533,12 +536,12 @@ inline std::string cli_log_len_error(const GPT2Config& c, const std::string& pat
 
 // -ls 1 (log_len = 1): sets the checkpoint's attn_len to the training length L, or ends the program
 // naming why it does not apply. Returns the L log-length scaling runs at (0: off).
-inline int cli_apply_log_len(Checkpoint& ck, const std::string& path, int log_len, int L) {
+inline int cli_apply_log_len(Checkpoint& ck, const std::string& path, int log_len, int L, FILE* out = stdout) {
     if (!log_len) return attn_log_scales(ck.config.attn) ? ck.config.attn_len : 0;
     std::string err = cli_log_len_error(ck.config, path, L);
     if (!err.empty()) cli_fail(err);
     ck.config.attn_len = L;
-    printf("log-length scaling at evaluation: checkpoint %s (%s) with row t's scores times max(1, ln(t + 1) / ln(%d)), "
-           "%d its training length\n", path.c_str(), attn_kind_name(ck.config.attn), L, L);
+    fprintf(out, "log-length scaling at evaluation: checkpoint %s (%s) with row t's scores times max(1, "
+            "ln(t + 1) / ln(%d)), %d its training length\n", path.c_str(), attn_kind_name(ck.config.attn), L, L);
     return L;
 }

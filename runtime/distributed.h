@@ -13,7 +13,7 @@
 //     dist.overlap_reduce(model) before the last backward, then
 //     dist.reduce_grads(model);               // gradient of the mean loss over every rank's rows
 //     double norm = dist.grad_norm(model);    // its global norm (the same on every rank)
-//     dist.update(model, lr, ..., grad_scale, step);
+//     dist.update(model, {.lr = lr, ..., .grad_scale = grad_scale, .step = step});
 //     float mean_loss = dist.average(loss);   // for the log
 //   checkpoint (every rank): dist.optimizer_shard(model) -> its own optimizer file;
 //     dist.gather_params(model, params) -> rank 0 writes the model file (runtime/checkpoint.h)
@@ -466,15 +466,14 @@ struct Distributed {
         return std::sqrt((double)host);
     }
 
-    // AdamW (model.update's arguments). Under ZeRO-1: this rank's shard, then the bf16 weights of
+    // AdamW (model.update's step). Under ZeRO-1: this rank's shard, then the bf16 weights of
     // every shard to every rank.
-    void update(GPT2Cuda& model, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
-                int step) {
+    void update(GPT2Cuda& model, const AdamWStep& s) {
         if (!zero1) {
-            model.update(lr, beta1, beta2, eps, weight_decay, grad_scale, step);
+            model.update(s);
             return;
         }
-        model.update(lr, beta1, beta2, eps, weight_decay, grad_scale, step);  // this rank's shard
+        model.update(s);  // this rank's shard
         check(ncclAllGather(model.params_memory + (size_t)config.rank * model.shard_size, model.params_memory,
                             model.shard_size, ncclBfloat16, comm, model.stream), "ncclAllGather(params)");
         wait_stream(model.stream, "ncclAllGather(params)");

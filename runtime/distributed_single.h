@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "layers/adamw_step.h"
 #include "runtime/checkpoint.h"
 
 struct DistConfig {
@@ -37,10 +38,7 @@ template <class Model> struct SingleProcess {
     void reduce_grads(Model&) {}
     double grad_norm(Model& model) { return model.grad_norm(); }
     float average(float x) { return x; }
-    void update(Model& model, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
-                int step) {
-        model.update(lr, beta1, beta2, eps, weight_decay, grad_scale, step);
-    }
+    void update(Model& model, const AdamWStep& s) { model.update(s); }
     void gather_params(Model& model, std::vector<float>& out) { model.get_params(out); }
     OptimizerShard optimizer_shard(Model& model) {
         OptimizerShard s;

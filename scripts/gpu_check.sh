@@ -93,8 +93,8 @@ step_binaries() {
         gradcheck_lssar_d12) echo "gradcheck_cu_lssar" ;;
         gradcheck_softmax_d12) echo "gradcheck_cu_softmax" ;;
         matmul_bgrad) echo "matmul_gpu" ;;
-        test_simt) echo "test_simt_cu" ;;
-        test_vendor_host) echo "test_vendor_host_cu" ;;
+        test_simt) echo "test_simt_gpu" ;;
+        test_vendor_host) echo "test_vendor_host_gpu" ;;
         test_layers_cuda) echo "test_layers_cuda_gpu" ;;
         test_attention_cuda|memcheck_attention|racecheck_attention) echo "test_attention_cuda_gpu" ;;
         test_model_cuda|memcheck_model|racecheck_model) echo "test_model_cuda_gpu" ;;
@@ -126,8 +126,8 @@ step_command() {
         # at 124M's fc/fcproj shapes (N 8192, C 768, 4C): the product's epilogues (BGRADB, DGELU_BGRAD;
         # a missing algorithm prints "[matmul] cuBLASLt has no algorithm") and the column sums, each validated
         matmul_bgrad) "$dir/matmul_gpu" 1 && "$dir/matmul_gpu" 2 ;;
-        test_simt) "$dir/test_simt_cu" ;;
-        test_vendor_host) "$dir/test_vendor_host_cu" ;;
+        test_simt) "$dir/test_simt_gpu" ;;
+        test_vendor_host) "$dir/test_vendor_host_gpu" ;;
         test_layers_cuda) "$dir/test_layers_cuda_gpu" ;;
         test_attention_cuda) "$dir/test_attention_cuda_gpu" ;;
         test_model_cuda) "$dir/test_model_cuda_gpu" ;;

@@ -18,7 +18,7 @@ GPU_CHECK_CXXFLAGS := -O2 -std=c++17 -fopenmp -Wall -Wextra -Wno-unused-paramete
 GPU_CHECK_NVCCFLAGS := -O3 --use_fast_math -std=c++17 -gencode arch=compute_90,code=sm_90 -I. -Xcompiler -fopenmp \
                        -Xlinker --as-needed
 # in the order scripts/gpu_check.sh runs them
-GPU_CHECK_TESTS := test_simt_cu test_vendor_host_cu test_layers_cuda_gpu test_attention_cuda_gpu test_model_cuda_gpu \
+GPU_CHECK_TESTS := test_simt_gpu test_vendor_host_gpu test_layers_cuda_gpu test_attention_cuda_gpu test_model_cuda_gpu \
                    test_distributed_gpu
 GPU_CHECK_TOOLS := gradcheck_cu_softmax gradcheck_cu_lssar attention_backward \
                    train_gpt2cu_softmax train_gpt2cu_lssar dev/matmul_gpu

@@ -28,6 +28,24 @@ inline Result run(const std::string& cmd) {
     return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
 }
 
+// Runs cmd with sh, its stdout and its stderr kept apart (for a program whose stdout is its output).
+struct SplitResult {
+    int code;
+    std::string out, err;
+};
+inline SplitResult run_split(const std::string& cmd) {
+    TempDir dir("run");
+    std::string err_path = dir.path + "/stderr";
+    FILE* p = popen((cmd + " 2>" + err_path).c_str(), "r");
+    REQUIRE(p != nullptr);
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    int status = pclose(p);
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out, read_file(err_path)};
+}
+
 // "step,loss,grad_norm" of every training record of a log.jsonl, and every validation record
 // whole (timings differ between runs, so they are cut off)
 inline std::vector<std::string> loss_records(const std::string& log_path) {

@@ -1,7 +1,14 @@
 # Every test program: `make test` builds and runs $(TESTS) in the order they are added below (the
 # cheap foundations first: the emulator, the data, the kernels, then the models, the tools, the
-# pipelines); the _gpu and _cu builds are the same files under nvcc for a GPU (`make cuda`).
-# Read last: the rules name the programs and objects the other fragments define.
+# pipelines). Read last: the rules name the programs and objects the other fragments define.
+# A test binary's suffix says how it is built and where it runs:
+#   (none)    g++, runs in `make test` on any machine: the CPU code, and CUDA code under the SIMT
+#             emulator (test_<what>_cuda: kernels or the CUDA back end, emulated)
+#   _cu_emu   the emulated build of a test that also has a CPU build (test_passkey_cu_emu runs
+#             build/passkey_cu_emu_lssar, as test_passkey runs build/passkey_cpu_lssar); in `make test`
+#   _gpu      the same source under nvcc, to run on a GPU: `make cuda` builds it, `make test` never
+#             runs it (on a GPU machine, scripts/gpu_check.sh runs those it lists)
+# (a tool's suffix, _cpu, _cu (nvcc) or _cu_emu, names the back end it runs: eval/eval.mk, train.mk)
 
 # doctest's main, compiled once and linked into every doctest program
 $(DOCTEST_MAIN): test/doctest_main.cpp | $(BUILD)
@@ -10,18 +17,18 @@ $(DOCTEST_MAIN): test/doctest_main.cpp | $(BUILD)
 
 # ----------------------------------------------------------------------------
 # The SIMT emulator's own tests, and the host cuBLASLt/NCCL against double-precision and serial
-# references; the _cu builds are the same files under nvcc for a GPU (the host semantics must match).
+# references; the _gpu builds are the same files under nvcc for a GPU (the host semantics must match).
 $(BUILD)/test_simt: test/test_simt.cpp $(DOCTEST_MAIN) $(SIMT_LIB) | $(BUILD)
 	$(CXX_EMU) $< $(DOCTEST_MAIN) $(SIMT_LIB) -lboost_context -rdynamic -o $@
 
-$(BUILD)/test_simt_cu: test/test_simt.cpp $(DOCTEST_MAIN) | $(BUILD)
+$(BUILD)/test_simt_gpu: test/test_simt.cpp $(DOCTEST_MAIN) | $(BUILD)
 	$(NVCC_CPP_OBJ)
 	$(NVCC_LINK) $@.o $(DOCTEST_MAIN) -o $@
 
 $(BUILD)/test_vendor_host: test/test_vendor_host.cpp $(DOCTEST_MAIN) $(EMU_LIBS) | $(BUILD)
 	$(CXX_EMU) $< $(DOCTEST_MAIN) $(EMU_LDLIBS) -o $@
 
-$(BUILD)/test_vendor_host_cu: test/test_vendor_host.cpp $(DOCTEST_MAIN) | $(BUILD)
+$(BUILD)/test_vendor_host_gpu: test/test_vendor_host.cpp $(DOCTEST_MAIN) | $(BUILD)
 	$(NVCC_CPP_OBJ)
 	$(NVCC_LINK) $@.o $(DOCTEST_MAIN) -o $@ $(NVCC_LDLIBS)
 
@@ -30,7 +37,7 @@ $(BUILD)/test_nccl_processes: test/test_nccl_processes.cpp $(EMU_LIBS) | $(BUILD
 	$(CXX_EMU) $< $(EMU_LDLIBS) -o $@
 
 TESTS     += $(BUILD)/test_simt $(BUILD)/test_vendor_host $(BUILD)/test_nccl_processes
-CUDA_BINS += $(BUILD)/test_simt_cu $(BUILD)/test_vendor_host_cu
+CUDA_BINS += $(BUILD)/test_simt_gpu $(BUILD)/test_vendor_host_gpu
 
 # ----------------------------------------------------------------------------
 # Shards and the loader; the tokenizer against build/tokenize, PCRE2 (an independent regex engine)
@@ -136,8 +143,9 @@ CLI_TABLE_PROGRAMS := train_gpt2cpu_lssar $(BUILD)/train_gpt2cu_emu_lssar $(BUIL
                       $(BUILD)/mc_eval_cu_emu_lssar $(BUILD)/attention_maps_cpu_lssar $(BUILD)/hidden_states_cpu_lssar \
                       $(BUILD)/gradcheck_cu_emu_lssar $(BUILD)/passkey_mix $(BUILD)/sample_cpu_lssar \
                       $(BUILD)/sample_cu_emu_lssar
-$(BUILD)/test_cli: test/test_cli.cpp $(DOCTEST_MAIN) $(TRAINER_OBJS) $(CLI_TABLE_PROGRAMS) | $(BUILD)
-	$(CXX_HOST) $< $(DOCTEST_MAIN) $(TRAINER_OBJS) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
+# (the one list of them: the test reads it from -DCLI_TABLE_PROGRAMS)
+$(BUILD)/test_cli: test/test_cli.cpp $(DOCTEST_MAIN) $(TRAINER_OBJS) $(CLI_TABLE_PROGRAMS) test/test.mk | $(BUILD)
+	$(CXX_HOST) -DCLI_TABLE_PROGRAMS='"$(CLI_TABLE_PROGRAMS)"' $< $(DOCTEST_MAIN) $(TRAINER_OBJS) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
 TESTS += $(BUILD)/test_cli
 
 # The CPU back end's fast path (model/gpt2_cpu_fast.h), on every ISA target the CPU runs:

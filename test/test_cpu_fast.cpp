@@ -227,7 +227,8 @@ TEST_CASE("AdamW: the reference formula with the gradient scale fused, and the b
             for (size_t i = 0; i < n; i++) v[i] = 1e-4f * (1 + (float)(i % 7));
             std::vector<float> p_ref = p, g_ref = g, m_ref = m, v_ref = v, m0 = m, g0 = g;
             for (float& x : g_ref) x *= 0.7f;
-            ref::adamw_update(p_ref.data(), g_ref.data(), m_ref.data(), v_ref.data(), n, 1e-3, 0.9, 0.95, 1e-8, 0.1, 3);
+            ref::adamw_update(p_ref.data(), g_ref.data(), m_ref.data(), v_ref.data(), n,
+                              {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1, .step = 3});
             std::vector<bf16> p_bf(n);
             fast_adamw(p.data(), with_bf16 ? p_bf.data() : nullptr, g.data(), m.data(), v.data(), n, 1e-3f, 0.9f, 0.95f,
                        1e-8f, 0.1f, 0.7f, 3);
@@ -428,7 +429,8 @@ static float train_step(ModelCPU& m, const std::vector<int>& in, const std::vect
     float loss = m.forward(in.data(), tg.data(), B, T);
     m.backward(1.0f);
     double norm = m.grad_norm();
-    m.update(LR, BETA1, BETA2, EPS, WEIGHT_DECAY, norm > 1.0 ? (float)(1.0 / norm) : 1.0f, step);
+    m.update({.lr = LR, .beta1 = BETA1, .beta2 = BETA2, .eps = EPS, .weight_decay = WEIGHT_DECAY,
+              .grad_scale = norm > 1.0 ? (float)(1.0 / norm) : 1.0f, .step = step});
     return loss;
 }
 
@@ -466,7 +468,8 @@ static const ReferenceRuns& reference_runs(AttnKind kind, bool bf16, bool learn_
             double norm = m.grad_norm();
             r.norm[k].push_back(norm);
             if (step == 1) r.grads1[k] = m.gpt.grads;
-            m.update(LR, BETA1, BETA2, EPS, WEIGHT_DECAY, norm > 1.0 ? (float)(1.0 / norm) : 1.0f, step);
+            m.update({.lr = LR, .beta1 = BETA1, .beta2 = BETA2, .eps = EPS, .weight_decay = WEIGHT_DECAY,
+                      .grad_scale = norm > 1.0 ? (float)(1.0 / norm) : 1.0f, .step = step});
         }
         r.p[k] = model_learned_p(m);
     }
@@ -536,7 +539,8 @@ static void compare_ten_steps(AttnKind kind, const std::string& precision, bool 
             theta_bound[i] = lr * sens_g * u32 * std::fabs(g) + 16 * u32 * step_size + u32 * std::fabs(theta_exact[i]);
             smallest_theta_grad = std::min(smallest_theta_grad, std::fabs(g));
         }
-        fast.update(LR, BETA1, BETA2, EPS, WEIGHT_DECAY, norm[2] > 1.0 ? (float)(1.0 / norm[2]) : 1.0f, step);
+        fast.update({.lr = LR, .beta1 = BETA1, .beta2 = BETA2, .eps = EPS, .weight_decay = WEIGHT_DECAY,
+                     .grad_scale = norm[2] > 1.0 ? (float)(1.0 / norm[2]) : 1.0f, .step = step});
         for (size_t i = 0; i < nt; i++) {
             INFO("step " << step << ", theta " << i << ": " << fast.gpt.params[t0 + i] << " against " << theta_exact[i]);
             CHECK(std::fabs(fast.gpt.params[t0 + i] - theta_exact[i]) <= theta_bound[i]);
@@ -616,7 +620,8 @@ TEST_CASE("fast path, fp32 and bf16: ssmax's s is one weight per layer and head,
         fast.backward(1.0f);
         CHECK(std::isfinite(loss));
         CHECK(std::isfinite(fast.grad_norm()));
-        fast.update(LR, BETA1, BETA2, EPS, WEIGHT_DECAY, 1.0f, 1);
+        fast.update({.lr = LR, .beta1 = BETA1, .beta2 = BETA2, .eps = EPS, .weight_decay = WEIGHT_DECAY,
+                     .grad_scale = 1.0f, .step = 1});
         std::vector<double> s = model_ssmax_s(fast);
         REQUIRE(s.size() == fast.gpt.param_sizes[P_SSMAX_S]);
         for (double v : s) CHECK(std::fabs(v - SSMAX_S0) <= 1.01 * LR);

@@ -127,7 +127,8 @@ static std::vector<RankLog> run_ranks(const GPT2Config& c, int world, int B, int
                 dist.reduce_grads(model);
                 if (step == 1) log.reduced_grads = download_bf16(model.grads_memory, model.num_parameters);
                 log.norms.push_back(dist.grad_norm(model));
-                dist.update(model, LR, BETA1, BETA2, EPS, WEIGHT_DECAY, 1.0f, step);
+                dist.update(model, {.lr = LR, .beta1 = BETA1, .beta2 = BETA2, .eps = EPS,
+                                    .weight_decay = WEIGHT_DECAY, .grad_scale = 1.0f, .step = step});
                 log.losses.push_back(dist.average(loss));
                 if (step == 1) dist.gather_params(model, log.master_after_1);
             }
@@ -348,7 +349,8 @@ static void train_step(Distributed& dist, GPT2Cuda& model, const GPT2Config& c, 
     model.backward(1.0f);
     dist.reduce_grads(model);
     dist.grad_norm(model);
-    dist.update(model, LR, BETA1, BETA2, EPS, WEIGHT_DECAY, 1.0f, step);
+    dist.update(model, {.lr = LR, .beta1 = BETA1, .beta2 = BETA2, .eps = EPS, .weight_decay = WEIGHT_DECAY,
+                        .grad_scale = 1.0f, .step = step});
 }
 
 // world ranks train STEPS steps; with save_at > 0 they checkpoint after step save_at as the

@@ -82,7 +82,8 @@ static std::vector<float> trained_weights(const GPT2Config& c) {
         m.forward(in.data(), tg.data(), B, T);
         m.backward(1.0f);
         double norm = m.grad_norm();
-        m.update(1e-2f, 0.9f, 0.95f, 1e-8f, 0.0f, norm > 1.0 ? (float)(1.0 / norm) : 1.0f, step);
+        m.update({.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.0f,
+                  .grad_scale = norm > 1.0 ? (float)(1.0 / norm) : 1.0f, .step = step});
     }
     std::vector<float> params;
     m.get_params(params);

@@ -721,7 +721,8 @@ TEST_CASE("fused classifier, several packs per thread") { check_classifier(2, 10
 
 TEST_CASE("adamw with fp32 master weights and stochastic rounding") {
     const size_t n = 1037;
-    const float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, wd = 0.1f;
+    const float lr = 1e-3f;
+    AdamWStep s{.lr = lr, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .step = 1};
     std::mt19937 gen(15);
     std::vector<float> params = random_bf16(n, gen, 0.5f);
     DeviceBuffer<floatX> d_params(n), d_grads(n), d_params2(n);
@@ -732,9 +733,9 @@ TEST_CASE("adamw with fp32 master weights and stochastic rounding") {
     for (int t = 1; t <= 3; t++) {
         std::vector<float> grads = random_bf16(n, gen, 0.01f);
         upload_bf16(d_grads.ptr, grads);
-        adamw_update(d_params.ptr, d_master.ptr, d_grads.ptr, d_m.ptr, d_v.ptr, n, lr, beta1, beta2, eps, wd, 1.0f, t,
-                     1234u + t, 0);
-        ref::adamw_update(ref_p.data(), grads.data(), ref_m.data(), ref_v.data(), n, lr, beta1, beta2, eps, wd, t);
+        s.step = t;
+        adamw_update(d_params.ptr, d_master.ptr, d_grads.ptr, d_m.ptr, d_v.ptr, n, s, 1234u + t, 0);
+        ref::adamw_update(ref_p.data(), grads.data(), ref_m.data(), ref_v.data(), n, s);
     }
     std::vector<float> master = download(d_master.ptr, n), m = download(d_m.ptr, n), v = download(d_v.ptr, n);
     // fp32 on both sides, same formula: differences are a few fp32 ulps of each term (GPU: fast
@@ -768,32 +769,33 @@ TEST_CASE("adamw with fp32 master weights and stochastic rounding") {
     cudaCheck(cudaMemcpy(d_master2.ptr, d_master.ptr, n * sizeof(float), cudaMemcpyDeviceToDevice));
     cudaCheck(cudaMemcpy(d_m2.ptr, d_m.ptr, n * sizeof(float), cudaMemcpyDeviceToDevice));
     cudaCheck(cudaMemcpy(d_v2.ptr, d_v.ptr, n * sizeof(float), cudaMemcpyDeviceToDevice));
-    adamw_update(d_params.ptr, d_master.ptr, d_grads.ptr, d_m.ptr, d_v.ptr, n, lr, beta1, beta2, eps, wd, 1.0f, 4, 99u,
-                 0);
-    adamw_update(d_params2.ptr, d_master2.ptr, d_grads.ptr, d_m2.ptr, d_v2.ptr, n, lr, beta1, beta2, eps, wd, 1.0f, 4,
-                 99u, 0);
+    s.step = 4;
+    adamw_update(d_params.ptr, d_master.ptr, d_grads.ptr, d_m.ptr, d_v.ptr, n, s, 99u, 0);
+    adamw_update(d_params2.ptr, d_master2.ptr, d_grads.ptr, d_m2.ptr, d_v2.ptr, n, s, 99u, 0);
     std::vector<float> p1 = download_bf16(d_params.ptr, n);
     CHECK(p1 == download_bf16(d_params2.ptr, n));
     cudaCheck(cudaMemcpy(d_master2.ptr, d_master.ptr, n * sizeof(float), cudaMemcpyDeviceToDevice));
-    adamw_update(d_params.ptr, d_master.ptr, d_grads.ptr, d_m.ptr, d_v.ptr, n, lr, beta1, beta2, eps, wd, 1.0f, 5, 7u,
-                 0);
-    adamw_update(d_params2.ptr, d_master2.ptr, d_grads.ptr, d_m2.ptr, d_v2.ptr, n, lr, beta1, beta2, eps, wd, 1.0f, 5,
-                 8u, 0);
+    s.step = 5;
+    adamw_update(d_params.ptr, d_master.ptr, d_grads.ptr, d_m.ptr, d_v.ptr, n, s, 7u, 0);
+    adamw_update(d_params2.ptr, d_master2.ptr, d_grads.ptr, d_m2.ptr, d_v2.ptr, n, s, 8u, 0);
     CHECK(download_bf16(d_params.ptr, n) != download_bf16(d_params2.ptr, n));
 }
 
 TEST_CASE("adamw without master weights, with gradient scaling") {
     const size_t n = 300;
-    const float lr = 1e-2f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, wd = 0.0f, scale = 0.5f;
+    const float scale = 0.5f;
+    AdamWStep s{.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.0f, .step = 1};
     std::mt19937 gen(16);
     std::vector<float> params = random_bf16(n, gen), grads = random_bf16(n, gen, 0.1f);
     DeviceBuffer<floatX> d_params(n), d_grads(n);
     DeviceBuffer<float> d_m(n), d_v(n);
     upload_bf16(d_params.ptr, params); upload_bf16(d_grads.ptr, grads);
-    adamw_update(d_params.ptr, nullptr, d_grads.ptr, d_m.ptr, d_v.ptr, n, lr, beta1, beta2, eps, wd, scale, 1, 5u, 0);
+    AdamWStep scaled_step = s;
+    scaled_step.grad_scale = scale;
+    adamw_update(d_params.ptr, nullptr, d_grads.ptr, d_m.ptr, d_v.ptr, n, scaled_step, 5u, 0);
     std::vector<float> scaled(n), ref_p = params, ref_m(n, 0.0f), ref_v(n, 0.0f);
     for (size_t i = 0; i < n; i++) { scaled[i] = grads[i] * scale; }
-    ref::adamw_update(ref_p.data(), scaled.data(), ref_m.data(), ref_v.data(), n, lr, beta1, beta2, eps, wd, 1);
+    ref::adamw_update(ref_p.data(), scaled.data(), ref_m.data(), ref_v.data(), n, s);
     // stochastic rounding to bf16: within one bf16 ulp (2^-7 relative) of the fp32 result
     check_close("params", download_bf16(d_params.ptr, n), to_double(ref_p), 1.0 / 128, 0.0);
     check_close("m", download(d_m.ptr, n), to_double(ref_m), 1e-5, 0.0);

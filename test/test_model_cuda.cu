@@ -219,9 +219,12 @@ static void compare_training(AttnKind kind, float p, int attn_len = 0) {
             check_gradients(m, "step 1");
             g_gpu = download_grads(m.gpu);
         }
-        m.cpu.update(LR, BETA1, BETA2, EPS, WEIGHT_DECAY, step);
-        m.perturbed.update(LR, BETA1, BETA2, EPS, WEIGHT_DECAY, step);
-        m.gpu.update(LR, BETA1, BETA2, EPS, WEIGHT_DECAY, 1.0f, step);
+        m.cpu.update({.lr = LR, .beta1 = BETA1, .beta2 = BETA2, .eps = EPS, .weight_decay = WEIGHT_DECAY,
+                      .step = step});
+        m.perturbed.update({.lr = LR, .beta1 = BETA1, .beta2 = BETA2, .eps = EPS,
+                            .weight_decay = WEIGHT_DECAY, .step = step});
+        m.gpu.update({.lr = LR, .beta1 = BETA1, .beta2 = BETA2, .eps = EPS, .weight_decay = WEIGHT_DECAY,
+                      .grad_scale = 1.0f, .step = step});
         if (step == 1) {
             double fraction = check_update(m, p0, m.cpu.grads, g_gpu, "update 1");
             MESSAGE("update 1 compared on " << 100 * fraction << "% of the parameters");
@@ -357,9 +360,12 @@ static void check_accumulation(const GPT2Config& c) {
     CHECK(std::fabs(loss_gpu - loss_cpu) < LOSS_RTOL * loss_cpu);
     check_gradients(m, "2 micro-steps");
     std::vector<float> g_gpu = download_grads(m.gpu);
-    m.cpu.update(LR, BETA1, BETA2, EPS, WEIGHT_DECAY, 1);
-    m.perturbed.update(LR, BETA1, BETA2, EPS, WEIGHT_DECAY, 1);
-    m.gpu.update(LR, BETA1, BETA2, EPS, WEIGHT_DECAY, 1.0f, 1);
+    m.cpu.update({.lr = LR, .beta1 = BETA1, .beta2 = BETA2, .eps = EPS, .weight_decay = WEIGHT_DECAY,
+                  .step = 1});
+    m.perturbed.update({.lr = LR, .beta1 = BETA1, .beta2 = BETA2, .eps = EPS, .weight_decay = WEIGHT_DECAY,
+                        .step = 1});
+    m.gpu.update({.lr = LR, .beta1 = BETA1, .beta2 = BETA2, .eps = EPS, .weight_decay = WEIGHT_DECAY,
+                  .grad_scale = 1.0f, .step = 1});
     double fraction = check_update(m, p0, m.cpu.grads, g_gpu, "the accumulated update");
     CHECK(fraction > 0.5);
     float next_cpu = m.cpu.forward(full.inputs.data(), full.targets.data(), 2 * B, T);
@@ -440,9 +446,12 @@ static void compare_learned_p(AttnKind kind, float p0) {
         std::vector<float> theta0, m0, v0, g_gpu = download_grads(m.gpu);
         m.gpu.get_params(theta0);
         m.gpu.get_optimizer(m0, v0);
-        m.cpu.update(LR, BETA1, BETA2, EPS, WEIGHT_DECAY, step);
-        m.perturbed.update(LR, BETA1, BETA2, EPS, WEIGHT_DECAY, step);
-        m.gpu.update(LR, BETA1, BETA2, EPS, WEIGHT_DECAY, 1.0f, step);
+        m.cpu.update({.lr = LR, .beta1 = BETA1, .beta2 = BETA2, .eps = EPS, .weight_decay = WEIGHT_DECAY,
+                      .step = step});
+        m.perturbed.update({.lr = LR, .beta1 = BETA1, .beta2 = BETA2, .eps = EPS,
+                            .weight_decay = WEIGHT_DECAY, .step = step});
+        m.gpu.update({.lr = LR, .beta1 = BETA1, .beta2 = BETA2, .eps = EPS, .weight_decay = WEIGHT_DECAY,
+                      .grad_scale = 1.0f, .step = step});
         std::vector<float> theta1;
         m.gpu.get_params(theta1);
         for (size_t k = 0; k < n; k++) {
@@ -503,8 +512,10 @@ TEST_CASE("AdamW update on the same gradients: grad_scale, weight decay mask, bi
         gpu.backward(1.0f);
         std::vector<float> g = download_grads(gpu);
         for (size_t i = 0; i < g.size(); i++) cpu.grads[i] = grad_scale * g[i];
-        cpu.update(LR, BETA1, BETA2, EPS, WEIGHT_DECAY, step);
-        gpu.update(LR, BETA1, BETA2, EPS, WEIGHT_DECAY, grad_scale, step);
+        cpu.update({.lr = LR, .beta1 = BETA1, .beta2 = BETA2, .eps = EPS, .weight_decay = WEIGHT_DECAY,
+                    .step = step});
+        gpu.update({.lr = LR, .beta1 = BETA1, .beta2 = BETA2, .eps = EPS, .weight_decay = WEIGHT_DECAY,
+                    .grad_scale = grad_scale, .step = step});
     }
     std::vector<float> p, mom1, mom2;
     gpu.get_params(p);
@@ -632,7 +643,8 @@ TEST_CASE("the CUDA back end's memory estimate is what a training step allocates
             TokenBatch batch = make_token_batch(B, T, c.vocab_size, 106);
             model.forward(batch.inputs.data(), batch.targets.data(), B, T, true);
             model.backward();
-            model.update(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1);
+            model.update({.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
+                          .grad_scale = 1.0f, .step = 1});
             cudaCheck(cudaDeviceSynchronize());
             cudaCheck(cudaMemGetInfo(&free_after, &total));
         }

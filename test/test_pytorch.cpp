@@ -207,8 +207,10 @@ static StepCheck check_float32_step(GPT2<float>& model, GPT2<double>& ref, const
     ref.m.assign(model.m.begin(), model.m.end());
     ref.v.assign(model.v.begin(), model.v.end());
     perturb(model, g);
-    ref.update(s.lr, s.beta1, s.beta2, s.eps, s.weight_decay, t);
-    model.update(s.lr, s.beta1, s.beta2, s.eps, s.weight_decay, t);
+    ref.update({.lr = s.lr, .beta1 = s.beta1, .beta2 = s.beta2, .eps = s.eps, .weight_decay = s.weight_decay,
+                .step = t});
+    model.update({.lr = s.lr, .beta1 = s.beta1, .beta2 = s.beta2, .eps = s.eps,
+                  .weight_decay = s.weight_decay, .step = t});
     StepCheck c = within_bounds(model.params, ref.params, b.bound);
     c.free = b.free;
     return c;
@@ -267,7 +269,8 @@ static void compare_float64(const TorchState& s, const Tolerances& tol, const st
         }
         StepBound b = adamw_step_bound(model, model.grads, tol.grads, s, step);
         for (size_t i = 0; i < bound.size(); i++) bound[i] += b.bound[i];
-        model.update(s.lr, s.beta1, s.beta2, s.eps, s.weight_decay, step);
+        model.update({.lr = s.lr, .beta1 = s.beta1, .beta2 = s.beta2, .eps = s.eps,
+                      .weight_decay = s.weight_decay, .step = step});
     }
     StepCheck c = within_bounds(model.params, s.params_after, bound);
     MESSAGE(label << ": after " << s.steps << " AdamW steps, largest error / bound " << c.worst << " ("

@@ -1,7 +1,7 @@
 // Host cuBLASLt and NCCL (simt/) against independent references:
 // cuBLASLt vs a plain triple loop in double; NCCL vs a serial reduction over the
 // ranks' data, with ranks as std::threads.
-// Under nvcc the same file tests the real cuBLASLt on a GPU (build/test_vendor_host_cu),
+// Under nvcc the same file tests the real cuBLASLt on a GPU (build/test_vendor_host_gpu),
 // so the host implementation's semantics are checked against the library it stands for;
 // the cases about the host implementation itself (refusals, threads, NCCL ranks as
 // threads of one process) are skipped there.

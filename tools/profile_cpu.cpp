@@ -185,7 +185,8 @@ int main(int argc, char** argv) {
         m.forward(tokens.data(), tokens.data() + 1, B, T, true);  // as the trainer: a backward follows
         m.backward(1.0f);
         double norm = m.grad_norm();
-        m.update(3e-4f, 0.9f, 0.95f, 1e-8f, 0.0f, norm > 1.0 ? (float)(1.0 / norm) : 1.0f, s + 1);
+        m.update({.lr = 3e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.0f,
+                  .grad_scale = norm > 1.0 ? (float)(1.0 / norm) : 1.0f, .step = s + 1});
         if (s > 0) total += StepProfile::now() - t0;
     }
     printf("step_ms %.1f\n", 1e3 * total / steps);
