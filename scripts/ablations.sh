@@ -29,7 +29,7 @@ P=${P:-15}
 SEEDS=${SEEDS:-3}             # seeds 1337, 1338, ...
 [[ $SEEDS =~ ^[1-9][0-9]*$ ]] || { echo "ablations.sh: SEEDS=$SEEDS: give a positive integer" >&2; exit 2; }
 SEED_LIST=$(seq 1337 $((1336 + SEEDS)))
-VARIANTS=${VARIANTS:-softmax sigmoid relu lssa lssar softmax_rw sigmoid_l1_rw relu_l1_rw}
+VARIANTS=${VARIANTS:-softmax sigmoid relu lssa lssar softmax_rw sigmoid_l1_rw relu_l1_rw}  # the paper's rows (ssmax: baselines_experiment.sh)
 WARMUP=${WARMUP:-$(( STEPS / 10 ))}  # learning-rate warmup steps, then cosine decay to 0.1x
 EVAL_TOKENS=${EVAL_TOKENS:-65536}   # tokens scored at every length (64 windows of the longest: at least 50 for the intervals)
 PRECISION=${PRECISION:-auto}  # the trainer's -pr

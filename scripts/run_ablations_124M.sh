@@ -19,7 +19,7 @@ TOTAL=524288                  # tokens per optimizer step, all GPUs together
 STEPS=${STEPS:-18865}
 P=${P:-15}
 SEED=${SEED:-1337}
-VARIANTS=${VARIANTS:-softmax sigmoid relu lssa lssar softmax_rw sigmoid_l1_rw relu_l1_rw}
+VARIANTS=${VARIANTS:-softmax sigmoid relu lssa lssar softmax_rw sigmoid_l1_rw relu_l1_rw}  # the paper's rows
 final=$(printf "ckpt_%08d.bin" "$STEPS")
 
 targets=""

@@ -31,7 +31,7 @@ def check(ok, what):
 
 def doc_variants():
     """{ATTN= name: (score, phi, norm, reweight)} of doc/attention.md's table under '### Variants'"""
-    text = open(os.path.join(REPO, "doc", "attention.md")).read()
+    text = open(os.path.join(REPO, "doc/attention.md")).read()
     section = text[text.index("### Variants"):]
     rows = {}
     for line in section.splitlines()[1:]:

@@ -16,7 +16,7 @@ runs=(
     "test_attention_cpu:"
     "test_attention_fast_cpu:"
     "test_attention_cuda:-tce=*launch bounds were measured*"  # a new variant is named there until measured
-    "test_model_cpu:-tc=whole model gradients, every variant*"
+    "test_model_cpu:-tc=*every variant*"
     "test_export:"
     "test_pytorch:-tc=*every variant*"
 )
