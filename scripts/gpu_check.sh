@@ -183,6 +183,9 @@ if [ -n "$dir" ] && [ -z "$carry" ] && [ -z "$libs" ]; then
         exit 2
     fi
 fi
+# the run scripts' variant lists (scripts/attn_flags.sh) from the folder's manifest: the device may
+# have neither a compiler nor the build folder
+[ -n "$dir" ] && [ -s "$dir/manifest.json" ] && export LSSAR_MANIFEST="$dir/manifest.json"
 if [ -n "$only" ]; then  # those steps alone, in the plan's order, with their budgets
     IFS=',' read -r -a wanted <<< "$only"
     for w in "${wanted[@]}"; do

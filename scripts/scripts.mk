@@ -37,9 +37,9 @@ $(BUILD)/train_gpt2cu_%: train_gpt2.cu $(TRAINER_OBJS) | $(BUILD)
 .PHONY: gpu-check-build
 gpu-check-build:
 	+$(MAKE) BUILD=$(GPU_CHECK_OBJ) NVCCFLAGS="$(GPU_CHECK_NVCCFLAGS)" CXXFLAGS="$(GPU_CHECK_CXXFLAGS)" \
-	    $(addprefix $(GPU_CHECK_OBJ)/,$(GPU_CHECK_TESTS) $(GPU_CHECK_TOOLS) write_random_shard)
+	    $(addprefix $(GPU_CHECK_OBJ)/,$(GPU_CHECK_TESTS) $(GPU_CHECK_TOOLS) write_random_shard manifest.json)
 	@rm -rf $(GPU_CHECK_DIR) && mkdir -p $(GPU_CHECK_DIR)/lib
-	cp $(addprefix $(GPU_CHECK_OBJ)/,$(GPU_CHECK_TESTS) $(GPU_CHECK_TOOLS) write_random_shard) $(GPU_CHECK_DIR)/
+	cp $(addprefix $(GPU_CHECK_OBJ)/,$(GPU_CHECK_TESTS) $(GPU_CHECK_TOOLS) write_random_shard manifest.json) $(GPU_CHECK_DIR)/
 	strip $(addprefix $(GPU_CHECK_DIR)/,$(GPU_CHECK_TESTS) $(notdir $(GPU_CHECK_TOOLS)) write_random_shard)
 	gzip -f $(addprefix $(GPU_CHECK_DIR)/,$(GPU_CHECK_TESTS) $(notdir $(GPU_CHECK_TOOLS)) write_random_shard)
 	$(if $(GPU_CHECK_LIBS),cp -L $(GPU_CHECK_LIBS) $(GPU_CHECK_DIR)/lib/ && gzip -f $(GPU_CHECK_DIR)/lib/*.so.*)

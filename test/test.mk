@@ -293,7 +293,10 @@ SCRATCH_VARIANT := X(ATTN_SCRATCH, "scratch", COS_LEN, EXP, L1, false, 1)
 SCRATCH_BUILD   := $(BUILD)/scratch
 SCRATCH_TESTS   := $(addprefix $(SCRATCH_BUILD)/,test_attention_cpu test_attention_fast_cpu test_attention_cuda \
                    test_model_cpu test_export test_pytorch manifest.json)
+# (make does not see a changed flag: a tree built with another SCRATCH_VARIANT is removed first)
 scratch-build:
+	@if [ "$$(cat $(SCRATCH_BUILD)/variant.txt 2>/dev/null)" != '$(SCRATCH_VARIANT)' ]; then \
+	    rm -rf $(SCRATCH_BUILD) && mkdir -p $(SCRATCH_BUILD) && echo '$(SCRATCH_VARIANT)' > $(SCRATCH_BUILD)/variant.txt; fi
 	@$(MAKE) --no-print-directory BUILD=$(SCRATCH_BUILD) ATTN_EXTRA='$(SCRATCH_VARIANT)' $(SCRATCH_TESTS)
 $(BUILD)/test_scratch_variant: test/test_scratch_variant.sh scratch-build | $(BUILD)
 	cp $< $@
