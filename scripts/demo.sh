@@ -13,7 +13,7 @@
 #                                            10 minutes on 2 cores with the installs
 #   CORPUS=bpe bash scripts/demo.sh          the GPT-2 BPE demo (200 steps of 16 x 64 tokens; near
 #                                            n-gram level, where attention matters little) with the
-#                                            zero-shot KJV cloze (scripts/prepare_mc.py kjv_cloze)
+#                                            zero-shot KJV cloze of the test books (scripts/prepare_mc.py kjv_cloze_test)
 #   STEPS=1200 THREADS=8 bash scripts/demo.sh  longer / on more cores
 #   PRECISION=ref bash scripts/demo.sh       the reference path (default auto: the fast path in bf16
 #                                            where the CPU has AMX or AVX512-BF16, the faster; else fp32)
@@ -97,9 +97,9 @@ done
 if [ "$CORPUS" = bpe ]; then
 echo "== zero-shot KJV cloze: the first half of each verse of the validation books, its true second half"
 echo "   and three others of about its length; acc_norm = the lowest mean loss per token picks the true one"
-[ -s data/mc/kjv_cloze_val.bin ] || /usr/bin/python3 scripts/prepare_mc.py kjv_cloze
+[ -s data/mc/kjv_cloze_test.bin ] || /usr/bin/python3 scripts/prepare_mc.py kjv_cloze_test
 for attn in softmax lssar; do
-    ./build/mc_eval_cpu_$attn -e "$OUT/$attn/$final" -f data/mc/kjv_cloze_val.bin -pr "$PRECISION" \
+    ./build/mc_eval_cpu_$attn -e "$OUT/$attn/$final" -f data/mc/kjv_cloze_test.bin -pr "$PRECISION" \
         -o "$OUT/kjv_cloze_$attn.csv" > "$OUT/kjv_cloze_$attn.txt"
 done
 printf "%-10s %-28s %-28s %s\n" model acc acc_norm chance

@@ -7,6 +7,7 @@ Multiple-choice eval files (llm.c's format, scripts/mc_evalfile.py) for zero-sho
     /usr/bin/python3 scripts/prepare_mc.py piqa         # -> data/mc/piqa_val.bin        (1,838)
     /usr/bin/python3 scripts/prepare_mc.py sciq         # -> data/mc/sciq_test.bin       (1,000)
     /usr/bin/python3 scripts/prepare_mc.py kjv_cloze    # -> data/mc/kjv_cloze_val.bin   (no internet)
+    /usr/bin/python3 scripts/prepare_mc.py kjv_cloze_test  # -> data/mc/kjv_cloze_test.bin (the test books)
 
 The four public tasks are downloaded from their public JSON/JSONL releases (or read from --input,
 a local copy) and rendered as lm-evaluation-harness renders them, on the split it scores
@@ -18,7 +19,9 @@ hellaswag.py (context = the "ctx" field) so that the file is byte for byte llm.c
     sciq       context "<support, left-stripped>\\nQuestion: <question>\\nAnswer:"
                completions " " + distractor1..3, " " + correct_answer (label 3)
 kjv_cloze needs no internet: the verses of the King James Bible's validation books (Debian's
-bible-kjv, the books scripts/prepare_kjv.sh holds out: every 20th, Proverbs, Matthew, 1 Peter);
+bible-kjv, the books scripts/prepare_kjv.sh holds out for validation: every 20th, Proverbs, Matthew,
+1 Peter), for choosing settings; kjv_cloze_test the same of its test books (2 Samuel, Amos,
+Philippians: the 10th of every 20), for the tables;
 context = "chapter:verse" and the first half of the verse's words, completions = the true second
 half and the second halves of three other verses of about the same length in tokens, in a
 seeded random order; examples longer than --max-tokens (default 64, the demo's training length)
@@ -52,7 +55,7 @@ SOURCES = {
 }
 PIQA_LABELS_URL = "https://yonatanbisk.com/piqa/data/valid-labels.lst"
 OUTPUT = {"hellaswag": "hellaswag_val", "arc_easy": "arc_easy_test", "piqa": "piqa_val", "sciq": "sciq_test",
-          "kjv_cloze": "kjv_cloze_val"}
+          "kjv_cloze": "kjv_cloze_val", "kjv_cloze_test": "kjv_cloze_test"}
 
 
 # ----------------------------------------------------------------------------
@@ -223,15 +226,17 @@ def read_source(path, member):
 
 
 def task_examples(task, args, encode):
-    if task == "kjv_cloze":
+    if task in ("kjv_cloze", "kjv_cloze_test"):
         res = subprocess.run(["bible", "-f", "gen1:1-rev22:21"], stdout=subprocess.PIPE)
         if res.returncode != 0:
             raise SystemExit("the 'bible' program failed; install Debian's bible-kjv (scripts/install_deps.sh does)")
         books = kjv_books(res.stdout.decode("utf-8", errors="replace"))
         if len(books) != 66:
             raise SystemExit(f"found {len(books)} books in the output of 'bible', expected 66")
-        # every 20th book is validation in scripts/prepare_kjv.sh (build/tokenize shard --val 0.05)
-        verses = [v for n, (_, vs) in enumerate(books) if n % 20 == 19 for v in vs]
+        # scripts/prepare_kjv.sh's split of 20 (build/tokenize's split_of): book n is validation
+        # where n % 20 == 19, test where n % 20 == 9
+        held = 19 if task == "kjv_cloze" else 9
+        verses = [v for n, (_, vs) in enumerate(books) if n % 20 == held for v in vs]
         return kjv_cloze(verses, encode, args.max_tokens or 64, args.seed)
     url, member = SOURCES[task]
     path = args.input or fetch(url, os.path.join(ROOT, "data", "mc", "raw"))
@@ -263,7 +268,7 @@ def main():
     args = ap.parse_args()
     encode = make_encoder(args.tokenize)
     examples = task_examples(args.task, args, encode)
-    if args.max_tokens > 0 and args.task != "kjv_cloze":
+    if args.max_tokens > 0 and not args.task.startswith("kjv_cloze"):
         n = len(examples)
         examples = [e for e in examples if len(e["ctx_tokens"]) + max(map(len, e["ending_tokens"])) <= args.max_tokens]
         print(f"dropped {n - len(examples)} of {n} examples longer than {args.max_tokens} tokens")
