@@ -2,13 +2,15 @@
 # The in-distribution gap: how far LSSAR (p = 15) stays behind softmax in validation loss at the
 # training length, and how that moves with the number of steps, the learning rate and the warmup.
 # Every setting trains the BPE demo's model (d4c128h2, T = 64, B = 16, cosine schedule) on CORPUS,
-# softmax and LSSAR, once per seed (SEEDS, default 3: the pair of a seed shares it); validation
-# every 50 steps on the same tokens; the gap is the mean over the seed pairs with a 95% t-interval.
+# softmax and LSSAR, once per seed (SEEDS, default 3: the pair of a seed shares it); the loss of the
+# SPLIT shards (default test, the table's; val while choosing settings) every 50 steps on the same
+# tokens (the trainer's -j, logged as its val_loss); the gap is the mean over the seed pairs with a
+# 95% t-interval.
 #   CORPUS=kjv (default: scripts/prepare_kjv.sh) or CORPUS=fortunes (scripts/prepare_fortunes.sh)
 #   bash scripts/gap_experiment.sh                       the settings below, JOBS runs at a time
 #   SETTINGS="400:2e-3:20 400:4e-3:20" bash scripts/gap_experiment.sh
 # A setting is STEPS:LR:WARMUP. Writes OUT/<setting>_<attn>_<seed>/ (log.jsonl, train.out),
-# OUT/gap_table.txt and OUT/gap.png (OUT: out/gap for KJV, out/gap_<corpus> otherwise). Running it again reuses finished runs.
+# OUT/gap_table.txt and OUT/gap.png (OUT: out/gap_<split> for KJV, out/gap_<corpus>_<split> otherwise). Running it again reuses finished runs.
 # PRECISION: the trainer's -pr (default auto, the fastest CPU path; ref for the reference).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,10 +19,12 @@ SETTINGS=${SETTINGS:-"200:2e-3:20 600:2e-3:20 200:6e-3:20 200:1e-3:20 200:2e-3:1
 THREADS=${THREADS:-2}
 JOBS=${JOBS:-2}
 CORPUS=${CORPUS:-kjv}
-case $CORPUS in kjv) OUT=${OUT:-out/gap} ;; fortunes) OUT=${OUT:-out/gap_fortunes} ;;
+case $CORPUS in kjv) OUT=${OUT:-out/gap_${SPLIT:-test}} ;; fortunes) OUT=${OUT:-out/gap_fortunes_${SPLIT:-test}} ;;
     *) echo "gap_experiment.sh: CORPUS=$CORPUS is not known; use kjv or fortunes" >&2; exit 2 ;; esac
 MODEL=${MODEL:-d4c128h2}
 SEEDS=${SEEDS:-3}
+SPLIT=${SPLIT:-test}
+[[ $SPLIT == val || $SPLIT == test ]] || { echo "gap_experiment.sh: SPLIT=$SPLIT: val or test" >&2; exit 2; }
 [[ $SEEDS =~ ^[1-9][0-9]*$ ]] || { echo "gap_experiment.sh: SEEDS=$SEEDS: give a positive integer" >&2; exit 2; }
 SEED_LIST=$(seq 1337 $((1336 + SEEDS)))
 T=64
@@ -37,7 +41,7 @@ train_one() {  # steps lr warmup attn seed
     local steps=$1 lr=$2 warmup=$3 attn=$4 seed=$5 dir="$OUT/s$1_lr$2_u$3_$4_$5"
     if grep -q "\"step\":$steps,\"val_loss\"" "$dir/log.jsonl" 2>/dev/null; then return 0; fi
     mkdir -p "$dir"
-    ./train_gpt2cpu_$attn -i "data/$CORPUS/${CORPUS}_train_*.bin" -j "data/$CORPUS/${CORPUS}_val_*.bin" -o "$dir" -e "$MODEL" $(p_flag $attn 15) \
+    ./train_gpt2cpu_$attn -i "data/$CORPUS/${CORPUS}_train_*.bin" -j "data/$CORPUS/${CORPUS}_${SPLIT}_*.bin" -o "$dir" -e "$MODEL" $(p_flag $attn 15) \
         -b 16 -t $T -x "$steps" -l "$lr" -u "$warmup" -k cosine -q 0.1 -c 0.1 -gc 1.0 -v 50 -m 20 -s 0 -n 0 \
         -rs "$seed" -pr "${PRECISION:-auto}" >"$dir/train.out" 2>&1 || { echo "training failed: $dir/train.out" >&2; tail -3 "$dir/train.out" >&2; return 1; }
     echo "[$(basename "$dir")] $(grep '^val loss' "$dir/train.out" | tail -1)"
@@ -65,6 +69,6 @@ for s in $SETTINGS; do
     done
     pairs+=("$steps steps, lr $lr, warmup $warmup=$logs")
 done
-/usr/bin/python3 eval/gap_report.py "${pairs[@]}" --title "$CORPUS, $MODEL, T $T: LSSAR p=15 against softmax" \
+/usr/bin/python3 eval/gap_report.py "${pairs[@]}" --title "$CORPUS ($SPLIT split), $MODEL, T $T: LSSAR p=15 against softmax" \
     -o "$OUT/gap.png" | tee "$OUT/gap_table.txt"
 echo "== done in $(( ($(date +%s) - start_s) / 60 )) minutes (load: $(cut -d' ' -f1-3 /proc/loadavg))"
