@@ -16,9 +16,10 @@ struct Result {
     std::string output;  // stdout and stderr
 };
 
-// Runs cmd with sh, stderr merged into stdout.
-inline Result run(const std::string& cmd) {
-    FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+// Runs cmd (a complete shell command, redirections included) with sh: its exit status, or 128 +
+// the signal that ended it, and its stdout.
+inline Result run_shell(const std::string& cmd) {
+    FILE* p = popen(cmd.c_str(), "r");
     REQUIRE(p != nullptr);
     std::string out;
     char buf[4096];
@@ -28,6 +29,9 @@ inline Result run(const std::string& cmd) {
     return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
 }
 
+// Runs cmd with sh, stderr merged into stdout.
+inline Result run(const std::string& cmd) { return run_shell(cmd + " 2>&1"); }
+
 // Runs cmd with sh, its stdout and its stderr kept apart (for a program whose stdout is its output).
 struct SplitResult {
     int code;
@@ -36,14 +40,8 @@ struct SplitResult {
 inline SplitResult run_split(const std::string& cmd) {
     TempDir dir("run");
     std::string err_path = dir.path + "/stderr";
-    FILE* p = popen((cmd + " 2>" + err_path).c_str(), "r");
-    REQUIRE(p != nullptr);
-    std::string out;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    int status = pclose(p);
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out, read_file(err_path)};
+    Result r = run_shell(cmd + " 2>" + err_path);
+    return {r.code, r.output, read_file(err_path)};
 }
 
 // "step,loss,grad_norm" of every training record of a log.jsonl, and every validation record

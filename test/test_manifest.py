@@ -5,7 +5,7 @@ variant's parts as doc/attention.md's table 'Variants' writes them, every varian
 the manifest and the reverse; the parameter tensors' shapes against the model's element counts at
 a GPT-2 124M config (12 x 768, vocabulary 50304: llm.c's 124,475,904 parameters less its learned
 positions, which RoPE replaces); and
-scripts/manifest.py's name filter against a direct reading. The PyTorch twins take their variants
+scripts/manifest.py's name filter and scripts/attn_flags.sh's p_flag against a direct reading. The PyTorch twins take their variants
 from the manifest, so this is what ties them to the document.
 
     /usr/bin/python3 test/test_manifest.py      (make test runs it as build/test_manifest)
@@ -88,6 +88,13 @@ for query, want in [(["reweight=true"], [n for n, v in variants.items() if v["re
     out = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "manifest.py"), "names"] + query,
                          stdout=subprocess.PIPE, universal_newlines=True, check=True).stdout.split()
     check(out == want, f"manifest.py names {' '.join(query)}: {out}")
+# scripts/attn_flags.sh reads the same file with grep and sed (one variant per line): its p_flag
+# gives -p to exactly the variants with re-weighting
+script = "source scripts/attn_flags.sh; for v in " + " ".join(variants) + "; do echo \"$v:$(p_flag $v 3)\"; done"
+flags = subprocess.run(["bash", "-c", script], cwd=REPO, stdout=subprocess.PIPE, universal_newlines=True,
+                       check=True).stdout.split("\n")
+want = [f"{n}:{'-p 3' if v['reweight'] else ''}" for n, v in variants.items()]
+check(flags[:len(want)] == want, f"attn_flags.sh's p_flag: {flags[:len(want)]}")
 bad = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "manifest.py"), "names", "nokey=1"],
                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
 check(bad.returncode == 2 and "not a key" in bad.stderr, "manifest.py names refuses an unknown key")

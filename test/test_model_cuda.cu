@@ -57,6 +57,11 @@ constexpr double UPDATE_RTOL = 1e-5;
 
 // AdamW settings of the comparison (GPT-2-like): 10 steps lower the loss by ~0.4 to 0.65.
 constexpr float LR = 1e-3f, BETA1 = 0.9f, BETA2 = 0.95f, EPS = 1e-8f, WEIGHT_DECAY = 0.1f;
+// the tests' AdamW step `step` with these settings
+static AdamWStep adamw_step(int step, double grad_scale = 1.0) {
+    return {.lr = LR, .beta1 = BETA1, .beta2 = BETA2, .eps = EPS, .weight_decay = WEIGHT_DECAY,
+            .grad_scale = grad_scale, .step = step};
+}
 
 static GPT2Config tiny_config(AttnKind kind, float p, int learn_p = 0) {
     GPT2Config c = tiny_cuda_config(kind, p, 24);
@@ -219,12 +224,10 @@ static void compare_training(AttnKind kind, float p, int attn_len = 0) {
             check_gradients(m, "step 1");
             g_gpu = download_grads(m.gpu);
         }
-        m.cpu.update({.lr = LR, .beta1 = BETA1, .beta2 = BETA2, .eps = EPS, .weight_decay = WEIGHT_DECAY,
-                      .step = step});
-        m.perturbed.update({.lr = LR, .beta1 = BETA1, .beta2 = BETA2, .eps = EPS,
-                            .weight_decay = WEIGHT_DECAY, .step = step});
-        m.gpu.update({.lr = LR, .beta1 = BETA1, .beta2 = BETA2, .eps = EPS, .weight_decay = WEIGHT_DECAY,
-                      .grad_scale = 1.0f, .step = step});
+        const AdamWStep adamw = adamw_step(step);
+        m.cpu.update(adamw);
+        m.perturbed.update(adamw);
+        m.gpu.update(adamw);
         if (step == 1) {
             double fraction = check_update(m, p0, m.cpu.grads, g_gpu, "update 1");
             MESSAGE("update 1 compared on " << 100 * fraction << "% of the parameters");
@@ -360,12 +363,9 @@ static void check_accumulation(const GPT2Config& c) {
     CHECK(std::fabs(loss_gpu - loss_cpu) < LOSS_RTOL * loss_cpu);
     check_gradients(m, "2 micro-steps");
     std::vector<float> g_gpu = download_grads(m.gpu);
-    m.cpu.update({.lr = LR, .beta1 = BETA1, .beta2 = BETA2, .eps = EPS, .weight_decay = WEIGHT_DECAY,
-                  .step = 1});
-    m.perturbed.update({.lr = LR, .beta1 = BETA1, .beta2 = BETA2, .eps = EPS, .weight_decay = WEIGHT_DECAY,
-                        .step = 1});
-    m.gpu.update({.lr = LR, .beta1 = BETA1, .beta2 = BETA2, .eps = EPS, .weight_decay = WEIGHT_DECAY,
-                  .grad_scale = 1.0f, .step = 1});
+    m.cpu.update(adamw_step(1));
+    m.perturbed.update(adamw_step(1));
+    m.gpu.update(adamw_step(1));
     double fraction = check_update(m, p0, m.cpu.grads, g_gpu, "the accumulated update");
     CHECK(fraction > 0.5);
     float next_cpu = m.cpu.forward(full.inputs.data(), full.targets.data(), 2 * B, T);
@@ -446,12 +446,10 @@ static void compare_learned_p(AttnKind kind, float p0) {
         std::vector<float> theta0, m0, v0, g_gpu = download_grads(m.gpu);
         m.gpu.get_params(theta0);
         m.gpu.get_optimizer(m0, v0);
-        m.cpu.update({.lr = LR, .beta1 = BETA1, .beta2 = BETA2, .eps = EPS, .weight_decay = WEIGHT_DECAY,
-                      .step = step});
-        m.perturbed.update({.lr = LR, .beta1 = BETA1, .beta2 = BETA2, .eps = EPS,
-                            .weight_decay = WEIGHT_DECAY, .step = step});
-        m.gpu.update({.lr = LR, .beta1 = BETA1, .beta2 = BETA2, .eps = EPS, .weight_decay = WEIGHT_DECAY,
-                      .grad_scale = 1.0f, .step = step});
+        const AdamWStep adamw = adamw_step(step);
+        m.cpu.update(adamw);
+        m.perturbed.update(adamw);
+        m.gpu.update(adamw);
         std::vector<float> theta1;
         m.gpu.get_params(theta1);
         for (size_t k = 0; k < n; k++) {
@@ -512,10 +510,8 @@ TEST_CASE("AdamW update on the same gradients: grad_scale, weight decay mask, bi
         gpu.backward(1.0f);
         std::vector<float> g = download_grads(gpu);
         for (size_t i = 0; i < g.size(); i++) cpu.grads[i] = grad_scale * g[i];
-        cpu.update({.lr = LR, .beta1 = BETA1, .beta2 = BETA2, .eps = EPS, .weight_decay = WEIGHT_DECAY,
-                    .step = step});
-        gpu.update({.lr = LR, .beta1 = BETA1, .beta2 = BETA2, .eps = EPS, .weight_decay = WEIGHT_DECAY,
-                    .grad_scale = grad_scale, .step = step});
+        cpu.update(adamw_step(step));
+        gpu.update(adamw_step(step, grad_scale));
     }
     std::vector<float> p, mom1, mom2;
     gpu.get_params(p);
