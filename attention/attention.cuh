@@ -11,7 +11,7 @@
 //                                    log2 units (lse log2 e: the backward's), the reference's is natural
 //   scratch attention_scratch_bytes(B, T, NH, hd) bytes, reused by forward and backward; the
 //           forward's part (q and k scales, (B, NH, 5, T) in all) is O(B NH T), the backward adds
-//           (B, NH, T, 2) row dots and two fp32 (B, T, NH, hd) gradient accumulators
+//           (B, NH, T, 2) row dots, two fp32 (B, T, NH, hd) gradient accumulators and a flag
 //           (evaluation: attention_scratch_bytes(B, T, NH, hd, false))
 //   dqkv    (B, T, 3, NH, hd) bf16   written (=), not accumulated, like llm.c's attention
 // Memory kept between forward and backward beyond q, k, v and out: stats, 3 floats per row.
@@ -46,14 +46,15 @@ inline size_t attention_scratch_bytes(int B, int T, int NH, int hd, bool backwar
     size_t rows = (size_t)B * NH * T, scales = attention_scratch_region_floats(5 * rows);
     if (!backward) { return sizeof(float) * scales; }
     return sizeof(float) * (scales + attention_scratch_region_floats(2 * rows) +
-                            2 * attention_scratch_region_floats(rows * hd));
+                            2 * attention_scratch_region_floats(rows * hd) + attention_scratch_region_floats(1));
 }
 
 struct AttentionScratch {
-    float* scales;  // (B, NH, 4, T), then kfm (B, NH, T) (attention_common.cuh)
-    float* rowd;    // (B, NH, T, 2)
-    float* dqh;     // (B, T, NH, hd)
-    float* dkh;     // (B, T, NH, hd)
+    float* scales;     // (B, NH, 4, T), then kfm (B, NH, T) (attention_common.cuh)
+    float* rowd;       // (B, NH, T, 2)
+    float* dqh;        // (B, T, NH, hd)
+    float* dkh;        // (B, T, NH, hd)
+    float* shift_off;  // 1: the backward's exp shift is off for this launch (attn_bwd_shifts)
 };
 inline AttentionScratch attention_scratch_split(void* scratch, int B, int T, int NH, int hd) {
     size_t rows = (size_t)B * NH * T;
@@ -62,6 +63,7 @@ inline AttentionScratch attention_scratch_split(void* scratch, int B, int T, int
     s.rowd = s.scales + attention_scratch_region_floats(5 * rows);
     s.dqh = s.rowd + attention_scratch_region_floats(2 * rows);
     s.dkh = s.dqh + attention_scratch_region_floats(rows * hd);
+    s.shift_off = s.dkh + attention_scratch_region_floats(rows * hd);
     return s;
 }
 
@@ -142,7 +144,14 @@ void attention_backward_hd(floatX* dqkv, const floatX* dout, const floatX* qkv, 
                         (float*)nullptr, dout, qkv, stats, (const float*)s.scales, T, NH, p, p_head, attn_len);
         }
     } else if (V::norm == ATTN_NORM_L1) {  // D2 = D1 = dy . y
-        cuda_launch(attention_rowdot_kernel<HD>, ceil_div(rows, 8), 256, 0, stream, s.rowd, dout, out, B, T, NH);
+        float* shift_off = attn_bwd_shifts<K>() ? s.shift_off : nullptr;  // exp: then the shifted lse into D2's place
+        if (shift_off != nullptr) { cudaCheck(cudaMemsetAsync(shift_off, 0, sizeof(float), stream)); }
+        cuda_launch(attention_rowdot_kernel<HD>, ceil_div(rows, 8), 256, 0, stream, s.rowd, dout, out, B, T, NH, stats,
+                    shift_off);
+        if (shift_off != nullptr) {
+            cuda_launch(attn_bwd_norm_kernel, ceil_div(rows, 256), 256, 0, stream, s.rowd, stats,
+                        (const float*)shift_off, rows);
+        }
     } else {  // none, mean: no row sum to differentiate
         cudaCheck(cudaMemsetAsync(s.rowd, 0, sizeof(float) * rows * 2, stream));
     }
@@ -150,15 +159,18 @@ void attention_backward_hd(floatX* dqkv, const floatX* dout, const floatX* qkv, 
     cudaCheck(cudaFuncSetAttribute(attention_backward_kernel<HD, K>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    (int)dyn_smem));
     cuda_launch((attention_backward_kernel<HD, K>), grid, Tile::THREADS, dyn_smem, stream, dqkv, s.dqh, s.dkh, dout, qkv,
-                stats, (const float*)s.rowd, (const float*)s.scales, T, NH, p, p_head, attn_len);
+                stats, (const float*)s.rowd, (const float*)s.scales, T, NH, p, p_head, attn_len,
+                (const float*)s.shift_off);
     if constexpr (V::ssmax) {  // dL/ds from dqh, before attn_normgrad_kernel (which reads it too)
         if (dp_head != nullptr) {
             cuda_launch(attn_ssmax_ds_kernel<HD>, dim3(ceil_div(T, ATTN_SSMAX_DS_ROWS), B * NH),
-                        32 * ATTN_SSMAX_DS_WARPS, 0, stream, dp_head, (const float*)s.dqh, qkv, T, NH);
+                        32 * ATTN_SSMAX_DS_WARPS, 0, stream, dp_head, (const float*)s.dqh, qkv, T, NH,
+                        (const float*)s.shift_off);
         }
     }
     cuda_launch((attn_normgrad_kernel<HD, K>), ceil_div(rows, 8), 256, 0, stream, dqkv, (const float*)s.dqh,
-                (const float*)s.dkh, qkv, (const float*)s.scales, B, T, NH, p, p_head, attn_len);
+                (const float*)s.dkh, qkv, (const float*)s.scales, B, T, NH, p, p_head, attn_len,
+                (const float*)s.shift_off);
 }
 
 // out, stats = attention(qkv). scratch: attention_scratch_bytes(B, T, NH, hd) bytes.

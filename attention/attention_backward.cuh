@@ -26,7 +26,8 @@ struct AttnRowInfo {
     float dq_scale;     // lam or attn_row_factor: the factor on ds for dQ, times k_fac; used for cos_len only
                         // (dot scores' dQ takes its factor in attn_normgrad_kernel)
     float bias;         // the score's bias, in score units
-    float norm;         // l1: lse in log2 units (exp; as saved) or 1/S1 (0 for a row with S1 = 0); mean: 1/n
+    float norm;         // l1: lse in log2 units (exp; as saved, less the shift without re-weighting:
+                        // attn_bwd_shifts) or 1/S1 (0 for a row with S1 = 0); mean: 1/n
                         // (n = attn_len_n: n_t, or the constant attn_len > 0)
     float n, o;         // visible keys, the re-weighting's bias
     float inv_m, inv_Z;  // re-weighting: 1/m, 1/Z (0: the row passes no gradient)
@@ -43,7 +44,7 @@ template <bool PADDED> __device__ __forceinline__ AttnRowSlot<PADDED> attn_row_s
 }
 
 // A = the normalised phi of score sv, and phi'(sv) normalised the same way (dA/ds; exp: A):
-// 2^(s - lse), phi/S1, phi, phi/n (norm = 1/S1, 1/n).
+// 2^(s - lse), phi/S1, phi, phi/n (norm = 1/S1, 1/n; exp: lse, in the main backward less its shift).
 template <AttnKind K>
 __device__ __forceinline__ float attn_A_dev(float sv, float norm, float n, float* dA_ds) {
     using V = AttnTraits<K>;
@@ -77,7 +78,9 @@ __device__ __forceinline__ AttnRowInfo attn_row_info(int t, int T, const float* 
     ri.bias = attn_row_bias<K>(t, attn_len) * attn_score_unit<K>();
     ri.n = (float)(t + 1);
     if (V::norm == ATTN_NORM_MEAN) { ri.norm = 1.0f / (float)attn_len_n_dev(t, attn_len); }
-    else { ri.norm = V::phi == ATTN_PHI_EXP ? st[0] : st[0] > 0.0f ? 1.0f / st[0] : 0.0f; }  // exp: saved in log2 units
+    // exp: saved in log2 units; without re-weighting, less the backward's shift (rd[0]: attn_bwd_norm_kernel)
+    else if (attn_bwd_shifts<K>()) { ri.norm = rd[0]; }
+    else { ri.norm = V::phi == ATTN_PHI_EXP ? st[0] : st[0] > 0.0f ? 1.0f / st[0] : 0.0f; }
     ri.o = t < 3 ? 0.0f : 1.0f;
     bool live = V::reweight && st[1] > 0.0f && st[2] > 0.0f;
     ri.inv_m = live ? 1.0f / st[1] : 0.0f;
@@ -234,7 +237,8 @@ attention_rowd_kernel(float* rowd, float* dp_head, const floatX* dout, const flo
 }
 
 // The final weight P and the score gradient ds of one (query, key) element, from the score sv
-// (score units) and the upstream dW = dy . v_j.
+// (score units) and the upstream dW = dy . v_j; exp without re-weighting: both 2^32 too large where
+// the launch shifts (attn_bwd_shifts).
 template <AttnKind K>
 __device__ __forceinline__ void attn_element_grad(float sv, float dW, const AttnRowInfo& ri, float p,
                                                   float* P, float* ds) {
@@ -281,7 +285,8 @@ template <int HD, AttnKind K> __host__ __device__ constexpr size_t attn_bwd_dyna
 // (dot scores: k_fac = 1 and dQ = ds K, taken times the row's factor (attn_row_factor) by
 // attn_normgrad_kernel; keys past T occur on the diagonal tile alone, masked there)
 // grid (ceil(T/ROWS), B*NH), block THREADS, attn_bwd_dynamic_smem<HD, K>() bytes of dynamic shared
-// memory; dqh must be zero on entry. p_head: as the forward's.
+// memory; dqh must be zero on entry. p_head: as the forward's. shift_off: exp without re-weighting,
+// the flag attention_rowdot_kernel left (attn_bwd_shifts); rowd[0] then holds the shifted lse.
 // 8 warps per SM (up to 255 registers): at 12 (minBlocks 12 / WARPS: <= 168 registers) every
 // variant spills at hd 64 at sm_90 (the figures per variant and head size:
 // doc/performance.md, section 'Launch bounds and spills'). The D1 pass, attention_rowd_kernel,
@@ -290,7 +295,7 @@ template <int HD, AttnKind K>
 __global__ void __launch_bounds__(AttnTile<HD>::THREADS)
 attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* dout, const floatX* qkv,
                           const float* stats, const float* rowd, const float* scales, int T, int NH, float p,
-                          const float* p_head, int attn_len) {
+                          const float* p_head, int attn_len, const float* shift_off) {
     using Tile = AttnTile<HD>;
     constexpr int ROWS = Tile::ROWS, LD = Tile::LD, LDS = Tile::LDS, RT = Tile::RTILES;
     SHARED_TILE(sK, ROWS * LD);
@@ -427,14 +432,17 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
     tile(kt, std::true_type{});
     for (int qt = kt + 1; qt < num_qt; qt++) { tile(qt, std::false_type{}); }
 
-    // dv (bf16) and dk of the warp's keys: fp32 into dkh for cos_len (finished by
-    // attn_normgrad_kernel), bf16 straight into dqkv for dot scores
+    // dv (bf16) and dk of the warp's keys, taken back by attn_bwd_unscale: fp32 into dkh for cos_len
+    // (finished by attn_normgrad_kernel), bf16 straight into dqkv for dot scores
     floatX* dk_rows = dqkv + ((size_t)hp.b * T * 3 + 1) * C + hp.h * HD;  // (B, T, 3, NH, HD): k, then v
+    const float unscale = attn_bwd_unscale<K>(shift_off);
     floatX* dv_rows = dk_rows + C;
     if constexpr (AttnTraits<K>::cos_len) {
-        warp_store_dk_dv<Tile::HTILES>(dkh + hp.rows_offset, C, C, dv_rows, key, T, dk_acc, dv_acc, lane);
+        warp_store_dk_dv<Tile::HTILES>(dkh + hp.rows_offset, C, C, dv_rows, key, T, dk_acc, dv_acc, lane,
+                                       unscale);
     } else {
-        warp_store_dk_dv<Tile::HTILES>(dk_rows, 3 * C, C, dv_rows, key, T, dk_acc, dv_acc, lane);
+        warp_store_dk_dv<Tile::HTILES>(dk_rows, 3 * C, C, dv_rows, key, T, dk_acc, dv_acc, lane,
+                                       unscale);
     }
 }
 
@@ -449,7 +457,8 @@ attention_backward_kernel(floatX* dqkv, float* dqh, float* dkh, const floatX* do
 // ATTN_SSMAX_DS_WARPS rows, one fp32 atomic per block.
 constexpr int ATTN_SSMAX_DS_WARPS = 8, ATTN_SSMAX_DS_ROWS = 64;
 template <int HD>
-__global__ void attn_ssmax_ds_kernel(float* dp_head, const float* dqh, const floatX* qkv, int T, int NH) {
+__global__ void attn_ssmax_ds_kernel(float* dp_head, const float* dqh, const floatX* qkv, int T, int NH,
+                                     const float* shift_off) {
     constexpr int PER_WARP = ATTN_SSMAX_DS_ROWS / ATTN_SSMAX_DS_WARPS;
     SHARED_ARRAY(float, warp_sums, ATTN_SSMAX_DS_WARPS);
     int bh = blockIdx.y, b = bh / NH, h = bh % NH, C = NH * HD;
@@ -470,6 +479,7 @@ __global__ void attn_ssmax_ds_kernel(float* dp_head, const float* dqh, const flo
     if (threadIdx.x == 0) {
         float block_sum = 0.0f;
         for (int w = 0; w < ATTN_SSMAX_DS_WARPS; w++) { block_sum += warp_sums[w]; }
+        block_sum *= attn_bwd_unscale<ATTN_SSMAX>(shift_off);  // dqh carries the main backward's shift
         if (block_sum != 0.0f) { atomicAdd(dp_head + h, block_sum); }
     }
 }

@@ -84,6 +84,32 @@ template <AttnKind K> __device__ __forceinline__ float attn_scaled_score(float a
     else { return acc * scale; }
 }
 
+// The main backward takes exp's weights A = 2^(s - lse) 2^32 too large, so that the weights between
+// 2^-158 and 2^-126 that fast math's flush-to-zero would make 0 stay normal in P, ds, dV, dK and dQ
+// (a key seen only with weights below 2^-126, scores ~87 natural units under its rows' largest,
+// would otherwise get dk = 0 where its true dk is ~1e-36: doc/attention.md, section 'Numerics').
+// The shift is folded into the lse once per row before the main pass (attn_bwd_norm_kernel writes
+// lse - 32 where D2 would stand, which exp without re-weighting does not read), so the loop over
+// elements runs the same instructions; the gradients are taken back by 2^-32 (exact, a power of 2)
+// where they leave the kernels: dK and dV at their stores, dQ in attn_normgrad_kernel, ssmax's
+// dL/ds in attn_ssmax_ds_kernel. lse - 32 is exact in fp32 while |lse| < 2^28; a launch with a
+// row at |lse| >= ATTN_BWD_SHIFT_LSE_LIMIT (log2 units: scores of ~1e8 nats, where rows are one-hot
+// and nothing is near the flush) shifts no row (shift_off, set by attention_rowdot_kernel): dK and
+// dV sum over rows, so every row of a launch must carry the same factor.
+// 32: A <= 2^32 and the sums it enters (dV <= 2^32 T |dO|, dK, dQ) stay far from fp32's 3.4e38.
+// Only exp without re-weighting: the re-weighting's x = n A - o needs A itself.
+constexpr float ATTN_BWD_EXP_SHIFT = 32.0f, ATTN_BWD_SHIFT_LSE_LIMIT = 134217728.0f;  // 2^27
+template <AttnKind K> __host__ __device__ constexpr bool attn_bwd_shifts() {
+    return AttnTraits<K>::phi == ATTN_PHI_EXP && !AttnTraits<K>::reweight;
+}
+// The factor that takes the main backward's gradients back: 2^-32 where the launch shifted (its
+// shift_off flag 0), else 1
+template <AttnKind K> __device__ __forceinline__ float attn_bwd_unscale(const float* shift_off) {
+    if constexpr (!attn_bwd_shifts<K>()) { return 1.0f; }
+    else { return *shift_off != 0.0f ? 1.0f : 1.0f / 4294967296.0f; }
+}
+static_assert(ATTN_BWD_EXP_SHIFT == 32.0f, "attn_bwd_unscale's 2^-32 follows the shift");
+
 // attn_len_n of attention/attention_kind.h on the device (constexpr host functions are not callable
 // there): the n of dot_logn's bias and of mean's scale, the row's n_t = t + 1 or the constant attn_len > 0
 __device__ __forceinline__ int attn_len_n_dev(int t, int attn_len) { return attn_len > 0 ? attn_len : t + 1; }
@@ -310,8 +336,11 @@ __device__ __forceinline__ void attn_scores(FragC (&s)[AttnTile<HD>::RTILES], co
 }
 
 // rowd (B, NH, T, 2): D2 = D1 = dy . y (l1 without re-weighting). One warp per (b, t, h) row.
+// shift_off (exp without re-weighting; else null): set to 1 where a row's lse (stats (B, NH, T, 3),
+// log2 units) is not below ATTN_BWD_SHIFT_LSE_LIMIT in magnitude (attn_bwd_shifts); 0 on entry.
 template <int HD>
-__global__ void attention_rowdot_kernel(float* rowd, const floatX* dout, const floatX* out, int B, int T, int NH) {
+__global__ void attention_rowdot_kernel(float* rowd, const floatX* dout, const floatX* out, int B, int T, int NH,
+                                        const float* stats, float* shift_off) {
     int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;  // (b, t, h)
     int lane = threadIdx.x % 32;
     if (row >= B * T * NH) { return; }
@@ -325,7 +354,19 @@ __global__ void attention_rowdot_kernel(float* rowd, const floatX* dout, const f
         float* rd = rowd + (((size_t)b * NH + h) * T + t) * 2;
         rd[0] = d;
         rd[1] = d;
+        if (shift_off != nullptr && !(fabsf(stats[(((size_t)b * NH + h) * T + t) * 3]) < ATTN_BWD_SHIFT_LSE_LIMIT)) {
+            *shift_off = 1.0f;  // every writer writes the same value
+        }
     }
+}
+
+// exp without re-weighting (attn_bwd_shifts), after attention_rowdot_kernel: rowd[0] of every row
+// (D2, which these variants do not read) = its lse less the backward's shift, ATTN_BWD_EXP_SHIFT
+// (exact: |lse| < 2^27), or the lse itself where shift_off is set. One thread per row.
+__global__ void attn_bwd_norm_kernel(float* rowd, const float* stats, const float* shift_off, int rows) {
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) { return; }
+    rowd[(size_t)r * 2] = stats[(size_t)r * 3] - (*shift_off != 0.0f ? 0.0f : ATTN_BWD_EXP_SHIFT);
 }
 
 // dq and dk from the gradients of the normalised vectors
@@ -338,7 +379,7 @@ __global__ void attention_rowdot_kernel(float* rowd, const floatX* dout, const f
 template <int HD, AttnKind K>
 __global__ void attn_normgrad_kernel(floatX* dqkv, const float* dqh, const float* dkh, const floatX* qkv,
                                      const float* scales, int B, int T, int NH, float p, const float* p_head,
-                                     int attn_len) {
+                                     int attn_len, const float* shift_off) {
     constexpr bool NORMALISED = AttnTraits<K>::cos_len;
     int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;  // (b, t, h)
     int lane = threadIdx.x % 32;
@@ -352,7 +393,7 @@ __global__ void attn_normgrad_kernel(floatX* dqkv, const float* dqh, const float
         const floatX* x = qkv + ((size_t)(b * T + t) * 3 + part) * C + h * HD;
         floatX* dx = dqkv + ((size_t)(b * T + t) * 3 + part) * C + h * HD;
         if (!NORMALISED) {
-            const float dot_scale = attn_row_factor<K, HD>(t, attn_len, p);
+            const float dot_scale = attn_row_factor<K, HD>(t, attn_len, p) * attn_bwd_unscale<K>(shift_off);
             for (int i = lane; i < HD; i += 32) { dx[i] = (floatX)(dxh[i] * dot_scale); }
             continue;
         }
@@ -365,7 +406,7 @@ __global__ void attn_normgrad_kernel(floatX* dqkv, const float* dqh, const float
         for (int k = 0; k < PER_LANE; k++) {
             int i = lane + 32 * k;
             float xs = i < HD ? (float)x[i] * mul : 0.0f;
-            g[k] = i < HD ? dxh[i] : 0.0f;
+            g[k] = i < HD ? dxh[i] * (part == 0 ? attn_bwd_unscale<K>(shift_off) : 1.0f) : 0.0f;  // dkh: at its store
             xh[k] = xs * fac;
             sum2 += xs * xs;
             dot += xh[k] * g[k];

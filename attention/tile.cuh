@@ -222,11 +222,11 @@ __device__ __forceinline__ void warp_accumulate_dq(float* dq_rows, int C, int T,
 }
 
 // The warp's finished key rows key[0..1]: dk (fp32 for the normalisation's pass, or bf16 straight
-// into dqkv; row stride dk_stride) and dv (bf16, row stride 3C).
+// into dqkv; row stride dk_stride) and dv (bf16, row stride 3C), each times unscale (attn_bwd_unscale).
 template <int HTILES, class DK>
 __device__ __forceinline__ void warp_store_dk_dv(DK* dk_rows, int dk_stride, int C, floatX* dv_rows, const int (&key)[2], int T,
                                                  const FragC (&dk_acc)[HTILES], const FragC (&dv_acc)[HTILES],
-                                                 int lane) {
+                                                 int lane, float unscale) {
     ATTN_UNROLL
     for (int nt = 0; nt < HTILES; nt++) {
         ATTN_UNROLL
@@ -234,8 +234,8 @@ __device__ __forceinline__ void warp_store_dk_dv(DK* dk_rows, int dk_stride, int
             int j = key[i / 2];
             if (j >= T) { continue; }
             int col = nt * 8 + frag_col(lane, i);
-            dk_rows[(size_t)j * dk_stride + col] = (DK)dk_acc[nt].x[i];
-            dv_rows[(size_t)j * 3 * C + col] = (floatX)dv_acc[nt].x[i];
+            dk_rows[(size_t)j * dk_stride + col] = (DK)(dk_acc[nt].x[i] * unscale);
+            dv_rows[(size_t)j * 3 * C + col] = (floatX)(dv_acc[nt].x[i] * unscale);
         }
     }
 }
