@@ -1,5 +1,5 @@
 """
-The attention ablation as one table and one PNG: each run's measured validation loss at 1x..16x
+The attention ablation as one table and one PNG: each run's measured loss (--split) at 1x..16x
 its training length (CSVs of eval/loss_vs_length.cu) beside the paper's row for that variant
 (GPT-2 124M + RoPE on FineWeb, trained at 1K: its 1K/2K/4K/8K are the 1x/2x/4x/8x columns). Where a
 CSV holds several checkpoints (seeds), the loss is their mean and +- the half-width of its 95%
@@ -126,8 +126,11 @@ def main():
     ap.add_argument("runs", nargs="+", help="LABEL=CSV, one per run")
     ap.add_argument("-o", "--out", required=True, help="PNG to write")
     ap.add_argument("--train-len", type=int, required=True, help="the training length of every run")
-    ap.add_argument("--title", default="Attention ablation: validation loss versus length")
-    ap.add_argument("--baseline", default="softmax", help="the run the others are tested against (default softmax)")
+    ap.add_argument("--title", default="Attention ablation: loss versus length")
+    ap.add_argument("--split", default="validation", help="the split the CSVs scored, as the table names it")
+    ap.add_argument("--baseline", default="softmax",
+                    help="the run the others are tested against (default softmax); none: no Welch table "
+                         "(the comparisons are made on paired token losses, eval/extrapolation_report.py)")
     args = ap.parse_args()
 
     runs = read_runs(args.runs, ["length", "loss", "tokens"], "eval/loss_vs_length.cu")
@@ -157,7 +160,7 @@ def main():
         paper = PAPER.get(label, (None,) * 4)
         print(f"{label:<18}{measured}   |       " + "".join(f" {cell(v)}" for v in paper))
     tokens = {t for _, rows in runs for _, _, t in rows}
-    print(f"(measured: validation loss, {', '.join(str(t) for t in sorted(tokens))} tokens scored at every "
+    print(f"(measured: {args.split} loss, {', '.join(str(t) for t in sorted(tokens))} tokens scored at every "
           f"length, trained at {args.train_len}, mean over the seeds +- the 95% t-interval's half-width; paper: "
           f"GPT-2 124M on FineWeb, trained at 1K)")
     forms = []
@@ -167,13 +170,18 @@ def main():
     for form in forms:
         print(f"({form})")
 
-    print_tests(runs, spread, args.baseline, [m * args.train_len for m in mults])
+    if args.baseline != "none":
+        print_tests(runs, spread, args.baseline, [m * args.train_len for m in mults])
 
-    fig, ax = plt.subplots(figsize=(7.2, 4.6))
-    for label, rows in runs:
-        ax.plot([r[0] for r in rows], [r[1] for r in rows], marker="o", label=label)
+    # one colour per run (tab20 has 20; the default cycle's 10 would repeat within the 12 runs of the
+    # ablation), the re-weighted runs dashed
+    fig, ax = plt.subplots(figsize=(8.4, 5.0))
+    colours = plt.get_cmap("tab20").colors
+    for i, (label, rows) in enumerate(runs):
+        ax.plot([r[0] for r in rows], [r[1] for r in rows], marker="o", label=label, color=colours[(2 * i) % 20 + (2 * i) // 20],
+                linestyle="--" if "_p" in label else "-")
     finish_length_axes(ax, fig, lengths_of(runs), args.train_len, "sequence length (tokens)",
-                       "validation loss", args.title, args.out)
+                       f"{args.split} loss", args.title, args.out)
 
 
 if __name__ == "__main__":

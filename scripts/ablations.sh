@@ -1,94 +1,145 @@
 #!/usr/bin/env bash
 # The paper's attention ablation on the CPU: every variant of the family (attention/attention_kind.h)
-# trained with the same budget and seeds on the same data, each evaluated at 1x..16x its training
-# length (the mean over SEEDS seeds with a 95% t-interval over them), one table beside the paper's
-# rows (its 1K/2K/4K/8K = our 1x/2x/4x/8x) and one PNG.
-#   bash scripts/ablations.sh                     12 runs x 3 seeds, ~2-3 minutes of training each on 2 cores
-#   SEEDS=1 bash scripts/ablations.sh             one seed: a look at how the rows start, no comparison
-#   STEPS=600 MODEL=d6c192h3 bash scripts/ablations.sh
-#   DATA=data/mine  (its *_train_*.bin, *_val_*.bin and *_test_*.bin shards; default data/kjv, made if missing)
-#   SPLIT=val       the split scored (default test: the table's; val while choosing settings)
-#   VARIANTS="softmax lssar" P=15 THREADS=8 OUT=out/ablations EVAL_TOKENS=4096
-#   PRECISION=ref    the trainer's -pr: the reference path (default auto: the fast path's bf16 where the
-#                    CPU has bf16 matmuls, 2-3x faster; the evaluation takes the same -pr)
+# trained with the same budget, data and seeds, each scored at 1x..16x its training length on the
+# same bytes of the test split: one table beside the paper's rows (the mean over SEEDS seeds with a
+# 95% t-interval over them; the paper's 1K/2K/4K/8K = our 1x/2x/4x/8x), every run against softmax
+# token by token (block bootstrap over windows, t over seed pairs, Holm across the table's cells:
+# eval/extrapolation_report.py), and one PNG.
+#   bash scripts/ablations.sh                   12 runs x 3 seeds, KJV bytes (about an hour on 2 cores)
+#   SEEDS=1 bash scripts/ablations.sh           one seed: a look at how the rows start, no comparison
+#   CORPUS=fortunes bash scripts/ablations.sh   (or pystdlib: Python source)
+#   SPLIT=val                                   the split scored (default test: the table's; val while choosing settings)
+#   DATA=data/kjv MODEL=d4c128h2 B=16 STEPS=200 EVAL_TOKENS=32768 bash scripts/ablations.sh
+#                                               any shards with train/val/test splits (here GPT-2 BPE)
+#   VARIANTS="softmax lssar" P=15 OUT=out/ablations JOBS=2 (runs at a time, 1 thread each)
+#   PRECISION=ref    the trainer's -pr: the reference path (default auto: the fast path; the evaluation
+#                    takes the same -pr)
 # The re-weighted variants train at p = $P (LSSAR also at p = 3, the paper's two rows), and
 # LSSAR once more with p learned per layer and head from p = $P (-pl 1; run lssar_pl). sigmoid and
 # relu train twice: with their length terms at the row's n_t (runs sigmoid, relu) and at the training
 # length (-tl 1: runs sigmoid_tl, relu_tl, the form the paper's rows most likely use;
 # doc/attention.md, section 'Choices the cited papers leave open').
-# Writes $OUT/<run>_s<seed>/ (log.jsonl, final checkpoint), $OUT/<run>.csv, $OUT/ablations.txt (the table)
-# and $OUT/ablations.png. Running it again resumes or reuses finished runs (-y 1).
+# Writes OUT/<run>_s<seed>/ (log.jsonl, train.out, final checkpoint) and per split OUT/<split>/:
+# <run>.csv, <run>_tokens.bin, <run>.out, ablations.txt (both tables) and ablations.png. Running it
+# again reuses finished runs and evaluations.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-STEPS=${STEPS:-200}           # optimizer steps per model, 16 x 64 tokens each
-THREADS=${THREADS:-2}
-OUT=${OUT:-out/ablations}
-MODEL=${MODEL:-d4c128h2}      # 4 layers, 128 channels, 2 heads of 64
-DATA=${DATA:-data/kjv}
+start_s=$(date +%s)
+CORPUS=${CORPUS:-kjv}
+case $CORPUS in kjv|fortunes|pystdlib) ;; *) echo "ablations.sh: CORPUS=$CORPUS is not known; use kjv, fortunes or pystdlib" >&2; exit 2 ;; esac
+DATA=${DATA:-data/${CORPUS}_bytes}
+MODEL=${MODEL:-d4c128h2v256}  # 4 layers, 128 channels, 2 heads of 64, bytes
+STEPS=${STEPS:-1000}          # optimizer steps per model, B x 64 tokens each
+B=${B:-32}
+LR=${LR:-2e-3}
 P=${P:-15}
 SEEDS=${SEEDS:-3}             # seeds 1337, 1338, ...
-[[ $SEEDS =~ ^[1-9][0-9]*$ ]] || { echo "ablations.sh: SEEDS=$SEEDS: give a positive integer" >&2; exit 2; }
+JOBS=${JOBS:-2}
+[[ $SEEDS =~ ^[1-9][0-9]*$ && $STEPS =~ ^[1-9][0-9]*$ && $JOBS =~ ^[1-9][0-9]*$ ]] ||
+    { echo "ablations.sh: SEEDS, STEPS and JOBS must be positive integers (SEEDS=$SEEDS STEPS=$STEPS JOBS=$JOBS)" >&2; exit 2; }
 SEED_LIST=$(seq 1337 $((1336 + SEEDS)))
 VARIANTS=${VARIANTS:-softmax sigmoid relu lssa lssar softmax_rw sigmoid_l1_rw relu_l1_rw}  # the paper's rows (ssmax: baselines_experiment.sh)
-WARMUP=${WARMUP:-$(( STEPS / 10 ))}  # learning-rate warmup steps, then cosine decay to 0.1x
 EVAL_TOKENS=${EVAL_TOKENS:-65536}   # tokens scored at every length (64 windows of the longest: at least 50 for the intervals)
 PRECISION=${PRECISION:-auto}  # the trainer's -pr
-T=64                          # training length; evaluated at 64 ... 1024
+SPLIT=${SPLIT:-test}
+case $SPLIT in val|test) ;; *) echo "ablations.sh: SPLIT=$SPLIT is not known; use test or val" >&2; exit 2 ;; esac
+OUT=${OUT:-out/ablations_$(basename "$DATA")}
+T=64                          # training length; scored at 64 ... 1024
+case " $VARIANTS " in *" softmax "*) ;; *) echo "ablations.sh: VARIANTS must include softmax (every run is compared with it)" >&2; exit 2 ;; esac
 
-train_glob=$(ls "$DATA"/*_train_*.bin 2>/dev/null | head -1 || true)
-if [ -z "$train_glob" ] && [ "$DATA" = data/kjv ]; then
-    echo "== tokenizing the King James Bible into data/kjv"
-    bash scripts/prepare_kjv.sh
+if ! ls "$DATA"/*_test_*.bin >/dev/null 2>&1; then
+    case $DATA in
+        data/${CORPUS}_bytes) bash "scripts/prepare_$CORPUS.sh" --bytes ;;
+        data/kjv) bash scripts/prepare_kjv.sh ;;
+        *) echo "ablations.sh: no shards $DATA/*_test_*.bin (scripts/prepare_*.sh write train, val and test)" >&2; exit 1 ;;
+    esac
 fi
 train_pattern=$(ls "$DATA"/*_train_*.bin | head -1 | sed 's/_train_[0-9]*\.bin$/_train_*.bin/')
 val_pattern=${train_pattern/_train_/_val_}
-SPLIT=${SPLIT:-test}
 eval_pattern=${train_pattern/_train_/_${SPLIT}_}
-ls $val_pattern > /dev/null || { echo "error: no validation shards $val_pattern" >&2; exit 1; }
-ls $eval_pattern > /dev/null || { echo "error: no $SPLIT shards $eval_pattern (scripts/prepare_*.sh write train, val and test)" >&2; exit 1; }
+ls $val_pattern > /dev/null || { echo "ablations.sh: no validation shards $val_pattern" >&2; exit 1; }
+ls $eval_pattern > /dev/null || { echo "ablations.sh: no $SPLIT shards $eval_pattern (scripts/prepare_*.sh write train, val and test)" >&2; exit 1; }
 
 echo "== building the CPU trainer and the loss-versus-length tool for: $VARIANTS"
 targets=""
 for v in $VARIANTS; do targets="$targets train_gpt2cpu_$v build/loss_vs_length_cpu_$v"; done
 make -s -j2 $targets
 
-export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS OMP_WAIT_POLICY=passive
-mkdir -p "$OUT"
-final=$(printf "ckpt_%08d.bin" "$STEPS")
-runs=()
-train_eval() {  # run-name variant extra-flags...
-    local run=$1 v=$2 ckpts=""
-    shift 2
-    for seed in $SEED_LIST; do
-        echo "== training $MODEL with $run: $STEPS steps of 16 x $T tokens, seed $seed"
-        "./train_gpt2cpu_$v" -i "$train_pattern" -j "$val_pattern" -o "$OUT/${run}_s$seed" -e "$MODEL" "$@" \
-            -b 16 -t $T -x "$STEPS" -l 2e-3 -u "$WARMUP" -k cosine -q 0.1 -c 0.1 -gc 1.0 -rs "$seed" \
-            -v 50 -m 20 -s 0 -n "$STEPS" -nk 1 -y 1 -pr "$PRECISION"
-        ckpts="$ckpts${ckpts:+,}$OUT/${run}_s$seed/$final"
-    done
-    echo "== loss versus length, $run ($SEEDS seed(s))"
-    "./build/loss_vs_length_cpu_$v" -e "$ckpts" -j "$eval_pattern" -t $T -l 1,2,4,8,16 -n "$EVAL_TOKENS" \
-        -pr "$PRECISION" -o "$OUT/$run.csv" > "$OUT/$run.out"
-    runs+=("$run=$OUT/$run.csv")
-}
-# from the manifest (scripts/manifest.py): the variants with re-weighting, and those whose definition
-# holds a length other than log-length scaling's threshold (dot_logn's bias, mean's scale: -tl 1 applies)
+# the runs: name, attention, the trainer's extra flags. From the manifest (scripts/manifest.py): the
+# variants with re-weighting, and those whose definition holds a length other than log-length
+# scaling's threshold (dot_logn's bias, mean's scale: -tl 1 applies)
 reweighting=" $(/usr/bin/python3 scripts/manifest.py names reweight=true | tr '\n' ' ')"
 with_len=" $(/usr/bin/python3 scripts/manifest.py names has_len=true log_len_scaling=false | tr '\n' ' ')"
+RUNS=()
 for v in $VARIANTS; do
     if [ "$v" = lssar ]; then  # the paper's two rows, and p learned
-        train_eval "lssar_p3" lssar -p 3; train_eval "lssar_p$P" lssar -p "$P"
-        train_eval "lssar_pl" lssar -p "$P" -pl 1
+        RUNS+=("lssar_p3 lssar -p 3" "lssar_p$P lssar -p $P" "lssar_pl lssar -p $P -pl 1")
     elif [[ $reweighting == *" $v "* ]]; then
-        train_eval "${v}_p$P" "$v" -p "$P"
+        RUNS+=("${v}_p$P $v -p $P")
     elif [[ $with_len == *" $v "* ]]; then
-        train_eval "$v" "$v"; train_eval "${v}_tl" "$v" -tl 1
+        RUNS+=("$v $v" "${v}_tl $v -tl 1")
     else
-        train_eval "$v" "$v"
+        RUNS+=("$v $v")
     fi
 done
 
-echo "== the ablation table (validation loss; paper: GPT-2 124M, FineWeb, trained at 1K)"
-/usr/bin/python3 scripts/ablation_table.py "${runs[@]}" --train-len $T \
-    --title "$(basename "$DATA"), $MODEL, trained at $T tokens for $STEPS steps ($SEEDS seed(s))" -o "$OUT/ablations.png" \
-    | tee "$OUT/ablations.txt"
+mkdir -p "$OUT"
+echo "== $(basename "$DATA"), $MODEL, T $T, B $B, $STEPS steps ($((STEPS * B * T)) tokens per run), lr $LR cosine, seeds $(echo $SEED_LIST), -pr $PRECISION: ${#RUNS[@]} runs x $SEEDS seed(s)"
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=passive
+train_one() {  # run attention seed flags...
+    local run=$1 attn=$2 seed=$3; shift 3
+    local dir="$OUT/${run}_s$seed"
+    local ckpt; ckpt=$(printf "%s/ckpt_%08d.bin" "$dir" "$STEPS")
+    [ -s "$ckpt" ] && return 0
+    mkdir -p "$dir"
+    "./train_gpt2cpu_$attn" -i "$train_pattern" -j "$val_pattern" -o "$dir" -ow 1 -e "$MODEL" "$@" \
+        -b "$B" -t $T -x "$STEPS" -l "$LR" -u $((STEPS / 20)) -k cosine -q 0.1 -c 0.1 -gc 1.0 -v $((STEPS / 4)) -m 20 \
+        -s 0 -n "$STEPS" -rs "$seed" -pr "$PRECISION" >"$dir/train.out" 2>&1 ||
+        { echo "training failed: $dir/train.out" >&2; tail -3 "$dir/train.out" >&2; return 1; }
+    echo "[$run seed $seed] $(grep '^val loss' "$dir/train.out" | tail -1) ($(grep -o '[0-9]* tok/s' "$dir/train.out" | tail -1))"
+}
+running=0; failed=0
+for seed in $SEED_LIST; do
+    for r in "${RUNS[@]}"; do
+        read -r run attn flags <<<"$r"
+        # shellcheck disable=SC2086
+        train_one "$run" "$attn" "$seed" $flags &
+        running=$((running + 1))
+        if [ "$running" -ge "$JOBS" ]; then wait -n || failed=1; running=$((running - 1)); fi
+    done
+done
+while [ "$running" -gt 0 ]; do wait -n || failed=1; running=$((running - 1)); done
+[ "$failed" = 0 ] || { echo "ablations.sh: a training run failed (above); running the script again resumes" >&2; exit 1; }
+
+# every run scored on the same tokens, all its seeds at once; softmax's token losses first, the
+# others paired against them
+export OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2
+EVAL="$OUT/$SPLIT"
+mkdir -p "$EVAL"
+specs=(); paired=()
+for r in "${RUNS[@]}"; do
+    read -r run attn flags <<<"$r"
+    ckpts=$(for seed in $SEED_LIST; do printf "%s/%s_s%s/ckpt_%08d.bin," "$OUT" "$run" "$seed" "$STEPS"; done | sed 's/,$//')
+    vs=(); [ "$run" = softmax ] || vs=(-vs "$EVAL/softmax_tokens.bin")
+    if [ ! -s "$EVAL/$run.csv" ]; then
+        "build/loss_vs_length_cpu_$attn" -e "$ckpts" -j "$eval_pattern" -t $T -l 1,2,4,8,16 -n "$EVAL_TOKENS" \
+            -pr "$PRECISION" -o "$EVAL/$run.csv" -ot "$EVAL/${run}_tokens.bin" "${vs[@]}" >"$EVAL/$run.out" 2>&1 ||
+            { echo "evaluation failed: $EVAL/$run.out" >&2; tail -3 "$EVAL/$run.out" >&2; exit 1; }
+        echo "[$run] scored"
+    fi
+    specs+=("$run=$EVAL/$run.csv")
+done
+
+{
+    echo "$(basename "$DATA"), $MODEL, T $T, B $B, $STEPS steps ($((STEPS * B * T)) tokens per run), lr $LR cosine to 10%,"
+    echo "warmup $((STEPS / 20)), seeds $(echo $SEED_LIST), -pr $PRECISION; $EVAL_TOKENS tokens of the $SPLIT split scored at every length."
+    echo
+    echo "The ablation beside the paper's rows:"
+} >"$EVAL/ablations.txt"
+/usr/bin/python3 scripts/ablation_table.py "${specs[@]}" --train-len $T --split "$SPLIT" --baseline none \
+    --title "$(basename "$DATA"), $MODEL, trained at $T for $STEPS steps ($SEEDS seed(s))" -o "$EVAL/ablations.png" \
+    | tee -a "$EVAL/ablations.txt"
+echo | tee -a "$EVAL/ablations.txt"
+/usr/bin/python3 eval/extrapolation_report.py --train-len $T --split "$SPLIT" --baseline softmax "${specs[@]}" |
+    tee -a "$EVAL/ablations.txt"
+echo "== done in $(( ($(date +%s) - start_s) / 60 )) minutes (load: $(cut -d' ' -f1-3 /proc/loadavg)); $EVAL/ablations.txt, $EVAL/ablations.png"
