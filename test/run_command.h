@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <sys/wait.h>
@@ -27,6 +28,14 @@ inline Result run_shell(const std::string& cmd) {
     while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
     int status = pclose(p);
     return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+}
+
+// What runs a project program that a test starts: TEST_EXEC_WRAPPER's words before it (e.g.
+// "qemu-x86_64 -cpu EPYC-Milan": scripts/test_cpu_model.sh runs the tests and the programs they
+// start under another processor's CPUID), nothing by default.
+inline std::string exec_wrapper() {
+    const char* w = getenv("TEST_EXEC_WRAPPER");
+    return w && *w ? std::string(w) + " " : std::string();
 }
 
 // Runs cmd with sh, stderr merged into stdout.

@@ -689,7 +689,7 @@ TEST_CASE("fast path, fp32 and bf16: stopped after 3 steps, checkpointed to file
 static const char* TRAINER = "./train_gpt2cpu_lssar";
 
 static std::string tiny_run(const std::string& data, const std::string& out, const std::string& extra) {
-    return std::string(TRAINER) + " -i " + data + "/train_*.bin -j \"\" -e d2c32h2v512 -b 4 -t 16 " +
+    return exec_wrapper() + TRAINER + " -i " + data + "/train_*.bin -j \"\" -e d2c32h2v512 -b 4 -t 16 " +
            "-l 3e-3 -c 0.1 -s 0 -v 0 -x 8 -n 4 -o " + out + " " + extra;
 }
 
