@@ -20,7 +20,8 @@ def main():
     ap.add_argument("runs", nargs="+", help="LABEL=CSV, one per run")
     ap.add_argument("-o", "--out", required=True, help="PNG to write")
     ap.add_argument("--train-len", type=int, default=0, help="training length: marked on the plot, and the x-fold column")
-    ap.add_argument("--title", default="Validation loss versus sequence length")
+    ap.add_argument("--title", default="Loss versus sequence length")
+    ap.add_argument("--split", default="validation", help="the split the CSVs scored, as the table and plot name it")
     args = ap.parse_args()
 
     runs = read_runs(args.runs, ["length", "loss", "tokens"], "eval/loss_vs_length.cu")
@@ -35,12 +36,12 @@ def main():
             line += f" {loss:>12.4f}" if loss is not None else f" {'-':>12}"
         print(line)
     tokens = {t for _, rows in runs for _, _, t in rows}
-    print(f"(validation loss; {', '.join(str(t) for t in sorted(tokens))} tokens scored at every length)")
+    print(f"({args.split} loss; {', '.join(str(t) for t in sorted(tokens))} tokens scored at every length)")
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for label, rows in runs:
         ax.plot([r[0] for r in rows], [r[1] for r in rows], marker="o", label=label)
-    finish_length_axes(ax, fig, lengths, args.train_len, "sequence length (tokens)", "validation loss", args.title,
+    finish_length_axes(ax, fig, lengths, args.train_len, "sequence length (tokens)", f"{args.split} loss", args.title,
                        args.out)
 
 

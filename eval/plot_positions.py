@@ -42,6 +42,7 @@ def main():
     ap.add_argument("-o", "--out", required=True, help="PNG to write")
     ap.add_argument("--train-len", type=int, required=True, help="training length, marked on every panel")
     ap.add_argument("--title", default="Loss against position in the window")
+    ap.add_argument("--split", default="validation", help="the split the CSVs scored, as the axis names it")
     args = ap.parse_args()
 
     models = [read_buckets(spec) for spec in args.models]
@@ -64,7 +65,7 @@ def main():
         ax.set_xlabel("position in the window (tokens, log2)")
         ax.set_title(label)
         ax.grid(True, alpha=0.3)
-    axes[0][0].set_ylabel("validation loss (mean per position bucket)")
+    axes[0][0].set_ylabel(f"{args.split} loss (mean per position bucket)")
     axes[0][-1].legend(fontsize=7, title="window length", title_fontsize=7)
     fig.suptitle(args.title)
     fig.tight_layout()

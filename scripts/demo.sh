@@ -78,10 +78,10 @@ if [ "$CORPUS" = bytes ]; then
     /usr/bin/python3 eval/extrapolation_report.py --train-len $T --split test --baseline softmax softmax="$OUT/softmax.csv" \
         "$lssar_label"="$OUT/lssar.csv" | tee "$OUT/results.txt"
     /usr/bin/python3 eval/plot_positions.py softmax="$OUT/softmax_buckets.csv" "$lssar_label"="$OUT/lssar_buckets.csv" \
-        --train-len $T --title "KJV bytes, trained at $T for $STEPS steps: loss against position" -o "$OUT/positions.png"
+        --train-len $T --split test --title "KJV bytes, trained at $T for $STEPS steps: loss against position" -o "$OUT/positions.png"
 else
     /usr/bin/python3 eval/plot_loss_vs_length.py softmax="$OUT/softmax.csv" "lssar p=15"="$OUT/lssar.csv" \
-        --train-len $T --title "KJV, $MODEL, trained at $T tokens for $STEPS steps" -o "$OUT/loss_vs_length.png"
+        --train-len $T --split test --title "KJV, $MODEL, trained at $T tokens for $STEPS steps" -o "$OUT/loss_vs_length.png"
 fi
 
 echo "== attention at 16x the training length (T = 1024): entropy H of the rows, effective span exp(H)"
@@ -95,7 +95,7 @@ done
     "$OUT/maps/lssar_stats.csv:$lssar_label" -o "$OUT/attention_entropy.png"
 
 if [ "$CORPUS" = bpe ]; then
-echo "== zero-shot KJV cloze: the first half of each verse of the validation books, its true second half"
+echo "== zero-shot KJV cloze: the first half of each verse of the test books, its true second half"
 echo "   and three others of about its length; acc_norm = the lowest mean loss per token picks the true one"
 [ -s data/mc/kjv_cloze_test.bin ] || /usr/bin/python3 scripts/prepare_mc.py kjv_cloze_test
 for attn in softmax lssar; do

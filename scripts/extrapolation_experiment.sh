@@ -132,6 +132,6 @@ if [ "$SET" = baselines ]; then
     /usr/bin/python3 eval/extrapolation_report.py --train-len $T --split "$SPLIT" --baseline "LSSAR p=15" "${specs_vl[@]}" |
         sed -n '/^Against LSSAR/,$p' | tee -a "$EVAL/results.txt"
 fi
-/usr/bin/python3 eval/plot_positions.py "${buckets[@]}" --train-len $T -o "$EVAL/positions.png" \
+/usr/bin/python3 eval/plot_positions.py "${buckets[@]}" --train-len $T --split "$SPLIT" -o "$EVAL/positions.png" \
     --title "$CORPUS bytes, trained at $T: loss against position (mean over $SEEDS seed(s))"
 echo "== done in $(( ($(date +%s) - start_s) / 60 )) minutes (load: $(cut -d' ' -f1-3 /proc/loadavg)); $EVAL/results.txt, $EVAL/positions.png"
