@@ -62,13 +62,20 @@ HWY_INLINE hn::Vec<DH> bf16_bits(VF x) {
 }
 HWY_INLINE void store_x(float* out, VF x) { hn::StoreU(x, DF(), out); }
 HWY_INLINE void store_x(bf16* out, VF x) { hn::StoreU(bf16_bits(x), DH(), out); }
-HWY_INLINE void store_x_n(float* out, VF x, size_t n) { hn::BlendedStore(x, hn::FirstN(DF(), n), DF(), out); }
+// n < Lanes only in a row's tail: whole vectors go through plain loads and stores (AVX2's masked
+// vmaskmovps, a store above all, costs several times a plain one on AMD Zen)
+HWY_INLINE void store_x_n(float* out, VF x, size_t n) {
+    if (n >= hn::Lanes(DF())) hn::StoreU(x, DF(), out);
+    else hn::BlendedStore(x, hn::FirstN(DF(), n), DF(), out);
+}
 HWY_INLINE void store_x_n(bf16* out, VF x, size_t n) {
     HWY_ALIGN bf16 tmp[hn::MaxLanes(DH())];
     hn::StoreU(bf16_bits(x), DH(), tmp);
     std::copy(tmp, tmp + n, out);
 }
-HWY_INLINE VF load_n(const float* p, size_t n) { return hn::MaskedLoad(hn::FirstN(DF(), n), DF(), p); }
+HWY_INLINE VF load_n(const float* p, size_t n) {
+    return n >= hn::Lanes(DF()) ? hn::LoadU(DF(), p) : hn::MaskedLoad(hn::FirstN(DF(), n), DF(), p);
+}
 HWY_INLINE VF load_bf16(const bf16* p) {
     const DU du;
     return hn::BitCast(DF(), hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(DH(), p))));
