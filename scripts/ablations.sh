@@ -86,17 +86,11 @@ done
 mkdir -p "$OUT"
 echo "== $(basename "$DATA"), $MODEL, T $T, B $B, $STEPS steps ($((STEPS * B * T)) tokens per run), lr $LR cosine, seeds $(echo $SEED_LIST), -pr $PRECISION: ${#RUNS[@]} runs x $SEEDS seed(s)"
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=passive
+source scripts/train_run.sh
 train_one() {  # run attention seed flags...
-    local run=$1 attn=$2 seed=$3; shift 3
-    local dir="$OUT/${run}_s$seed"
-    local ckpt; ckpt=$(printf "%s/ckpt_%08d.bin" "$dir" "$STEPS")
-    [ -s "$ckpt" ] && return 0
-    mkdir -p "$dir"
-    "./train_gpt2cpu_$attn" -i "$train_pattern" -j "$val_pattern" -o "$dir" -ow 1 -e "$MODEL" "$@" \
-        -b "$B" -t $T -x "$STEPS" -l "$LR" -u $((STEPS / 20)) -k cosine -q 0.1 -c 0.1 -gc 1.0 -v $((STEPS / 4)) -m 20 \
-        -s 0 -n "$STEPS" -rs "$seed" -pr "$PRECISION" >"$dir/train.out" 2>&1 ||
-        { echo "training failed: $dir/train.out" >&2; tail -3 "$dir/train.out" >&2; return 1; }
-    echo "[$run seed $seed] $(grep '^val loss' "$dir/train.out" | tail -1) ($(grep -o '[0-9]* tok/s' "$dir/train.out" | tail -1))"
+    local run=$1 attn=$2 seed=$3
+    shift 3
+    train_run "$OUT/${run}_s$seed" "$attn" "$seed" "$train_pattern" "$val_pattern" "$run seed $seed" "$@"
 }
 running=0; failed=0
 for seed in $SEED_LIST; do

@@ -54,17 +54,12 @@ echo "== $CORPUS bytes, $MODEL, T $T, B $B, $STEPS steps ($((STEPS * B * T)) tok
 # the trained models: name, attention, the trainer's extra flags
 MODELS=("softmax softmax" "lssa lssa" "lssar lssar -p 15" "lssar_pw lssar -p 15 -pw $P_WARMUP")
 [ "$SET" = baselines ] && MODELS+=("ssmax ssmax")
+source scripts/train_run.sh
 train_one() {  # name attn seed flags...
-    local name=$1 attn=$2 seed=$3; shift 3
-    local dir="$OUT/${name}_s$seed"
-    local ckpt; ckpt=$(printf "%s/ckpt_%08d.bin" "$dir" "$STEPS")
-    [ -s "$ckpt" ] && return 0
-    mkdir -p "$dir"
-    "./train_gpt2cpu_$attn" -i "$DATA/${CORPUS}_train_*.bin" -j "$DATA/${CORPUS}_val_*.bin" -o "$dir" -ow 1 -e "$MODEL" "$@" \
-        -b "$B" -t $T -x "$STEPS" -l "$LR" -u $((STEPS / 20)) -k cosine -q 0.1 -c 0.1 -gc 1.0 -v $((STEPS / 4)) -m 20 \
-        -s 0 -n "$STEPS" -rs "$seed" -pr "$PRECISION" >"$dir/train.out" 2>&1 ||
-        { echo "training failed: $dir/train.out" >&2; tail -3 "$dir/train.out" >&2; return 1; }
-    echo "[${name} seed $seed] $(grep '^val loss' "$dir/train.out" | tail -1) ($(grep -o '[0-9]* tok/s' "$dir/train.out" | tail -1))"
+    local name=$1 attn=$2 seed=$3
+    shift 3
+    train_run "$OUT/${name}_s$seed" "$attn" "$seed" "$DATA/${CORPUS}_train_*.bin" "$DATA/${CORPUS}_val_*.bin" \
+        "$name seed $seed" "$@"
 }
 running=0
 for seed in $SEED_LIST; do
