@@ -221,9 +221,9 @@ Reference run_reference(const Problem& pr, AttnKind kind, double p, const HeadPo
 // rows made of such terms get anything from it; a term scale below FLT_MIN is compared absolutely
 // (compare). The backward of exp without re-weighting (softmax, ssmax) holds its weights 2^32 too
 // large (attn_bwd_shifts, taken back at the stores; off for a launch whose lse reach 2^27), so there
-// the backward's factors flush only below 2^-150: a key seen only with weights between 2^-150 and 2^-118 (dot scores of a few hundred:
-// ds ~ 1e-38, dk ~ 1e-36 from a q of 100s) keeps its dk, and the forward's out still flushes at
-// 2^-118.
+// the backward's factors flush only below 2^-150: a key seen only with weights between 2^-150 and
+// 2^-118 (dot scores of a few hundred: ds ~ 1e-38, dk ~ 1e-36 from a q of 100s) keeps its dk, and
+// the forward's out still flushes at 2^-118.
 // ssmax: dL/ds of head h sums ln(n_t)/sqrt(hd) ds_tj (q_t . k_j) over rows t and keys j; its term
 // scale (dp) is the same sum with g_tj |q_t . k_j| (dp_abs 0: the kernels' dot products are fp32 sums
 // of exact products, ~hd 2^-24 relative).
@@ -286,6 +286,11 @@ double dp_magnitude(const double* dwm, const double* w, const double* a, const d
         }
     }
     return sum;
+}
+
+// exp without re-weighting: the variants whose backward shifts its weights (attn_bwd_shifts)
+bool exp_without_reweighting(AttnKind kind) {
+    return attn_variant(kind).phi == ATTN_PHI_EXP && !attn_reweights(kind);
 }
 
 // bwd_shift: the backward's factor on exp's weights (2^32 where the launch shifted, else 1)
@@ -458,7 +463,7 @@ double check_case(const Problem& pr, AttnKind kind, float p, bool per_row = fals
 
     // the backward's shift of exp's weights (attn_bwd_shifts): on unless a row's saved lse reaches
     // ATTN_BWD_SHIFT_LSE_LIMIT in magnitude
-    bool shifted = attn_variant(kind).phi == ATTN_PHI_EXP && !attn_reweights(kind);
+    bool shifted = exp_without_reweighting(kind);
     for (size_t r = 0; r < g.stats.size() / 3; r++)
         if (!(std::fabs(g.stats[r * 3]) < ATTN_BWD_SHIFT_LSE_LIMIT)) shifted = false;
     TermScales ts = term_scales(pr, kind, p, p_head, shifted ? 0x1p32 : 1.0);
@@ -526,8 +531,7 @@ double check_case(const Problem& pr, AttnKind kind, float p, bool per_row = fals
     MESSAGE(name, " B=", pr.B, " T=", pr.T, " NH=", pr.NH, " hd=", pr.hd, " p=", p, " attn_len=", pr.attn_len,
             "  err/u: out ", e_out.rel / U, " dq ", e_dq.rel / U, " dk ", e_dk.rel / U, " dv ", e_dv.rel / U,
             "  stats ", e_stat, "  max m ", max_m, dp_text, flush_text,
-            std::string(attn_variant(kind).phi == ATTN_PHI_EXP && !attn_reweights(kind)
-                            ? (shifted ? "  bwd shift 2^32" : "  bwd shift off") : ""));
+            std::string(exp_without_reweighting(kind) ? (shifted ? "  bwd shift 2^32" : "  bwd shift off") : ""));
     return max_m;
 }
 
@@ -639,7 +643,7 @@ TEST_CASE("every variant at score scales 1 to 1e15: forward and backward of ever
 // Softmax at the shapes where its dk was found off at moderate scores (T 64, hd 64, two heads,
 // N(0, 1) inputs, q times 100-300: largest |score| ~370-1,500), three seeds each, every row
 // against its own term scales and with no flushed term allowed in the backward: the keys seen
-// only with weights below 2^-126 keep their dk (attn_bwd_shift; without it dk was 10-58 bf16 units
+// only with weights below 2^-126 keep their dk (attn_bwd_shifts; without it dk was 10-58 bf16 units
 // of such a key's term scale here). ssmax, the other exp variant without re-weighting, the same.
 TEST_CASE("softmax at scores of a few hundred (T 64, hd 64): every key's dk within its bf16 bound, nothing flushed") {
     Tolerances strict;
@@ -650,8 +654,7 @@ TEST_CASE("softmax at scores of a few hundred (T 64, hd 64): every key's dk with
             CAPTURE(c);
             CAPTURE(seed);
             for (AttnKind kind : test_kinds())
-                if (attn_variant(kind).phi == ATTN_PHI_EXP && !attn_reweights(kind))
-                    check_case(pr, kind, (float)SSMAX_S0, /*per_row=*/true, strict);
+                if (exp_without_reweighting(kind)) check_case(pr, kind, (float)SSMAX_S0, /*per_row=*/true, strict);
         }
 }
 
