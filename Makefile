@@ -36,7 +36,9 @@ CXX      ?= g++
 NVCC     ?= /usr/local/cuda/bin/nvcc
 BUILD    ?= build
 CXXFLAGS ?= -O2 -march=native
-CXXFLAGS += -std=c++17 -fopenmp -Wall -Wextra -Wno-unused-parameter -I. $(ATTN_EXTRA_FLAGS)
+# override: a CXXFLAGS or NVCCFLAGS given on make's command line replaces the optimisation and target
+# flags above, never the standard, the include path and OpenMP below
+override CXXFLAGS += -std=c++17 -fopenmp -Wall -Wextra -Wno-unused-parameter -I. $(ATTN_EXTRA_FLAGS)
 LDLIBS   += -lm
 # The CPU back end's matmuls: fp32 (layers/matmul_cpu.h) through OpenBLAS's OpenMP build, so that its
 # threads are OpenMP's and the project's loops share one pool with it (Debian's default libopenblas
@@ -68,7 +70,7 @@ BLAS_LDLIBS       += -Wl,--as-needed -lhwy -Wl,--no-as-needed
 NVCCFLAGS ?= -O3 --use_fast_math -std=c++17 \
              -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
              -gencode arch=compute_90,code=compute_90
-NVCCFLAGS += -I. $(ATTN_EXTRA_FLAGS) -Xcompiler -fopenmp
+override NVCCFLAGS += -I. $(ATTN_EXTRA_FLAGS) -Xcompiler -fopenmp
 
 # generated header dependencies: one .d file per target, named after it
 DEPDIR   := $(BUILD)/deps

@@ -13,10 +13,10 @@
 # project's own rules (a second make with BUILD=$(BUILD)/gpu_check_obj and these NVCCFLAGS).
 GPU_CHECK_DIR ?= $(BUILD)/gpu_check
 GPU_CHECK_OBJ := $(BUILD)/gpu_check_obj
-# host objects for any x86-64 (the GPU machine's processor may lack this one's AVX-512)
-GPU_CHECK_CXXFLAGS := -O2 -std=c++17 -fopenmp -Wall -Wextra -Wno-unused-parameter -I.
-GPU_CHECK_NVCCFLAGS := -O3 --use_fast_math -std=c++17 -gencode arch=compute_90,code=sm_90 -I. -Xcompiler -fopenmp \
-                       -Xlinker --as-needed
+# host objects for any x86-64 (the GPU machine's processor may lack this one's AVX-512); the Makefile
+# appends the standard, the include path and OpenMP to both
+GPU_CHECK_CXXFLAGS := -O2
+GPU_CHECK_NVCCFLAGS := -O3 --use_fast_math -std=c++17 -gencode arch=compute_90,code=sm_90 -Xlinker --as-needed
 # in the order scripts/gpu_check.sh runs them
 GPU_CHECK_TESTS := test_simt_gpu test_vendor_host_gpu test_layers_cuda_gpu test_attention_cuda_gpu test_model_cuda_gpu \
                    test_distributed_gpu

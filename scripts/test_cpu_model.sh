@@ -40,8 +40,8 @@ git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | t
 echo "== building $TESTS for -march=$MARCH in $tree"
 targets=""
 for t in $TESTS; do targets="$targets build/$t"; done
-# CXXFLAGS from the environment: the Makefile's ?= takes it and appends the rest
-(cd "$tree" && CXXFLAGS="-O2 -march=$MARCH" make -s -j2 $targets)
+# the Makefile appends the standard, the include path and OpenMP to the CXXFLAGS given
+(cd "$tree" && make -s -j2 CXXFLAGS="-O2 -march=$MARCH" $targets)
 
 wrapper="qemu-x86_64 -cpu $CPU"
 export TEST_EXEC_WRAPPER="$wrapper"
