@@ -13,7 +13,8 @@
 inline std::string fast_target_list() {
     std::string s;
     for (int64_t t : fast_cpu_targets()) s += (s.empty() ? "" : ", ") + std::string(fast_cpu_target_name(t));
-    if (fast_cpu_has_bf16_dot()) s += " (the best also with AVX512-BF16's dot products)";
+    // (the dispatched target, not the CPU: FAST_CPU_MAX_TARGET=AVX2 on an AVX512-BF16 CPU runs no dot)
+    if (fast_cpu_uses_bf16_dot()) s += " (the best also with AVX512-BF16's dot products)";
     return s;
 }
 

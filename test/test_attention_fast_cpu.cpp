@@ -113,7 +113,8 @@ TEST_CASE("the targets: every one the CPU runs is compiled in; forcing one dispa
     REQUIRE(!t.empty());
     std::string all;
     for (int64_t x : t) all += std::string(fast_cpu_target_name(x)) + " ";
-    MESSAGE("targets: " << all << "(best: " << fast_cpu_target() << "), AVX512-BF16: " << fast_cpu_has_bf16_dot());
+    MESSAGE("targets: " << all << "(best: " << fast_cpu_target() << "), the CPU's AVX512-BF16: "
+                        << fast_cpu_has_bf16_dot() << ", its dot products dispatched: " << fast_cpu_uses_bf16_dot());
     for (int64_t x : t) {
         REQUIRE(fast_cpu_force_target(x));
         CHECK(fast_cpu_target().rfind(fast_cpu_target_name(x), 0) == 0);
