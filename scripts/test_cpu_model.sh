@@ -9,26 +9,47 @@
 #   bash scripts/test_cpu_model.sh -tc="the targets*"           doctest's filters pass through
 #   CPU=Haswell MARCH=haswell bash scripts/test_cpu_model.sh   another model (qemu-x86_64 -cpu help)
 #   TESTS="test_attention_fast_cpu" bash scripts/test_cpu_model.sh
+#   SUITE=1 bash scripts/test_cpu_model.sh                      the whole suite (make test) built for
+#                                   that processor, run on this one's cores with the fast path and oneDNN
+#                                   capped at its ISA (MAX_TARGET, default AVX2; ONEDNN_ISA, default AVX2)
 # What it shows: the dispatch and both numerics of every target such a CPU runs (its programs
 # count their assertions; a target the CPU lacks is never run). What it cannot show: speed (qemu
 # translates every instruction), or a difference in how the real silicon rounds (none is expected:
 # IEEE fp32/fp64 and the exact bf16 emulation). Not part of scripts/test.sh: under qemu the tests
 # take longer than CI allows. Needs qemu-user (`apt-get install qemu-user`); it says so and exits
 # 2 without it.
+# SUITE=1 shows what qemu cannot afford to run: every test program compiled as that processor compiles
+# it and run with the ISA such a CPU dispatches (FAST_CPU_MAX_TARGET, ONEDNN_MAX_CPU_ISA; its CPUID is
+# not shown: the qemu runs above are the test of that). This CPU must run the -march=$MARCH code.
 # Writes build/cpu-<CPU>/ (a copy of the tree and its build) and build/cpu-<CPU>/results.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CPU=${CPU:-EPYC-Milan}
 MARCH=${MARCH:-znver3}
 TESTS=${TESTS:-test_attention_fast_cpu test_cpu_fast test_eval_bf16}
-command -v qemu-x86_64 >/dev/null ||
+SUITE=${SUITE:-0}
+MAX_TARGET=${MAX_TARGET:-AVX2}
+ONEDNN_ISA=${ONEDNN_ISA:-AVX2}
+[ "$SUITE" = 1 ] || command -v qemu-x86_64 >/dev/null ||
     { echo "test_cpu_model.sh: missing qemu-x86_64 (Debian's qemu-user: apt-get install qemu-user)" >&2; exit 2; }
 [ "$(uname -m)" = x86_64 ] || { echo "test_cpu_model.sh: runs x86-64 processors' CPUIDs; this machine is $(uname -m)" >&2; exit 2; }
-models=$(qemu-x86_64 -cpu help 2>&1 || true)  # (it exits 1 after the list)
-grep -q "^x86 $CPU " <<<"$models" ||
-    { echo "test_cpu_model.sh: qemu-x86_64 has no CPU model '$CPU' (qemu-x86_64 -cpu help lists them)" >&2; exit 2; }
+if [ "$SUITE" != 1 ]; then
+    models=$(qemu-x86_64 -cpu help 2>&1 || true)  # (it exits 1 after the list)
+    grep -q "^x86 $CPU " <<<"$models" ||
+        { echo "test_cpu_model.sh: qemu-x86_64 has no CPU model '$CPU' (qemu-x86_64 -cpu help lists them)" >&2; exit 2; }
+fi
 g++ -march="$MARCH" -x c++ -fsyntax-only /dev/null 2>/dev/null ||
     { echo "test_cpu_model.sh: g++ does not know -march=$MARCH" >&2; exit 2; }
+if [ "$SUITE" = 1 ]; then  # the instruction sets -march=$MARCH compiles in, each one this CPU must have
+    for pair in __AVX__:avx __AVX2__:avx2 __FMA__:fma __BMI2__:bmi2 __AVX512F__:avx512f __AVX512BW__:avx512bw \
+                __AVX512VL__:avx512vl __AVX512BF16__:avx512_bf16 __AMX_TILE__:amx_tile __VAES__:vaes __SHA__:sha_ni; do
+        if g++ -march="$MARCH" -dM -E -x c++ /dev/null | grep -q "define ${pair%%:*} " &&
+                ! grep -qw "${pair#*:}" /proc/cpuinfo; then
+            echo "test_cpu_model.sh: -march=$MARCH uses ${pair#*:}, which this CPU lacks: SUITE=1 runs the code natively" >&2
+            exit 2
+        fi
+    done
+fi
 
 dir=build/cpu-$CPU
 tree=$dir/tree
@@ -37,6 +58,17 @@ mkdir -p "$tree"
 # that make rebuilds only what changed since the last run
 git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$tree"
 [ -d third_party ] && [ ! -e "$tree/third_party" ] && ln -s "$(pwd)/third_party" "$tree/third_party"
+if [ "$SUITE" = 1 ]; then
+    echo "== building every test program for -march=$MARCH in $tree"
+    (cd "$tree" && make -s -j"$(nproc)" CXXFLAGS="-O2 -march=$MARCH" test-build)
+    echo "== make test with FAST_CPU_MAX_TARGET=$MAX_TARGET ONEDNN_MAX_CPU_ISA=$ONEDNN_ISA (the ISA $CPU dispatches)"
+    set +e
+    (cd "$tree" && FAST_CPU_MAX_TARGET=$MAX_TARGET ONEDNN_MAX_CPU_ISA=$ONEDNN_ISA make test 2>&1) | tee "$dir/suite.log" |
+        grep -E "^(SKIPPED|FAILED): |^[0-9]+ passed, " | tee "$dir/results.txt"
+    rc=${PIPESTATUS[0]}
+    echo "== the suite as $CPU builds it: exit $rc ($dir/suite.log)"
+    exit "$rc"
+fi
 echo "== building $TESTS for -march=$MARCH in $tree"
 targets=""
 for t in $TESTS; do targets="$targets build/$t"; done
