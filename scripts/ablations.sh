@@ -63,7 +63,7 @@ ls $eval_pattern > /dev/null || { echo "ablations.sh: no $SPLIT shards $eval_pat
 echo "== building the CPU trainer and the loss-versus-length tool for: $VARIANTS"
 targets=""
 for v in $VARIANTS; do targets="$targets train_gpt2cpu_$v build/loss_vs_length_cpu_$v"; done
-make -s -j2 $targets
+make -s -j"$(nproc)" $targets
 
 # the runs: name, attention, the trainer's extra flags. From the manifest (scripts/manifest.py): the
 # variants with re-weighting, and those whose definition holds a length other than log-length

@@ -49,8 +49,7 @@ CLEAN="env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE -u OMP_NUM_THREADS -u OPENBL
 tmp=$(mktemp -d /tmp/bench_cpu_trainer_XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 
-for attn in $ATTNS; do make -s train_gpt2cpu_$attn; done
-make -s build/profile_cpu
+make -s -j"$(nproc)" $(for attn in $ATTNS; do echo train_gpt2cpu_$attn; done) build/profile_cpu
 
 load() { cut -d' ' -f1 /proc/loadavg; }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2 ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2)}'; }

@@ -38,7 +38,7 @@ start_s=$(date +%s)
 
 bash scripts/install_deps.sh
 echo "== building the CPU trainer and the loss-versus-length tool for softmax and lssar"
-make -s train_gpt2cpu_softmax train_gpt2cpu_lssar build/loss_vs_length_cpu_softmax build/loss_vs_length_cpu_lssar \
+make -s -j"$(nproc)" train_gpt2cpu_softmax train_gpt2cpu_lssar build/loss_vs_length_cpu_softmax build/loss_vs_length_cpu_lssar \
     build/attention_maps_cpu_softmax build/attention_maps_cpu_lssar build/mc_eval_cpu_softmax build/mc_eval_cpu_lssar
 if [ ! -s $DATA/kjv_train_000000.bin ] || [ ! -s $DATA/kjv_val_000000.bin ] || [ ! -s $DATA/kjv_test_000000.bin ]; then
     echo "== the King James Bible into $DATA"

@@ -45,7 +45,7 @@ DATA=data/${CORPUS}_bytes
 bash scripts/install_deps.sh >/dev/null
 variants="softmax lssa lssar"; [ "$SET" = baselines ] && variants="$variants ssmax"
 targets=""; for v in $variants; do targets="$targets train_gpt2cpu_$v build/loss_vs_length_cpu_$v"; done
-make -s $targets
+make -s -j"$(nproc)" $targets
 [ -s "$DATA/${CORPUS}_val_000000.bin" ] && [ -s "$DATA/${CORPUS}_test_000000.bin" ] || bash "scripts/prepare_$CORPUS.sh" --bytes
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 mkdir -p "$OUT"

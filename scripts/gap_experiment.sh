@@ -31,7 +31,7 @@ T=64
 start_s=$(date +%s)
 
 bash scripts/install_deps.sh >/dev/null
-make -s train_gpt2cpu_softmax train_gpt2cpu_lssar
+make -s -j"$(nproc)" train_gpt2cpu_softmax train_gpt2cpu_lssar
 [ -s data/$CORPUS/${CORPUS}_train_000000.bin ] || bash scripts/prepare_$CORPUS.sh
 per_job=$((THREADS / JOBS)); [ "$per_job" -ge 1 ] || per_job=1
 export OMP_NUM_THREADS=$per_job OPENBLAS_NUM_THREADS=$per_job OMP_WAIT_POLICY=passive

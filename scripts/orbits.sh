@@ -59,7 +59,7 @@ DATA=$OUT/data
 start=$(date +%s)
 
 echo "== building the $BACKEND trainer and the hidden-state tool (softmax, lssar)"
-make -s train_gpt2${BACKEND}_softmax train_gpt2${BACKEND}_lssar train_gpt2cpu_lssar build/hidden_states_cpu_softmax build/hidden_states_cpu_lssar
+make -s -j"$(nproc)" train_gpt2${BACKEND}_softmax train_gpt2${BACKEND}_lssar train_gpt2cpu_lssar build/hidden_states_cpu_softmax build/hidden_states_cpu_lssar
 mkdir -p "$DATA"
 export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS OMP_WAIT_POLICY=passive
 

@@ -43,7 +43,7 @@ start_s=$(date +%s)
 
 bash scripts/install_deps.sh >/dev/null
 echo "== building the CPU trainers, passkey tools and the mix tool"
-make -s train_gpt2cpu_softmax train_gpt2cpu_lssa train_gpt2cpu_lssar build/passkey_cpu_softmax \
+make -s -j"$(nproc)" train_gpt2cpu_softmax train_gpt2cpu_lssa train_gpt2cpu_lssar build/passkey_cpu_softmax \
     build/passkey_cpu_lssa build/passkey_cpu_lssar build/passkey_mix
 if [ ! -s data/kjv/kjv_train_000000.bin ] || [ ! -s data/kjv/kjv_val_000000.bin ]; then
     bash scripts/prepare_kjv.sh

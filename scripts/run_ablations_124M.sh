@@ -24,7 +24,7 @@ final=$(printf "ckpt_%08d.bin" "$STEPS")
 
 targets=""
 for v in $VARIANTS; do targets="$targets train_gpt2cu_$v build/loss_vs_length_cu_$v"; done
-make -s $targets
+make -s -j"$(nproc)" $targets
 mkdir -p "$OUT"
 runs=()
 train_eval() {  # run-name variant extra-flags...

@@ -38,7 +38,7 @@ STEPS=18865
 final=$(printf "ckpt_%08d.bin" "$STEPS")
 
 bash scripts/install_gpt2_vocab.sh   # the GPT-2 tokenizer files, for samples and the passkey prompts
-make -s train_gpt2cu_$ATTN build/loss_vs_length_cu_$ATTN build/passkey_cu_$ATTN build/mc_eval_cu_$ATTN ATTN=$ATTN
+make -s -j"$(nproc)" train_gpt2cu_$ATTN build/loss_vs_length_cu_$ATTN build/passkey_cu_$ATTN build/mc_eval_cu_$ATTN ATTN=$ATTN
 mkdir -p "$OUT"
 MC_FLAGS=()
 [ -s data/mc/hellaswag_val.bin ] && MC_FLAGS=(-f data/mc/hellaswag_val.bin -fv 250)
