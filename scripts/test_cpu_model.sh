@@ -41,9 +41,10 @@ fi
 g++ -march="$MARCH" -x c++ -fsyntax-only /dev/null 2>/dev/null ||
     { echo "test_cpu_model.sh: g++ does not know -march=$MARCH" >&2; exit 2; }
 if [ "$SUITE" = 1 ]; then  # the instruction sets -march=$MARCH compiles in, each one this CPU must have
+    macros=$(g++ -march="$MARCH" -dM -E -x c++ /dev/null)
     for pair in __AVX__:avx __AVX2__:avx2 __FMA__:fma __BMI2__:bmi2 __AVX512F__:avx512f __AVX512BW__:avx512bw \
                 __AVX512VL__:avx512vl __AVX512BF16__:avx512_bf16 __AMX_TILE__:amx_tile __VAES__:vaes __SHA__:sha_ni; do
-        if g++ -march="$MARCH" -dM -E -x c++ /dev/null | grep -q "define ${pair%%:*} " &&
+        if grep -q "define ${pair%%:*} " <<<"$macros" &&
                 ! grep -qw "${pair#*:}" /proc/cpuinfo; then
             echo "test_cpu_model.sh: -march=$MARCH uses ${pair#*:}, which this CPU lacks: SUITE=1 runs the code natively" >&2
             exit 2
@@ -59,6 +60,7 @@ mkdir -p "$tree"
 git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$tree"
 [ -d third_party ] && [ ! -e "$tree/third_party" ] && ln -s "$(pwd)/third_party" "$tree/third_party"
 if [ "$SUITE" = 1 ]; then
+    bash scripts/install_deps.sh  # what the suite needs (scripts/test.sh's first step): the packages, the GPT-2 files
     echo "== building every test program for -march=$MARCH in $tree"
     (cd "$tree" && make -s -j"$(nproc)" CXXFLAGS="-O2 -march=$MARCH" test-build)
     echo "== make test with FAST_CPU_MAX_TARGET=$MAX_TARGET ONEDNN_MAX_CPU_ISA=$ONEDNN_ISA (the ISA $CPU dispatches)"
