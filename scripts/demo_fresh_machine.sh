@@ -43,4 +43,5 @@ echo "== bash scripts/demo.sh in the fresh root (commit $(git rev-parse --short 
 start=$(date +%s)
 in_root env "${pass[@]}" bash -c 'cd /root/llm && bash scripts/demo.sh'
 s=$(( $(date +%s) - start ))
-echo "== the demo on a fresh machine, installs included: $((s / 60)) min $((s % 60)) s ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); AVX512-BF16: $(grep -q avx512_bf16 /proc/cpuinfo && echo yes || echo no))"
+cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; AVX-512: $(grep -q avx512f /proc/cpuinfo && echo yes || echo no), AVX512-BF16: $(grep -q avx512_bf16 /proc/cpuinfo && echo yes || echo no)"
+echo "== the demo on a fresh machine, installs included: $((s / 60)) min $((s % 60)) s ($cpu${pass:+; ${pass[*]}})"
