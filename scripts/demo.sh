@@ -9,8 +9,8 @@
 # by token (95% block-bootstrap intervals over windows), the loss against position in the window
 # (PNG), the training curves, and how sharp each one's attention stays at 16x.
 #   bash scripts/demo.sh                     byte-level KJV (vocabulary 256: a model that must use its
-#                                            attention), 1000 steps of 32 x 64 bytes per model, about
-#                                            10 minutes on 2 cores with the installs
+#                                            attention), 1000 steps of 32 x 64 bytes per model, 3.5-5
+#                                            minutes on 2 cores (Zen 4; its AVX2 target) with the installs
 #   CORPUS=bpe bash scripts/demo.sh          the GPT-2 BPE demo (200 steps of 16 x 64 tokens; near
 #                                            n-gram level, where attention matters little) with the
 #                                            zero-shot KJV cloze of the test books (scripts/prepare_mc.py kjv_cloze_test)
