@@ -1,8 +1,8 @@
 // The CPU fast path's matmuls (the reference is layers/matmul_cpu.h), shapes as nn.Linear:
 // inp (N,C), w (OC,C), out (N,OC) = inp @ w^T + bias; the backward overwrites dinp (each has one
 // writer) and accumulates dw (over micro-steps); alpha scales both (the classifier's loss scale).
-//   MatmulF32    fp32 through oneDNN's matmul primitive, which runs the model's shapes 5-15% faster
-//                than OpenBLAS's sgemm here (doc/performance.md; build/profile_cpu measures both);
+//   MatmulF32    fp32 through oneDNN's matmul primitive, which runs the model's shapes faster than
+//                OpenBLAS's sgemm (build/profile_cpu measures both; doc/performance.md has the figures);
 //   MatmulSgemm  fp32 through OpenBLAS's sgemm (its OpenMP build: Makefile, BLAS_LDLIBS), the baseline
 //                of the benchmarks and the exact emulation's engine;
 //   MatmulBf16   bf16 operands, fp32 accumulation and results: oneDNN's matmul primitive where the CPU
