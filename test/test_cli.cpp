@@ -202,11 +202,13 @@ static std::vector<float> npy_floats(const std::string& path) {
     return v;
 }
 
-TEST_CASE("the tools' -pr: auto by default on the CPU (the faster fast-path numerics), ref the reference, ref and fp32 refused on CUDA") {
+TEST_CASE("the tools' -pr: auto by default on the CPU (the faster fast-path numerics), the trainer's ref (said), ref and fp32 refused on CUDA") {
     HellaswagRun h;
     Result train = run(h.trainer("-e d2c64h2v512 -t 32 -x 2 -n 2 -o run"));
     INFO(train.output);
     REQUIRE(train.code == 0);
+    // the trainer's default is the reference path, and it says so
+    CHECK(contains(train.output, "precision: ref (the reference CPU path, the trainer's default; -pr auto runs"));
     const std::string ckpt = h.dir.path + "/run/ckpt_00000002.bin", shard = h.dir.path + "/train_000000.bin";
     // hidden states on both CPU paths: bf16 rounds the matmuls' inputs (2^-9 relative each), so the
     // states, O(1) after the final layernorm, agree within a few percent (rms), and are not fp32's
