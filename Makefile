@@ -46,6 +46,9 @@ LDLIBS   += -lm
 # (layers/matmul_fast_cpu.h) through oneDNN, whose CPU runtime is OpenMP too.
 OPENBLAS_DIR ?= $(firstword $(wildcard /usr/lib/$(shell $(CXX) -dumpmachine 2>/dev/null)/openblas-openmp) \
                             $(wildcard /usr/lib/*/openblas-openmp))
+ifeq ($(OPENBLAS_DIR),)
+$(warning warning: OpenBLAS's OpenMP build is not installed (Debian's libopenblas-openmp-dev; bash scripts/install_deps.sh installs it): the programs link the default libopenblas, whose own threads and OpenMP's take the cores from each other)
+endif
 comma := ,
 BLAS_LDLIBS := $(if $(OPENBLAS_DIR),-L$(OPENBLAS_DIR) -Wl$(comma)-rpath$(comma)$(OPENBLAS_DIR)) -lopenblas -ldnnl
 
