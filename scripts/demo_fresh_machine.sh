@@ -22,7 +22,7 @@ git rev-parse --verify -q HEAD >/dev/null || { echo "demo_fresh_machine.sh: $(pw
     echo "demo_fresh_machine.sh: note: the fresh machine gets HEAD ($(git rev-parse --short HEAD)), not your uncommitted changes"
 
 unmount() { for m in proc dev; do mountpoint -q "$ROOT/$m" && umount "$ROOT/$m"; done; return 0; }
-if [ -d "$ROOT" ]; then unmount; rm -rf "$ROOT"; fi
+if [ -d "$ROOT" ]; then unmount; rm -rf --one-file-system "$ROOT"; fi  # never into a mount left behind
 trap unmount EXIT
 command -v debootstrap >/dev/null || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
 echo "== a fresh Debian bookworm in $ROOT (not timed)"
