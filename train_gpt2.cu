@@ -183,15 +183,14 @@ struct Trainer {
             cli_fail("-e " + opt.model + ": out of memory allocating the model (" +
                      format_bytes(backend_training_memory(config, opt.B, opt.T).state_bytes) + ")");
         }
-        if (!opt.precision.empty()) cli_select_precision(*model, opt.precision);
 #ifdef TRAIN_BACKEND_CPU
-        else  // said, so that nobody trains on the slow path unaware
-            printf("precision: ref (the reference CPU path, the trainer's default; -pr auto runs the fast path, "
-                   "the faster of its fp32 and bf16 on this CPU)\n");
+        const char* default_precision = "ref";  // one command, the same numerics on every CPU
 #else
-        else
-            cli_select_precision(*model, "bf16");
+        const char* default_precision = "bf16";
 #endif
+        cli_select_precision(*model, opt.precision.empty() ? default_precision : opt.precision);
+        if (opt.precision.empty() && std::string(default_precision) == "ref")  // nobody on the slow path unaware
+            printf("  the trainer's default; -pr auto runs the fast path, the faster of its fp32 and bf16 on this CPU\n");
         set_p_lr_scale(*model, opt.p_lr_scale);  // learned p's theta (-plr)
         rng = Rng((uint64_t)opt.seed);
         if (from_checkpoint) model->set_params(init_ck.params);
