@@ -65,12 +65,20 @@ template <class V> inline typename V::value_type* sized(V& v, size_t n) {  // gr
 
 struct HeadShape {
     int T, NH, hd;
-    int Tp;        // rows (keys) padded to a multiple of 32
+    int Tp;        // rows (keys) padded: padded_keys(T)
     int hdp;       // channels padded to a multiple of 16
     int attn_len;  // sigmoid's bias and relu's scale: 0 for n_t, L for the constant; softmax and
                    // softmax_rw: L > 1 scales by max(1, ln(n_t) / ln(L)) (attention/attention_cpu.h)
     HeadShape(int T_, int NH_, int hd_, int attn_len_ = 0)
-        : T(T_), NH(NH_), hd(hd_), Tp((T_ + 31) / 32 * 32), hdp((hd_ + 15) / 16 * 16), attn_len(attn_len_) {}
+        : T(T_), NH(NH_), hd(hd_), Tp(padded_keys(T_)), hdp((hd_ + 15) / 16 * 16), attn_len(attn_len_) {}
+    // T rounded up to a multiple of 32, plus 32 where that is a multiple of 256. Tp is also the row
+    // stride of keT and of a block's scores and weights: a stride of a multiple of 1 KiB would put
+    // the rows that one tile of the products reads in a few of L1's 64 sets (at T 2048, all 64 rows
+    // of keT in one 8-way set), and every load would miss L1.
+    static int padded_keys(int T) {
+        const int t = (T + 31) / 32 * 32;
+        return t % 256 == 0 ? t + 32 : t;
+    }
     size_t rows() const { return (size_t)Tp * hdp; }  // a (Tp, hdp) operand; also (hdp, Tp) transposed
 };
 
@@ -170,86 +178,132 @@ constexpr int TILE_ROWS = 4;
 HWY_INLINE hn::Mask<DF> lanes(DF d, int j, int n) { return hn::FirstN(d, (size_t)std::max(n - j, 0)); }
 HWY_INLINE VF load_z(DF d, hn::Mask<DF> m, const float* p) { return hn::IfThenElseZero(m, hn::LoadU(d, p)); }
 
+// The row functions below evaluate U independent vectors side by side, each step for all U before
+// the next. exp's and ln's polynomials are chains of dependent operations (some 40 for softplus);
+// written one vector at a time, a row pass waits on their latency, since the out-of-order window
+// holds little more than one vector's chain. U chains interleaved in the instruction stream keep
+// the FMA units busy. Every vector goes through the same operations whatever U is: the same bits.
+#define ATTN_EACH _Pragma("GCC unroll 8") for (int u = 0; u < U; u++)
+
+// vectors per step of the row passes: 32 floats (AVX-512: 2, AVX2: 4, 128-bit targets: 4)
+constexpr int ROW_U = std::min(4, std::max(1, 32 / (int)hn::MaxLanes(DF())));
+
 // exp(x): 2^k * p(r) with x = k ln2 + r, |r| <= ln2/2, p a degree-6 polynomial (Cephes' expf
 // coefficients): within 2 ulp of std::exp for x in [-87, 88]; below
 // -87 it returns 0, above 88 +inf. 2^k (k in [-126, 128]) is applied as two exact factors.
-HWY_INLINE VF exp_v(DF d, VF x) {
+template <int U>
+HWY_INLINE void exp_vu(DF d, VF* x) {  // x[u] = exp(x[u])
     const DI di;
     const VF lo = hn::Set(d, -87.3f), hi = hn::Set(d, 88.7f);
-    const auto under = hn::Lt(x, lo), over = hn::Gt(x, hi);
-    x = hn::Min(hn::Max(x, lo), hi);
-    const VF k = hn::Round(hn::Mul(x, hn::Set(d, 1.44269504088896341f)));
-    VF r = hn::NegMulAdd(k, hn::Set(d, 0.693359375f), x);  // r = x - k ln2 in two parts
-    r = hn::NegMulAdd(k, hn::Set(d, -2.12194440e-4f), r);
-    VF p = hn::Set(d, 1.9875691500e-4f);
-    p = hn::MulAdd(p, r, hn::Set(d, 1.3981999507e-3f));
-    p = hn::MulAdd(p, r, hn::Set(d, 8.3334519073e-3f));
-    p = hn::MulAdd(p, r, hn::Set(d, 4.1665795894e-2f));
-    p = hn::MulAdd(p, r, hn::Set(d, 1.6666665459e-1f));
-    p = hn::MulAdd(p, r, hn::Set(d, 5.0000001201e-1f));
-    const VF r2 = hn::Mul(r, r);
-    p = hn::MulAdd(p, r2, hn::Add(r, hn::Set(d, 1.0f)));
-    const auto ki = hn::ConvertTo(di, k);
-    const auto k1 = hn::ShiftRight<1>(ki), k2 = hn::Sub(ki, k1);
-    const VF f1 = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(k1, hn::Set(di, 127))));
-    const VF f2 = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(k2, hn::Set(di, 127))));
-    VF y = hn::Mul(hn::Mul(p, f1), f2);
-    y = hn::IfThenZeroElse(under, y);
-    return hn::IfThenElse(over, hn::Set(d, HUGE_VALF), y);
+    hn::Mask<DF> under[U], over[U];
+    VF k[U], r[U], p[U];
+    ATTN_EACH {
+        under[u] = hn::Lt(x[u], lo), over[u] = hn::Gt(x[u], hi);
+        x[u] = hn::Min(hn::Max(x[u], lo), hi);
+    }
+    ATTN_EACH k[u] = hn::Round(hn::Mul(x[u], hn::Set(d, 1.44269504088896341f)));
+    ATTN_EACH r[u] = hn::NegMulAdd(k[u], hn::Set(d, 0.693359375f), x[u]);  // r = x - k ln2 in two parts
+    ATTN_EACH r[u] = hn::NegMulAdd(k[u], hn::Set(d, -2.12194440e-4f), r[u]);
+    ATTN_EACH p[u] = hn::MulAdd(hn::Set(d, 1.9875691500e-4f), r[u], hn::Set(d, 1.3981999507e-3f));
+    ATTN_EACH p[u] = hn::MulAdd(p[u], r[u], hn::Set(d, 8.3334519073e-3f));
+    ATTN_EACH p[u] = hn::MulAdd(p[u], r[u], hn::Set(d, 4.1665795894e-2f));
+    ATTN_EACH p[u] = hn::MulAdd(p[u], r[u], hn::Set(d, 1.6666665459e-1f));
+    ATTN_EACH p[u] = hn::MulAdd(p[u], r[u], hn::Set(d, 5.0000001201e-1f));
+    ATTN_EACH p[u] = hn::MulAdd(p[u], hn::Mul(r[u], r[u]), hn::Add(r[u], hn::Set(d, 1.0f)));
+    ATTN_EACH {
+        const auto ki = hn::ConvertTo(di, k[u]);
+        const auto k1 = hn::ShiftRight<1>(ki), k2 = hn::Sub(ki, k1);
+        const VF f1 = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(k1, hn::Set(di, 127))));
+        const VF f2 = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(k2, hn::Set(di, 127))));
+        x[u] = hn::Mul(hn::Mul(p[u], f1), f2);
+    }
+    ATTN_EACH x[u] = hn::IfThenElse(over[u], hn::Set(d, HUGE_VALF), hn::IfThenZeroElse(under[u], x[u]));
+}
+HWY_INLINE VF exp_v(DF d, VF x) {
+    exp_vu<1>(d, &x);
+    return x;
 }
 
 // ln(x) for x > 0 (subnormals included): x = 2^e m with m in (sqrt(1/2), sqrt(2)], then Cephes'
 // logf polynomial in f = m - 1 and ln 2 in two parts: within 2 ulp of std::log.
-HWY_INLINE VF log_v(DF d, VF x) {
+template <int U>
+HWY_INLINE void log_vu(DF d, VF* x) {  // x[u] = ln(x[u])
     const DI di;
-    const auto sub = hn::Lt(x, hn::Set(d, 1.17549435e-38f));  // subnormal: scaled by 2^23 first
-    x = hn::IfThenElse(sub, hn::Mul(x, hn::Set(d, 8388608.0f)), x);
-    const auto bits = hn::BitCast(di, x);
-    VF e = hn::ConvertTo(d, hn::Sub(hn::ShiftRight<23>(bits), hn::Set(di, 127)));
-    e = hn::Sub(e, hn::IfThenElseZero(sub, hn::Set(d, 23.0f)));
-    VF m = hn::BitCast(d, hn::Or(hn::And(bits, hn::Set(di, 0x007fffff)), hn::Set(di, 0x3f800000)));  // [1, 2)
-    const auto big = hn::Gt(m, hn::Set(d, 1.41421356f));
-    m = hn::IfThenElse(big, hn::Mul(m, hn::Set(d, 0.5f)), m);
-    e = hn::IfThenElse(big, hn::Add(e, hn::Set(d, 1.0f)), e);
-    const VF f = hn::Sub(m, hn::Set(d, 1.0f));
-    const VF z = hn::Mul(f, f);
-    VF y = hn::Set(d, 7.0376836292e-2f);
-    y = hn::MulAdd(y, f, hn::Set(d, -1.1514610310e-1f));
-    y = hn::MulAdd(y, f, hn::Set(d, 1.1676998740e-1f));
-    y = hn::MulAdd(y, f, hn::Set(d, -1.2420140846e-1f));
-    y = hn::MulAdd(y, f, hn::Set(d, 1.4249322787e-1f));
-    y = hn::MulAdd(y, f, hn::Set(d, -1.6668057665e-1f));
-    y = hn::MulAdd(y, f, hn::Set(d, 2.0000714765e-1f));
-    y = hn::MulAdd(y, f, hn::Set(d, -2.4999993993e-1f));
-    y = hn::MulAdd(y, f, hn::Set(d, 3.3333331174e-1f));
-    y = hn::Mul(hn::Mul(y, f), z);
-    y = hn::MulAdd(e, hn::Set(d, -2.12194440e-4f), y);
-    y = hn::NegMulAdd(z, hn::Set(d, 0.5f), y);
-    return hn::MulAdd(e, hn::Set(d, 0.693359375f), hn::Add(f, y));
+    VF e[U], f[U], y[U];
+    ATTN_EACH {
+        const auto sub = hn::Lt(x[u], hn::Set(d, 1.17549435e-38f));  // subnormal: scaled by 2^23 first
+        const VF xs = hn::IfThenElse(sub, hn::Mul(x[u], hn::Set(d, 8388608.0f)), x[u]);
+        const auto bits = hn::BitCast(di, xs);
+        e[u] = hn::ConvertTo(d, hn::Sub(hn::ShiftRight<23>(bits), hn::Set(di, 127)));
+        e[u] = hn::Sub(e[u], hn::IfThenElseZero(sub, hn::Set(d, 23.0f)));
+        f[u] = hn::BitCast(d, hn::Or(hn::And(bits, hn::Set(di, 0x007fffff)), hn::Set(di, 0x3f800000)));  // [1, 2)
+    }
+    ATTN_EACH {
+        const auto big = hn::Gt(f[u], hn::Set(d, 1.41421356f));
+        f[u] = hn::Sub(hn::IfThenElse(big, hn::Mul(f[u], hn::Set(d, 0.5f)), f[u]), hn::Set(d, 1.0f));
+        e[u] = hn::IfThenElse(big, hn::Add(e[u], hn::Set(d, 1.0f)), e[u]);
+    }
+    ATTN_EACH y[u] = hn::MulAdd(hn::Set(d, 7.0376836292e-2f), f[u], hn::Set(d, -1.1514610310e-1f));
+    ATTN_EACH y[u] = hn::MulAdd(y[u], f[u], hn::Set(d, 1.1676998740e-1f));
+    ATTN_EACH y[u] = hn::MulAdd(y[u], f[u], hn::Set(d, -1.2420140846e-1f));
+    ATTN_EACH y[u] = hn::MulAdd(y[u], f[u], hn::Set(d, 1.4249322787e-1f));
+    ATTN_EACH y[u] = hn::MulAdd(y[u], f[u], hn::Set(d, -1.6668057665e-1f));
+    ATTN_EACH y[u] = hn::MulAdd(y[u], f[u], hn::Set(d, 2.0000714765e-1f));
+    ATTN_EACH y[u] = hn::MulAdd(y[u], f[u], hn::Set(d, -2.4999993993e-1f));
+    ATTN_EACH y[u] = hn::MulAdd(y[u], f[u], hn::Set(d, 3.3333331174e-1f));
+    ATTN_EACH {
+        const VF z = hn::Mul(f[u], f[u]);
+        VF t = hn::Mul(hn::Mul(y[u], f[u]), z);
+        t = hn::MulAdd(e[u], hn::Set(d, -2.12194440e-4f), t);
+        t = hn::NegMulAdd(z, hn::Set(d, 0.5f), t);
+        x[u] = hn::MulAdd(e[u], hn::Set(d, 0.693359375f), hn::Add(f[u], t));
+    }
+}
+HWY_INLINE VF log_v(DF d, VF x) {
+    log_vu<1>(d, &x);
+    return x;
 }
 
 // ln(1 + e) for e >= 0 without losing e's low bits: u = 1 + e rounds, c = e - (u - 1) is what the
 // rounding dropped (u - 1 is exact), and ln(1 + e) = ln(u) + c / u to first order in c
-HWY_INLINE VF log1p_v(DF d, VF e) {
+template <int U>
+HWY_INLINE void log1p_vu(DF d, VF* e) {  // e[u] = ln(1 + e[u])
     const VF one = hn::Set(d, 1.0f);
-    const VF u = hn::Add(one, e);
-    const VF c = hn::Sub(e, hn::Sub(u, one));
-    return hn::Add(log_v(d, u), hn::Div(c, u));
+    VF v[U], c[U];
+    ATTN_EACH {
+        v[u] = hn::Add(one, e[u]);
+        c[u] = hn::Div(hn::Sub(e[u], hn::Sub(v[u], one)), v[u]);
+    }
+    log_vu<U>(d, v);
+    ATTN_EACH e[u] = hn::Add(v[u], c[u]);
+}
+HWY_INLINE VF log1p_v(DF d, VF e) {
+    log1p_vu<1>(d, &e);
+    return e;
 }
 
 // x^n by repeated squaring, the reference's pow_int (the same multiplications in the same order)
-HWY_INLINE VF powi_v(DF d, VF x, int n) {
-    VF r = hn::Set(d, 1.0f);
+template <int U>
+HWY_INLINE void powi_vu(DF d, VF* x, int n) {  // x[u] = x[u]^n
+    VF r[U];
+    ATTN_EACH r[u] = hn::Set(d, 1.0f);
     while (n > 0) {
-        if (n & 1) r = hn::Mul(r, x);
-        x = hn::Mul(x, x);
+        if (n & 1) ATTN_EACH r[u] = hn::Mul(r[u], x[u]);
+        ATTN_EACH x[u] = hn::Mul(x[u], x[u]);
         n >>= 1;
     }
-    return r;
+    ATTN_EACH x[u] = r[u];
+}
+template <int U>
+HWY_INLINE void pow_vu(DF d, VF* r, const Power& pw) {  // r[u] = r[u]^p
+    if (pw.integer) return powi_vu<U>(d, r, (int)pw.p);
+    log_vu<U>(d, r);
+    ATTN_EACH r[u] = hn::Mul(hn::Set(d, (float)pw.p), r[u]);
+    exp_vu<U>(d, r);
 }
 HWY_INLINE VF pow_v(DF d, VF r, const Power& pw) {
-    if (pw.integer) return powi_v(d, r, (int)pw.p);
-    return exp_v(d, hn::Mul(hn::Set(d, (float)pw.p), log_v(d, r)));
+    pow_vu<1>(d, &r, pw);
+    return r;
 }
 
 HWY_INLINE VD sum_d(VD acc, VF x) {  // acc + the lanes of x, in double
@@ -293,24 +347,34 @@ HWY_INLINE void store_n(DF d, VF v, float* p, int n) {
 // phi(s) of a variant and, for the backward, its derivative phi'(s) (exp: not needed, phi' = phi);
 // softplus and sigmoid from one e = exp(-|s|): softplus = max(s, 0) + ln(1 + e),
 // sigmoid = (s >= 0 ? 1 : e) / (1 + e), sigmoid' = e / (1 + e)^2 (doc/attention.md, 'Softplus')
-template <AttnPhi F>
-HWY_INLINE VF phi_v(DF d, VF s, VF* dphi) {
+template <AttnPhi F, int U>
+HWY_INLINE void phi_vu(DF d, VF* s, VF* dphi) {  // s[u] = phi(s[u]); dphi (or null): phi'(s[u])
     const VF zero = hn::Zero(d), one = hn::Set(d, 1.0f);
     if constexpr (F == ATTN_PHI_EXP) {
-        return exp_v(d, s);
+        exp_vu<U>(d, s);
     } else if constexpr (F == ATTN_PHI_RELU) {
-        if (dphi) *dphi = hn::IfThenElseZero(hn::Gt(s, zero), one);
-        return hn::Max(s, zero);
+        ATTN_EACH {
+            if (dphi) dphi[u] = hn::IfThenElseZero(hn::Gt(s[u], zero), one);
+            s[u] = hn::Max(s[u], zero);
+        }
     } else {
-        const VF e = exp_v(d, hn::Sub(zero, hn::Abs(s)));
-        const VF ope = hn::Add(one, e);
-        const VF sig = hn::Div(hn::IfThenElse(hn::Ge(s, zero), one, e), ope);
+        VF e[U];
+        ATTN_EACH e[u] = hn::Sub(zero, hn::Abs(s[u]));
+        exp_vu<U>(d, e);
+        if (dphi) {
+            ATTN_EACH {
+                const VF ope = hn::Add(one, e[u]);
+                if constexpr (F == ATTN_PHI_SOFTPLUS) dphi[u] = hn::Div(hn::IfThenElse(hn::Ge(s[u], zero), one, e[u]), ope);
+                else dphi[u] = hn::Div(e[u], hn::Mul(ope, ope));
+            }
+        }
         if constexpr (F == ATTN_PHI_SOFTPLUS) {
-            if (dphi) *dphi = sig;
-            return hn::Add(hn::Max(s, zero), log1p_v(d, e));
+            VF l[U];
+            ATTN_EACH l[u] = e[u];
+            log1p_vu<U>(d, l);
+            ATTN_EACH s[u] = hn::Add(hn::Max(s[u], zero), l[u]);
         } else {
-            if (dphi) *dphi = hn::Div(e, hn::Mul(ope, ope));
-            return sig;
+            ATTN_EACH s[u] = hn::Div(hn::IfThenElse(hn::Ge(s[u], zero), one, e[u]), hn::Add(one, e[u]));
         }
     }
 }
@@ -348,6 +412,8 @@ HWY_NOINLINE bool row_forward(float* s, float* a, float* w, float stats[3], Row&
     const DF d;
     const int N = (int)hn::Lanes(d);
     const int n = t + 1, n16 = (n + 15) / 16 * 16;
+    // the passes with exp and ln step by ROW_U vectors: up to nu, into the row's zero padding (nu <= Tp)
+    const int nu = (n + ROW_U * N - 1) / (ROW_U * N) * (ROW_U * N);
     const VF scale = hn::Set(d, ref::attn_score_scale<K, float>(t, hd, attn_len, pw.p)),
              bias = hn::Set(d, ref::attn_score_bias<K, float>(t, attn_len));
     VD S1_acc = hn::Zero(DD());
@@ -363,21 +429,28 @@ HWY_NOINLINE bool row_forward(float* s, float* a, float* w, float stats[3], Row&
         }
         smax = reduce_max(vmax);
     }
-    for (int j = 0; j < n16; j += N) {
-        const auto k = lanes(d, j, n);
-        VF sv = load_z(d, k, s + j), dv;
-        if constexpr (Tr::ssmax) sv = hn::Sub(hn::MulAdd(scale, sv, bias), hn::Set(d, smax));  // the same score again
-        else if constexpr (Tr::phi == ATTN_PHI_EXP) sv = hn::Sub(sv, hn::Set(d, smax));
-        else sv = hn::MulAdd(scale, sv, bias);
-        VF av = phi_v<Tr::phi>(d, sv, dphi ? &dv : nullptr);
-        if constexpr (Tr::phi != ATTN_PHI_EXP) {
-            if (dphi) hn::StoreU(dv, d, s + j);
+    constexpr int U = ROW_U;
+    for (int j = 0; j < nu; j += U * N) {
+        hn::Mask<DF> k[U];
+        VF sv[U], dv[U];
+        ATTN_EACH {
+            k[u] = lanes(d, j + u * N, n);
+            sv[u] = load_z(d, k[u], s + j + u * N);
+            if constexpr (Tr::ssmax) sv[u] = hn::Sub(hn::MulAdd(scale, sv[u], bias), hn::Set(d, smax));  // the same score again
+            else if constexpr (Tr::phi == ATTN_PHI_EXP) sv[u] = hn::Sub(sv[u], hn::Set(d, smax));
+            else sv[u] = hn::MulAdd(scale, sv[u], bias);
         }
-        av = hn::IfThenElseZero(k, av);
-        hn::StoreU(av, d, a + j);
-        S1_acc = sum_d(S1_acc, av);
-        amax = hn::IfThenElse(k, hn::Max(amax, av), amax);
-        amin = hn::IfThenElse(k, hn::Min(amin, av), amin);
+        phi_vu<Tr::phi, U>(d, sv, dphi ? dv : nullptr);
+        ATTN_EACH {
+            if constexpr (Tr::phi != ATTN_PHI_EXP) {
+                if (dphi) hn::StoreU(dv[u], d, s + j + u * N);
+            }
+            const VF av = hn::IfThenElseZero(k[u], sv[u]);
+            hn::StoreU(av, d, a + j + u * N);
+            S1_acc = sum_d(S1_acc, av);
+            amax = hn::IfThenElse(k[u], hn::Max(amax, av), amax);
+            amin = hn::IfThenElse(k[u], hn::Min(amin, av), amin);
+        }
     }
     stats[0] = stats[1] = stats[2] = 0;
     row = Row();
@@ -415,13 +488,21 @@ HWY_NOINLINE bool row_forward(float* s, float* a, float* w, float stats[3], Row&
         row.m = m;
         const VF vm = hn::Set(d, m), one = hn::Set(d, 1.0f), zero = hn::Zero(d);
         VD Z_acc = hn::Zero(DD());
-        for (int j = 0; j < n16; j += N) {
-            const VF x = x_v<Tr::norm>(hn::LoadU(d, a + j), vS1, vn, vo, vn_norm);
-            const auto pos = hn::And(hn::Gt(x, zero), lanes(d, j, n));
-            const VF r = hn::IfThenElse(pos, hn::Div(x, vm), one);  // <= 1: m is the largest x
-            const VF u = hn::IfThenElseZero(pos, pow_v(d, r, pw));
-            hn::StoreU(u, d, w + j);
-            Z_acc = sum_d(Z_acc, u);
+        constexpr int U = ROW_U;
+        for (int j = 0; j < nu; j += U * N) {
+            hn::Mask<DF> pos[U];
+            VF r[U];
+            ATTN_EACH {
+                const VF x = x_v<Tr::norm>(hn::LoadU(d, a + j + u * N), vS1, vn, vo, vn_norm);
+                pos[u] = hn::And(hn::Gt(x, zero), lanes(d, j + u * N, n));
+                r[u] = hn::IfThenElse(pos[u], hn::Div(x, vm), one);  // <= 1: m is the largest x
+            }
+            pow_vu<U>(d, r, pw);
+            ATTN_EACH {
+                const VF uv = hn::IfThenElseZero(pos[u], r[u]);
+                hn::StoreU(uv, d, w + j + u * N);
+                Z_acc = sum_d(Z_acc, uv);
+            }
         }
         const float Z = (float)reduce_d(Z_acc);
         if (Z == 0) {  // rounding left m > 0 while every x <= 0: degenerate too
