@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <cstring>
 #include <new>
+#include <type_traits>
 #include <vector>
 
 #include "attention/attention_cpu.h"
@@ -187,6 +188,15 @@ HWY_INLINE VF load_z(DF d, hn::Mask<DF> m, const float* p) { return hn::IfThenEl
 
 // vectors per step of the row passes: 32 floats (AVX-512: 2, AVX2: 4, 128-bit targets: 4)
 constexpr int ROW_U = std::min(4, std::max(1, 32 / (int)hn::MaxLanes(DF())));
+
+// f(std::integral_constant<int, U>(), j) for the vectors at j of [0, n16): steps of ROW_U vectors,
+// then single ones (n16 a multiple of 16 floats, N the lanes)
+template <class F>
+HWY_INLINE void row_steps(int n16, int N, F&& f) {
+    int j = 0;
+    for (; j + ROW_U * N <= n16; j += ROW_U * N) f(std::integral_constant<int, ROW_U>(), j);
+    for (; j < n16; j += N) f(std::integral_constant<int, 1>(), j);
+}
 
 // exp(x): 2^k * p(r) with x = k ln2 + r, |r| <= ln2/2, p a degree-6 polynomial (Cephes' expf
 // coefficients): within 2 ulp of std::exp for x in [-87, 88]; below
@@ -412,8 +422,6 @@ HWY_NOINLINE bool row_forward(float* s, float* a, float* w, float stats[3], Row&
     const DF d;
     const int N = (int)hn::Lanes(d);
     const int n = t + 1, n16 = (n + 15) / 16 * 16;
-    // the passes with exp and ln step by ROW_U vectors: up to nu, into the row's zero padding (nu <= Tp)
-    const int nu = (n + ROW_U * N - 1) / (ROW_U * N) * (ROW_U * N);
     const VF scale = hn::Set(d, ref::attn_score_scale<K, float>(t, hd, attn_len, pw.p)),
              bias = hn::Set(d, ref::attn_score_bias<K, float>(t, attn_len));
     VD S1_acc = hn::Zero(DD());
@@ -429,8 +437,8 @@ HWY_NOINLINE bool row_forward(float* s, float* a, float* w, float stats[3], Row&
         }
         smax = reduce_max(vmax);
     }
-    constexpr int U = ROW_U;
-    for (int j = 0; j < nu; j += U * N) {
+    row_steps(n16, N, [&](auto steps, int j) {
+        constexpr int U = decltype(steps)::value;
         hn::Mask<DF> k[U];
         VF sv[U], dv[U];
         ATTN_EACH {
@@ -451,7 +459,7 @@ HWY_NOINLINE bool row_forward(float* s, float* a, float* w, float stats[3], Row&
             amax = hn::IfThenElse(k[u], hn::Max(amax, av), amax);
             amin = hn::IfThenElse(k[u], hn::Min(amin, av), amin);
         }
-    }
+    });
     stats[0] = stats[1] = stats[2] = 0;
     row = Row();
     for (int j = n16; j < nkp; j += N) hn::StoreU(hn::Zero(d), d, w + j);
@@ -488,8 +496,8 @@ HWY_NOINLINE bool row_forward(float* s, float* a, float* w, float stats[3], Row&
         row.m = m;
         const VF vm = hn::Set(d, m), one = hn::Set(d, 1.0f), zero = hn::Zero(d);
         VD Z_acc = hn::Zero(DD());
-        constexpr int U = ROW_U;
-        for (int j = 0; j < nu; j += U * N) {
+        row_steps(n16, N, [&](auto steps, int j) {
+            constexpr int U = decltype(steps)::value;
             hn::Mask<DF> pos[U];
             VF r[U];
             ATTN_EACH {
@@ -503,7 +511,7 @@ HWY_NOINLINE bool row_forward(float* s, float* a, float* w, float stats[3], Row&
                 hn::StoreU(uv, d, w + j + u * N);
                 Z_acc = sum_d(Z_acc, uv);
             }
-        }
+        });
         const float Z = (float)reduce_d(Z_acc);
         if (Z == 0) {  // rounding left m > 0 while every x <= 0: degenerate too
             clear();
