@@ -24,38 +24,37 @@ struct BenchShape {
     int B, T;
 };
 
+static std::vector<std::string> split_commas(const char* s) {
+    std::vector<std::string> items;
+    std::string text = s;
+    for (size_t start = 0; start <= text.size();) {
+        size_t end = std::min(text.find(',', start), text.size());
+        items.push_back(text.substr(start, end - start));
+        start = end + 1;
+    }
+    return items;
+}
+
 static std::vector<BenchShape> parse_shapes(const char* s) {
     std::vector<BenchShape> shapes;
-    std::string text = s;
-    size_t start = 0;
-    while (start <= text.size()) {
-        size_t end = text.find(',', start);
-        if (end == std::string::npos) end = text.size();
-        std::string item = text.substr(start, end - start);
+    for (const std::string& item : split_commas(s)) {
         int B = 0, T = 0;
         char tail = 0;
         if (sscanf(item.c_str(), "%dx%d%c", &B, &T, &tail) != 2 || B < 1 || T < 1 || (double)B * T > (1 << 24))
             cli_fail(cli_bad_value("-s", s, "expected BxT shapes separated by commas, B and T >= 1 (B T <= 2^24)",
                                    "shapes"));
         shapes.push_back({B, T});
-        start = end + 1;
     }
     return shapes;
 }
 
 static std::vector<AttnKind> parse_kinds(const char* s) {
     std::vector<AttnKind> kinds;
-    std::string text = s;
-    size_t start = 0;
-    while (start <= text.size()) {
-        size_t end = text.find(',', start);
-        if (end == std::string::npos) end = text.size();
+    for (const std::string& name : split_commas(s)) {
         AttnKind kind;
-        std::string name = text.substr(start, end - start);
         if (!attn_kind_from_name(name.c_str(), &kind))
             cli_fail("-a " + std::string(s) + ": '" + name + "' is not a variant; expected " + attn_kind_list());
         kinds.push_back(kind);
-        start = end + 1;
     }
     return kinds;
 }
