@@ -144,7 +144,8 @@ CLI_TABLE_PROGRAMS := train_gpt2cpu_lssar $(BUILD)/train_gpt2cu_emu_lssar $(BUIL
                       $(BUILD)/gradcheck_cu_emu_lssar $(BUILD)/passkey_mix $(BUILD)/sample_cpu_lssar \
                       $(BUILD)/sample_cu_emu_lssar
 # (the one list of them: the test reads it from -DCLI_TABLE_PROGRAMS)
-$(BUILD)/test_cli: test/test_cli.cpp $(DOCTEST_MAIN) $(TRAINER_OBJS) $(CLI_TABLE_PROGRAMS) test/test.mk | $(BUILD)
+$(BUILD)/test_cli: test/test_cli.cpp $(DOCTEST_MAIN) $(TRAINER_OBJS) $(CLI_TABLE_PROGRAMS) $(BUILD)/bench_attention_cpu \
+                  test/test.mk | $(BUILD)
 	$(CXX_HOST) -DCLI_TABLE_PROGRAMS='"$(CLI_TABLE_PROGRAMS)"' $< $(DOCTEST_MAIN) $(TRAINER_OBJS) -o $@ $(BLAS_LDLIBS) $(LDLIBS)
 TESTS += $(BUILD)/test_cli
 

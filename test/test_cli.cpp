@@ -245,3 +245,41 @@ TEST_CASE("the tools' -pr: auto by default on the CPU (the faster fast-path nume
     CHECK(cu_default.code == 0);
     CHECK(contains(cu_default.output, "precision: bf16 mixed precision (CUDA back end)"));
 }
+
+// build/bench_attention_cpu (tools/bench_attention_cpu.cpp): a line for every target it lists, in
+// both numerics, for every variant asked; shapes and variants it cannot take refused by name
+TEST_CASE("bench_attention_cpu: every target it lists in fp32 and bf16; bad shapes and variants refused") {
+    Result r = run("./build/bench_attention_cpu -s 2x24 -r 1 -a softmax,lssar");
+    INFO(r.output);
+    REQUIRE(r.code == 0);
+    std::istringstream in(r.output);
+    std::string first;
+    std::getline(in, first);
+    REQUIRE(first.rfind("cpu targets: ", 0) == 0);
+    std::istringstream names(first.substr(13, first.find(';') - 13));
+    std::vector<std::string> targets;
+    for (std::string t; names >> t;) targets.push_back(t);
+    REQUIRE(!targets.empty());
+    for (const char* kind : {"softmax", "lssar"}) {
+        const size_t at = r.output.find(std::string(kind) + " B 2 T 24: reference forward ");
+        REQUIRE(at != std::string::npos);
+        const size_t next = r.output.find(" B 2 T 24: reference forward ", at + strlen(kind) + 1);  // the next variant's
+        const std::string block = r.output.substr(at, next == std::string::npos ? std::string::npos : next - at);
+        for (const std::string& t : targets)
+            for (const char* num : {"fp32", "bf16"}) {
+                std::string label = t;
+                label.resize(std::max<size_t>(label.size(), 6), ' ');
+                const std::string what = std::string(kind) + " " + t + " " + num;
+                CHECK_MESSAGE(contains(block, "  " + label + " " + num), what);
+            }
+    }
+    Result bad_shape = run("./build/bench_attention_cpu -s 2x");
+    CHECK(bad_shape.code == 1);
+    CHECK(contains(bad_shape.output, "-s 2x: expected BxT shapes"));
+    Result bad_kind = run("./build/bench_attention_cpu -a softmax,nope");
+    CHECK(bad_kind.code == 1);
+    CHECK(contains(bad_kind.output, "'nope' is not a variant"));
+    Result unknown = run("./build/bench_attention_cpu -x 1");
+    CHECK(unknown.code == 1);
+    CHECK(contains(unknown.output, "unknown flag -x"));
+}
