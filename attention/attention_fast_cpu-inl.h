@@ -379,10 +379,8 @@ HWY_INLINE void phi_vu(DF d, VF* s, VF* dphi) {  // s[u] = phi(s[u]); dphi (or n
             }
         }
         if constexpr (F == ATTN_PHI_SOFTPLUS) {
-            VF l[U];
-            ATTN_EACH l[u] = e[u];
-            log1p_vu<U>(d, l);
-            ATTN_EACH s[u] = hn::Add(hn::Max(s[u], zero), l[u]);
+            log1p_vu<U>(d, e);
+            ATTN_EACH s[u] = hn::Add(hn::Max(s[u], zero), e[u]);
         } else {
             ATTN_EACH s[u] = hn::Div(hn::IfThenElse(hn::Ge(s[u], zero), one, e[u]), hn::Add(one, e[u]));
         }
