@@ -62,6 +62,17 @@ inline std::string cli_number(double x) {
     return buf;
 }
 
+// The items of a comma-separated list, empty ones kept ("a,,b": "a", "", "b"; "": one empty item)
+inline std::vector<std::string> cli_split_commas(const std::string& text) {
+    std::vector<std::string> items;
+    for (size_t start = 0;;) {
+        size_t comma = text.find(',', start);
+        items.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+        if (comma == std::string::npos) return items;
+        start = comma + 1;
+    }
+}
+
 // The comma-separated integers s given to flag (what they are: `what`), each in [lo, hi], at most
 // max_count of them, e.g. "1,2,4": anything else (empty, an empty item, a non-number, out of range,
 // too many) ends the program naming the flag, the value, the rule and an example.
@@ -75,10 +86,7 @@ inline std::vector<long long> cli_parse_int_list(const char* flag, const char* s
                  " (e.g. " + example + ")");
     };
     if (text.empty()) fail("empty list");
-    size_t start = 0;
-    while (true) {
-        size_t comma = text.find(',', start);
-        std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    for (const std::string& item : cli_split_commas(text)) {
         char* end;
         errno = 0;
         long long v = item.empty() ? 0 : strtoll(item.c_str(), &end, 10);
@@ -88,8 +96,6 @@ inline std::vector<long long> cli_parse_int_list(const char* flag, const char* s
         if (v < lo || v > hi) fail(item + " is out of range");
         values.push_back(v);
         if (values.size() > max_count) fail("more than " + std::to_string(max_count) + " values");
-        if (comma == std::string::npos) break;
-        start = comma + 1;
     }
     return values;
 }

@@ -2,10 +2,11 @@
 // against the reference path's (attention/attention_cpu.h) on the same inputs in the same run.
 //   build/bench_attention_cpu [-a softmax,lssar] [-s 32x64,8x256,2x1024] [-hd 64] [-nh 2] [-r 5] [-th 1]
 // For each variant and shape (B x T): the reference's forward, then per target and numerics the fast
-// forward and forward + backward (ms per call, the median of -r calls after one untimed), and the
-// reference forward's time over the fast forward's. fp32 and bf16 numerics on every target; on a CPU
-// with AVX512-BF16 the AVX-512 target's bf16 twice, with the dot products (vdpbf16ps) and with their
-// exact emulation. One thread unless -th says otherwise (OMP_NUM_THREADS is ignored).
+// forward and forward + backward (ms per call, the median of -r calls after one untimed; the
+// reference's of at most 3), and the reference forward's time over the fast forward's. fp32 and
+// bf16 numerics on every target; on a CPU with AVX512-BF16 the AVX-512 target's bf16 twice, with the
+// dot products (vdpbf16ps) and with their exact emulation. One thread unless -th says otherwise
+// (OMP_NUM_THREADS is ignored).
 #include <omp.h>
 
 #include <algorithm>
@@ -24,20 +25,9 @@ struct BenchShape {
     int B, T;
 };
 
-static std::vector<std::string> split_commas(const char* s) {
-    std::vector<std::string> items;
-    std::string text = s;
-    for (size_t start = 0; start <= text.size();) {
-        size_t end = std::min(text.find(',', start), text.size());
-        items.push_back(text.substr(start, end - start));
-        start = end + 1;
-    }
-    return items;
-}
-
 static std::vector<BenchShape> parse_shapes(const char* s) {
     std::vector<BenchShape> shapes;
-    for (const std::string& item : split_commas(s)) {
+    for (const std::string& item : cli_split_commas(s)) {
         int B = 0, T = 0;
         char tail = 0;
         if (sscanf(item.c_str(), "%dx%d%c", &B, &T, &tail) != 2 || B < 1 || T < 1 || (double)B * T > (1 << 24))
@@ -50,7 +40,7 @@ static std::vector<BenchShape> parse_shapes(const char* s) {
 
 static std::vector<AttnKind> parse_kinds(const char* s) {
     std::vector<AttnKind> kinds;
-    for (const std::string& name : split_commas(s)) {
+    for (const std::string& name : cli_split_commas(s)) {
         AttnKind kind;
         if (!attn_kind_from_name(name.c_str(), &kind))
             cli_fail("-a " + std::string(s) + ": '" + name + "' is not a variant; expected " + attn_kind_list());
@@ -82,8 +72,9 @@ int main(int argc, char** argv) {
             fprintf(f == "-h" ? stdout : stderr,
                     "usage: %s [-a softmax,lssar] [-s 32x64,8x256,2x1024] [-hd 64] [-nh 2] [-r 5] [-th 1]\n"
                     "the fast path's attention on every ISA target this CPU runs, fp32 and bf16 numerics: forward\n"
-                    "and forward + backward, ms per call (median of -r calls), and the reference path's forward on\n"
-                    "the same inputs over the fast forward (-a variants, -s BxT shapes, -th OpenMP threads)\n",
+                    "and forward + backward, ms per call (median of -r calls; the reference's of at most 3), and the\n"
+                    "reference path's forward on the same inputs over the fast forward (-a variants, -s BxT shapes,\n"
+                    "-th OpenMP threads)\n",
                     argv[0]);
             return f == "-h" ? 0 : 1;
         }
